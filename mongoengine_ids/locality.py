@@ -1,0 +1,459 @@
+"""The Locality UUID: counter, process id, node and millisecond time in 128 bits.
+
+The layout is Groupon's (``shared/spec/locality-uuid.md`` fixes every bit); ids made here decode
+with the original Java and Ruby libraries and theirs decode here. Unlike the originals, a
+generator never repeats a value: not across threads, not after ``fork()``, not across mode
+switches and not when the clock steps backwards.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from array import array
+import hashlib
+import os
+import re
+import secrets
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable
+from typing import Final, Literal
+
+from bson.binary import Binary
+
+from . import constants as C
+from .errors import invalid_id
+
+Mode = Literal["spread", "sequential"]
+Clock = Callable[[], int]
+
+_MODES: Final = ("spread", "sequential")
+_FIXED_VERSION: Final = C.LOCALITY_VERSION << C.LOCALITY_VERSION_SHIFT
+_VERSION_FIELD_MASK: Final = C.LOCALITY_VERSION_MASK << C.LOCALITY_VERSION_SHIFT
+_CANONICAL: Final = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_COMPACT: Final = re.compile(r"[0-9a-fA-F]{32}")
+ACCEPTED_TEXT: Final = (
+    "36 characters 'xxxxxxxx-xxxx-bxxx-xxxx-xxxxxxxxxxxx' or 32 hex digits (either case), "
+    "16 bytes, or a uuid.UUID"
+)
+
+_time_ns = time.time_ns
+_COUNTER_MASK: Final = C.LOCALITY_COUNTER_MASK
+_TIME_MASK: Final = C.LOCALITY_TIME_MASK
+_COUNTER_SHIFT: Final = C.LOCALITY_COUNTER_SHIFT
+_SPREAD_STEP: Final = C.SPREAD_STEP
+_new_object = object.__new__
+_set_slot = object.__setattr__
+_SAFE_UNKNOWN: Final = uuid.SafeUUID.unknown
+
+
+def reverse_hex_digits(value: int) -> int:
+    """Reverse the 8 hex digits of a 32-bit value (0x87654321 -> 0x12345678).
+
+    Spread mode writes the counter this way so that the first characters of consecutive ids
+    differ, which spreads writes across range-based shards. It is its own inverse.
+    """
+    # Swap the nibbles of each byte, then the bytes of each half, then the halves: 3 steps of
+    # integer arithmetic, about 4x cheaper than formatting and reversing a string.
+    value = ((value & 0x0F0F0F0F) << 4) | ((value >> 4) & 0x0F0F0F0F)
+    value = ((value & 0x00FF00FF) << 8) | ((value >> 8) & 0x00FF00FF)
+    return ((value & 0xFFFF) << 16) | (value >> 16)
+
+
+def _reverse_byte_digits(byte: int) -> int:
+    return ((byte & 0xF) << 4) | (byte >> 4)
+
+
+# The hex digits of every 16-bit value, reversed: two look-ups reverse a 32-bit counter in about
+# 0.06 us, against 0.13 us for the arithmetic of reverse_hex_digits (128 KiB, built in ~4 ms).
+_REVERSED_HALF: Final = array(
+    "H",
+    [
+        (_reverse_byte_digits(low) << 8) | _reverse_byte_digits(high)
+        for high in range(256)
+        for low in range(256)
+    ],
+)
+
+
+def sequential_start(epoch_ms: int) -> int:
+    """The counter state that sequential mode starts from at ``epoch_ms``.
+
+    MD5 of the UTC time formatted ``yyyyMMddHHm`` (the 10-minute window), first 4 bytes read as
+    a little-endian unsigned integer: machines that switch in the same window start together.
+    """
+    moment = _dt.datetime.fromtimestamp(epoch_ms // 1000, tz=_dt.timezone.utc)
+    window = moment.strftime(C.SEQUENTIAL_WINDOW_FORMAT)[:-1]
+    digest = hashlib.md5(window.encode("ascii"), usedforsecurity=False).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def _int_from_uuid_value(value: object) -> int:
+    """Read 128 bits from any accepted shape; raise TypeError or InvalidIdError otherwise."""
+    if isinstance(value, uuid.UUID):
+        return value.int
+    if isinstance(value, str):
+        if _CANONICAL.fullmatch(value) or _COMPACT.fullmatch(value):
+            return int(value.replace("-", ""), 16)
+        raise invalid_id(value, "Locality UUID", ACCEPTED_TEXT)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        if isinstance(value, Binary) and value.subtype not in (0, C.BSON_UUID_SUBTYPE):
+            raise invalid_id(
+                value, "Locality UUID", f"BSON Binary of subtype 0 or {C.BSON_UUID_SUBTYPE}"
+            )
+        if len(raw) != C.UUID_BYTES:
+            raise invalid_id(value, "Locality UUID", ACCEPTED_TEXT)
+        return int.from_bytes(raw, "big")
+    raise TypeError(
+        f"a Locality UUID is built from a str, bytes or uuid.UUID, not "
+        f"{type(value).__name__}: {value!r}"
+    )
+
+
+class LocalityUUID(uuid.UUID):
+    """A Locality UUID value; a :class:`uuid.UUID`, with its fields readable.
+
+    Build one from text (``'20be0ffc-314a-bd53-7a50-013a65ca76d2'``, or the same 32 hex digits
+    without hyphens, either case), 16 bytes (big-endian, as stored) or a :class:`uuid.UUID`.
+    Anything else, or a value whose version nibble is not ``b``, raises ``ValueError``
+    (:class:`~mongoengine_ids.errors.InvalidIdError`) quoting it; a wrong type raises
+    ``TypeError``.
+
+    The id does not record the mode that made it, so the counter has two readings:
+    :attr:`spread_counter` and :attr:`sequential_counter`.
+    """
+
+    __slots__ = ()
+    # A class attribute instead of the inherited slot: one store less per generated id.
+    is_safe = _SAFE_UNKNOWN  # type: ignore[misc]
+
+    def __init__(self, value: str | bytes | uuid.UUID) -> None:
+        number = _int_from_uuid_value(value)
+        if (number >> C.LOCALITY_VERSION_SHIFT) & C.LOCALITY_VERSION_MASK != C.LOCALITY_VERSION:
+            version = (number >> C.LOCALITY_VERSION_SHIFT) & C.LOCALITY_VERSION_MASK
+            raise invalid_id(
+                value,
+                "Locality UUID",
+                f"version nibble b (the 13th hex digit), found {version:x}",
+            )
+        _set_slot(self, "int", number)
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        # uuid.UUID's would store is_safe, which is a class attribute here.
+        _set_slot(self, "int", state["int"])
+
+    @classmethod
+    def _from_int(cls, number: int) -> LocalityUUID:
+        # uuid.UUID.__init__ costs about 0.7 us; this about 0.1 us.
+        value = _new_object(cls)
+        _set_slot(value, "int", number)
+        return value
+
+    @classmethod
+    def from_fields(
+        cls, *, counter: int, pid: int, node: int, timestamp_ms: int, mode: Mode = "spread"
+    ) -> LocalityUUID:
+        """Assemble an id from its fields, as a generator in ``mode`` would write them.
+
+        Raises:
+            ValueError: a field does not fit its width, or ``mode`` is unknown.
+        """
+        _check_mode(mode)
+        for name, field_value, bits in (
+            ("counter", counter, C.LOCALITY_COUNTER_BITS),
+            ("pid", pid, C.LOCALITY_PID_BITS),
+            ("node", node, C.LOCALITY_NODE_BITS),
+            ("timestamp_ms", timestamp_ms, C.LOCALITY_TIME_BITS),
+        ):
+            if not 0 <= field_value < 1 << bits:
+                raise ValueError(f"{name}={field_value!r} does not fit in {bits} unsigned bits")
+        written = reverse_hex_digits(counter) if mode == "spread" else counter
+        return cls._from_int(
+            (written << C.LOCALITY_COUNTER_SHIFT)
+            | (pid << C.LOCALITY_PID_SHIFT)
+            | _FIXED_VERSION
+            | (node << C.LOCALITY_NODE_SHIFT)
+            | timestamp_ms
+        )
+
+    @property
+    def version(self) -> int:  # type: ignore[override]
+        """The version nibble: always 0xb (11) for a Locality UUID."""
+        return (self.int >> C.LOCALITY_VERSION_SHIFT) & C.LOCALITY_VERSION_MASK
+
+    @property
+    def pid(self) -> int:
+        """The process id of the generator, mod 65536."""
+        return (self.int >> C.LOCALITY_PID_SHIFT) & C.LOCALITY_PID_MASK
+
+    @property
+    def node(self) -> int:  # type: ignore[override]
+        """The node: the low 28 bits of the generator's MAC address."""
+        return (self.int >> C.LOCALITY_NODE_SHIFT) & C.LOCALITY_NODE_MASK
+
+    @property
+    def timestamp_ms(self) -> int:
+        """Unix epoch milliseconds (UTC) when the id was made."""
+        return self.int & C.LOCALITY_TIME_MASK
+
+    @property
+    def timestamp(self) -> _dt.datetime:
+        """When the id was made, as an aware UTC datetime (millisecond precision)."""
+        return _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(
+            milliseconds=self.timestamp_ms
+        )
+
+    @property
+    def sequential_counter(self) -> int:
+        """The counter, read as an id made in sequential mode (bytes 0-3 big-endian)."""
+        return self.int >> C.LOCALITY_COUNTER_SHIFT
+
+    @property
+    def spread_counter(self) -> int:
+        """The counter, read as an id made in spread mode (hex digits of bytes 0-3 reversed).
+
+        Lossy for ids made by the original Java library with a counter >= 2**31: it wrote the
+        7th character as ``f`` (a sign-extension bug), so that digit cannot be recovered.
+        """
+        return reverse_hex_digits(self.int >> C.LOCALITY_COUNTER_SHIFT)
+
+
+def _check_mode(mode: object) -> None:
+    if mode not in _MODES:
+        raise ValueError(f"mode={mode!r} is not a Locality UUID mode: expected one of {_MODES}")
+
+
+def parse_mac(value: str) -> int:
+    """Read a MAC address written ``aa:bb:cc:dd:ee:ff``, ``aa-bb-cc-dd-ee-ff`` or as 12 hex digits."""
+    digits = value.strip().replace(":", "").replace("-", "")
+    if len(digits) != 12 or not re.fullmatch(r"[0-9a-fA-F]{12}", digits):
+        raise invalid_id(value, "MAC address", "'aa:bb:cc:dd:ee:ff', 'aa-bb-cc-dd-ee-ff' or 12 hex digits")
+    return int(digits, 16)
+
+
+_machine_mac: int | None = None
+_machine_mac_lock = threading.Lock()
+
+
+def machine_mac() -> int:
+    """The MAC this machine's generators use by default: ``$MONGOENGINE_IDS_MAC`` or the NIC's.
+
+    Read once per process: :func:`uuid.getnode` may run ``ip`` or ``ifconfig``.
+    """
+    global _machine_mac
+    with _machine_mac_lock:
+        if _machine_mac is None:
+            override = os.environ.get(C.MAC_ENV_VAR)
+            _machine_mac = parse_mac(override) if override else uuid.getnode()
+        return _machine_mac
+
+
+def _check_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}: {value!r}")
+    return value
+
+
+def _mac_to_int(mac: int | bytes) -> int:
+    if isinstance(mac, (bytes, bytearray)):
+        if len(mac) != 6:
+            raise ValueError(f"mac={bytes(mac)!r} must be exactly 6 bytes, got {len(mac)}")
+        return int.from_bytes(mac, "big")
+    value = _check_int("mac", mac)
+    if not 0 <= value <= C.MAC_MASK:
+        raise ValueError(f"mac={value!r} must be a 48-bit unsigned int (0 to 0x{C.MAC_MASK:x})")
+    return value
+
+
+# Every live generator, so that a forked child can give each one its own pid and fresh state.
+_generators: weakref.WeakSet[LocalityUUIDGenerator] = weakref.WeakSet()
+
+
+class LocalityUUIDGenerator:
+    """Makes Locality UUIDs; thread-safe, fork-safe, never repeats a value.
+
+    Args:
+        pid: process id written into the ids (used mod 65536). Default: ``os.getpid()``, read
+            again in a forked child. A forked child always uses its real pid, explicit or not:
+            two processes writing the same pid and node could repeat each other's ids.
+        mac: the 48-bit MAC address (int or 6 bytes) whose low 28 bits are the node. Default:
+            ``$MONGOENGINE_IDS_MAC`` if set, else the machine's (:func:`uuid.getnode`).
+        clock: callable returning Unix epoch milliseconds as an int. Default: the wall clock.
+        counter: the counter state before the next id; the next id uses ``counter + step``
+            (mod 2**32). Default: random in spread mode, the 10-minute-window hash of
+            ``clock()`` in sequential mode.
+        mode: ``"spread"`` (step 0x0BD4BCB5, digits reversed: spreads writes over range shards)
+            or ``"sequential"`` (step 1: ids made at the same time sort together).
+
+    Uniqueness: within one generator, an id is never repeated. The time field never goes
+    backwards: if the clock steps back, ids keep the highest millisecond already used until the
+    clock passes it, and a mode switch moves on to a millisecond no earlier id used. Two
+    generators in one process share pid and node, so give every model writing to the same
+    collection the same generator.
+
+    Raises:
+        TypeError: an argument has the wrong type.
+        ValueError: ``mode`` is unknown, or ``mac`` does not fit 48 bits.
+    """
+
+    __slots__ = (
+        "_explicit_pid", "_node", "_clock", "_lock", "_mode", "_step", "_counter",
+        "_ms", "_first", "_pid", "_fixed", "_text_middle", "__weakref__",
+    )
+
+    def __init__(
+        self,
+        *,
+        pid: int | None = None,
+        mac: int | bytes | None = None,
+        clock: Clock | None = None,
+        counter: int | None = None,
+        mode: Mode = "spread",
+    ) -> None:
+        _check_mode(mode)
+        if pid is not None:
+            _check_int("pid", pid)
+        if counter is not None:
+            _check_int("counter", counter)
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be a callable returning epoch milliseconds, not {clock!r}")
+        self._explicit_pid = pid
+        self._node = (_mac_to_int(mac) if mac is not None else machine_mac()) & C.LOCALITY_NODE_MASK
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._mode: Mode = mode
+        self._step = C.SPREAD_STEP if mode == "spread" else C.SEQUENTIAL_STEP
+        if counter is not None:
+            self._counter = counter & C.LOCALITY_COUNTER_MASK
+        else:
+            self._counter = self._fresh_counter()
+        # _ms: the millisecond of the latest id (or the floor after a mode switch). _first: the
+        # counter state before the first id made at _ms; when the counter comes back to it,
+        # every counter value has been used at _ms.
+        self._ms = -1
+        self._first = self._counter
+        self._set_pid(pid if pid is not None else os.getpid())
+        _generators.add(self)
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def _set_pid(self, pid: int) -> None:
+        self._pid = pid & C.LOCALITY_PID_MASK
+        self._fixed = (
+            (self._pid << C.LOCALITY_PID_SHIFT)
+            | _FIXED_VERSION
+            | (self._node << C.LOCALITY_NODE_SHIFT)
+        )
+        # The constant middle of the text form, so generate_str formats only counter and time.
+        middle = f"{self._fixed >> C.LOCALITY_NODE_SHIFT:012x}"
+        self._text_middle = f"-{middle[:4]}-{middle[4:8]}-{middle[8:]}-"
+
+    def _now(self) -> int:
+        return self._clock() if self._clock is not None else _time_ns() // 1_000_000
+
+    def _fresh_counter(self) -> int:
+        if self._mode == "sequential":
+            return sequential_start(self._now())
+        return secrets.randbits(C.LOCALITY_COUNTER_BITS)
+
+    def _after_fork_in_child(self) -> None:
+        # The parent's lock may have been held by another thread at fork time.
+        self._lock = threading.Lock()
+        self._set_pid(os.getpid())
+        self._counter = self._fresh_counter()
+        self._ms = -1
+        self._first = self._counter
+
+    def _start_new_millisecond(self) -> None:
+        # After a mode switch the counter may revisit values used before; moving on to a
+        # millisecond that no earlier id used keeps every (counter, time) pair distinct. Java's
+        # library skipped this and repeated an id after sequential -> spread -> sequential.
+        self._ms += 1
+        self._first = self._counter
+
+    @property
+    def mode(self) -> Mode:
+        """The current mode, ``"spread"`` or ``"sequential"``."""
+        return self._mode
+
+    @property
+    def pid(self) -> int:
+        """The process id written into ids (mod 65536)."""
+        return self._pid
+
+    @property
+    def node(self) -> int:
+        """The 28-bit node written into ids."""
+        return self._node
+
+    def use_sequential(self) -> None:
+        """Switch to sequential mode, restarting from the current 10-minute-window hash.
+
+        A no-op if the generator is already sequential.
+        """
+        with self._lock:
+            if self._mode == "sequential":
+                return
+            self._mode = "sequential"
+            self._step = C.SEQUENTIAL_STEP
+            self._counter = sequential_start(self._now())
+            self._start_new_millisecond()
+
+    def use_spread(self) -> None:
+        """Switch to spread mode; the counter carries on. A no-op if already spread."""
+        with self._lock:
+            if self._mode == "spread":
+                return
+            self._mode = "spread"
+            self._step = C.SPREAD_STEP
+            self._start_new_millisecond()
+
+    # -- generation -----------------------------------------------------------------------------
+
+    def generate(self) -> LocalityUUID:
+        """Make the next id."""
+        # The benchmark's hot path (target: half the cost of uuid.uuid4()). Slots, one lock, the
+        # wall clock read inline, a table look-up for the digit reversal and no helper calls
+        # took it from 0.76x to under 0.5x of uuid4 on the 2-core development machine.
+        with self._lock:
+            clock = self._clock
+            now = clock() if clock is not None else _time_ns() // 1_000_000
+            previous = self._counter
+            step = self._step
+            counter = (previous + step) & _COUNTER_MASK
+            self._counter = counter
+            if now > self._ms:
+                self._ms = now
+                self._first = previous
+            elif counter == self._first:
+                # 2**32 ids in one millisecond (only possible while the clock stands still or
+                # is behind): this counter was used at this millisecond, so move to the next.
+                self._ms += 1
+                self._first = previous
+            ms = self._ms
+        if step == _SPREAD_STEP:
+            counter = (_REVERSED_HALF[counter & 0xFFFF] << 16) | _REVERSED_HALF[counter >> 16]
+        value = _new_object(LocalityUUID)
+        _set_slot(value, "int", (counter << _COUNTER_SHIFT) | self._fixed | (ms & _TIME_MASK))
+        return value
+
+    def generate_str(self) -> str:
+        """Make the next id in its lower-case 36-character text form."""
+        # Formatting the two variable parts around a precomputed middle is about half the cost
+        # of str(uuid.UUID).
+        number = self.generate().int
+        return f"{number >> _COUNTER_SHIFT:08x}{self._text_middle}{number & _TIME_MASK:012x}"
+
+    def __repr__(self) -> str:
+        return f"LocalityUUIDGenerator(pid={self._pid}, node=0x{self._node:07x}, mode={self._mode!r})"
+
+
+def _reinit_generators_in_child() -> None:
+    for generator in list(_generators):
+        generator._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_reinit_generators_in_child)
