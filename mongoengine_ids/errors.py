@@ -7,7 +7,7 @@ existing code already catches: a bad id is a :class:`ValueError`, running out of
 
 from __future__ import annotations
 
-from mongoengine.errors import NotUniqueError
+from mongoengine.errors import BulkWriteError, NotUniqueError
 
 
 class MongoEngineIdsError(Exception):
@@ -29,3 +29,8 @@ class RetriesExhaustedError(MongoEngineIdsError, NotUniqueError):
 def invalid_id(value: object, kind: str, accepted: str) -> InvalidIdError:
     """Build the one "invalid id" error, quoting the bad value and what is accepted."""
     return InvalidIdError(f"{value!r} is not a valid {kind}: expected {accepted}")
+
+
+class BulkNotUniqueError(MongoEngineIdsError, NotUniqueError, BulkWriteError):
+    """A bulk insert hit duplicate keys; caught as NotUniqueError and as MongoEngine's
+    BulkWriteError (what ``QuerySet.insert`` raised for it)."""

@@ -1,0 +1,38 @@
+"""Id strategies for MongoEngine: declare the field, get the id when the document is written.
+
+>>> from mongoengine import Document
+>>> from mongoengine_ids import LocalityUUIDField
+>>> class Place(Document):
+...     id = LocalityUUIDField(primary_key=True)
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    BulkNotUniqueError,
+    IdSpaceExhaustedError,
+    InvalidIdError,
+    MongoEngineIdsError,
+    RetriesExhaustedError,
+)
+from .fields import LocalityUUIDField, UUIDValueField
+from .locality import LocalityUUID, LocalityUUIDGenerator
+from .writepath import GeneratedField, WriteContext, current_write
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BulkNotUniqueError",
+    "GeneratedField",
+    "IdSpaceExhaustedError",
+    "InvalidIdError",
+    "LocalityUUID",
+    "LocalityUUIDField",
+    "LocalityUUIDGenerator",
+    "MongoEngineIdsError",
+    "RetriesExhaustedError",
+    "UUIDValueField",
+    "WriteContext",
+    "__version__",
+    "current_write",
+]

@@ -1,0 +1,137 @@
+"""MongoEngine fields whose values are generated on the write path."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any, ClassVar
+
+from bson.binary import Binary
+
+from . import constants as C
+from .locality import ACCEPTED_TEXT, LocalityUUID, LocalityUUIDGenerator, Mode, _int_from_uuid_value
+from .writepath import GeneratedField, WriteContext
+
+_LOWER_HEX_STRING_LENGTH = 36
+
+
+class UUIDValueField(GeneratedField):
+    """A generated field holding a 128-bit UUID-shaped value.
+
+    Stored as BSON Binary subtype 4 (standard byte order) by default: it is written the same way
+    whatever the connection's ``uuidRepresentation`` (and under mongomock, which cannot encode a
+    native ``uuid.UUID``), and keeps the bytes in the order they sort. ``as_string=True`` stores
+    the lower-case 36-character text instead. Reads return :attr:`value_class` instances;
+    queries accept an instance, any :class:`uuid.UUID`, 16 bytes or the text.
+    """
+
+    value_class: ClassVar[type[uuid.UUID]] = uuid.UUID
+    kind: ClassVar[str] = "UUID"
+
+    def __init__(self, *, as_string: bool = False, **kwargs: Any) -> None:
+        if not isinstance(as_string, bool):
+            raise TypeError(f"as_string must be a bool, not {as_string!r}")
+        self.as_string = as_string
+        super().__init__(**kwargs)
+
+    def _build(self, value: Any) -> uuid.UUID:
+        """The value as :attr:`value_class`; raises ValueError or TypeError."""
+        return self.value_class(value)
+
+    def coerce(self, value: Any) -> Any:
+        if type(value) is self.value_class:
+            return value
+        try:
+            return self._build(value)
+        except (ValueError, TypeError):
+            return value  # validate() explains what is wrong with it
+
+    def to_python(self, value: Any) -> Any:
+        return None if value is None else self.coerce(value)
+
+    def to_mongo(self, value: Any) -> Any:
+        checked = self.coerce(value)
+        if not isinstance(checked, self.value_class):
+            self.validate(value)
+        return self._stored(checked)
+
+    def _stored(self, value: uuid.UUID) -> Binary | str:
+        return str(value) if self.as_string else Binary(value.bytes, C.BSON_UUID_SUBTYPE)
+
+    def validate(self, value: Any) -> None:
+        if isinstance(value, self.value_class):
+            return
+        try:
+            self._build(value)
+        except (ValueError, TypeError) as error:
+            self.error(str(error))
+        else:  # pragma: no cover - coerce() would have converted it on assignment
+            self.error(f"{value!r} is not a {self.kind}")
+
+    def prepare_query_value(self, op: str, value: Any) -> Any:
+        if value is None or isinstance(value, (bool, dict)):
+            return value  # e.g. __exists=True, or a raw operator document
+        try:
+            number = _int_from_uuid_value(value)
+        except (ValueError, TypeError) as error:
+            self.error(f"cannot query {self.name!r} by {value!r}: {error}")
+        return self._stored(uuid.UUID(int=number))
+
+
+class LocalityUUIDField(UUIDValueField):
+    """A field holding a :class:`~mongoengine_ids.LocalityUUID`, generated when written.
+
+    Args:
+        mode: ``"spread"`` (default) or ``"sequential"``; the field makes its own generator.
+        generator: a :class:`~mongoengine_ids.LocalityUUIDGenerator` to use instead (share one
+            between models that write to the same collection). Exclusive with ``mode``.
+        as_string: store the 36-character text instead of BSON Binary subtype 4.
+        **kwargs: any MongoEngine field option (``primary_key``, ``db_field``, ...).
+
+    Raises:
+        TypeError: ``generator`` is not a LocalityUUIDGenerator.
+        ValueError: ``mode`` is unknown, or both ``mode`` and ``generator`` are given.
+    """
+
+    value_class = LocalityUUID
+    kind = "Locality UUID"
+
+    def __init__(
+        self,
+        *,
+        mode: Mode | None = None,
+        generator: LocalityUUIDGenerator | None = None,
+        as_string: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if generator is not None and mode is not None:
+            raise ValueError(
+                f"give mode={mode!r} or generator={generator!r}, not both: a generator has its own mode"
+            )
+        if generator is not None and not isinstance(generator, LocalityUUIDGenerator):
+            raise TypeError(f"generator must be a LocalityUUIDGenerator, not {generator!r}")
+        if mode is not None and mode not in ("spread", "sequential"):
+            raise ValueError(f"mode={mode!r} is not a Locality UUID mode: expected 'spread' or 'sequential'")
+        self.mode: Mode = mode or (generator.mode if generator is not None else "spread")
+        self._generator = generator
+        self._generator_lock = threading.Lock()
+        super().__init__(as_string=as_string, **kwargs)
+
+    @property
+    def generator(self) -> LocalityUUIDGenerator:
+        """The generator of this field (made on first use: reading the MAC can be slow)."""
+        generator = self._generator
+        if generator is None:
+            with self._generator_lock:
+                # Two generators in one process would share pid and node: make exactly one.
+                if self._generator is None:
+                    self._generator = LocalityUUIDGenerator(mode=self.mode)
+                generator = self._generator
+        return generator
+
+    def new_values(self, context: WriteContext, count: int) -> list[Any]:
+        generate = self.generator.generate
+        return [generate() for _ in range(count)]
+
+
+__all__ = ["ACCEPTED_TEXT", "LocalityUUIDField", "UUIDValueField"]

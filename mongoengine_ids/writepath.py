@@ -1,0 +1,420 @@
+"""The write-path hook shared by every id field of this package.
+
+MongoEngine offers one hook for generated values: a field with ``_auto_gen = True`` has its
+``generate()`` called from ``to_mongo()`` whenever its value is missing. ``to_mongo()`` also runs
+for ``to_json()`` and other reads, and ``generate()`` is told nothing of the document, its
+database or the batch it belongs to. So this module adds, per model class and without touching
+MongoEngine itself:
+
+* a ``save()`` wrapper that opens a :class:`WriteContext` for the document being saved (only
+  inside one does ``generate()`` produce a value), writes a generated primary key with insert
+  semantics (``force_insert``: a collision raises ``NotUniqueError`` instead of silently
+  replacing the existing document, MongoEngine issue 1472), and puts the document back as it
+  was if the write fails;
+* a ``queryset_class`` whose ``insert()`` asks each field for the ids of the whole batch in one
+  call, so that a counter leases once per bulk insert.
+
+Both are installed by :meth:`GeneratedField.__set_name__` on the class that declares the field,
+and are inherited by its subclasses.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pymongo.errors
+from mongoengine import signals
+from mongoengine.base import BaseDocument, BaseField
+from mongoengine.document import Document
+from mongoengine.errors import BulkWriteError, NotUniqueError, OperationError
+from mongoengine.queryset import QuerySet
+
+from .errors import BulkNotUniqueError
+
+if TYPE_CHECKING:
+    from pymongo.database import Database
+
+_INSTALLED = "_mongoengine_ids_installed"
+_DUPLICATE_KEY_CODES = (11000, 11001)
+
+
+class WriteContext:
+    """What a field needs to know to generate ids for one write.
+
+    Attributes:
+        document_class: the model class being written.
+        documents: the documents of this write (one for ``save()``, the batch for ``insert()``).
+    """
+
+    __slots__ = ("document_class", "documents", "_database")
+
+    def __init__(
+        self,
+        document_class: type[BaseDocument],
+        documents: Sequence[BaseDocument],
+        database: Callable[[], Database[Any]],
+    ) -> None:
+        self.document_class = document_class
+        self.documents = documents
+        self._database = database
+
+    @property
+    def database(self) -> Database[Any]:
+        """The database the documents are written to (follows ``db_alias`` and ``switch_db``)."""
+        return self._database()
+
+
+_active: ContextVar[WriteContext | None] = ContextVar("mongoengine_ids_write", default=None)
+
+
+_reset_callbacks: list[Callable[[], None]] = []
+
+
+def on_reset(callback: Callable[[], None]) -> Callable[[], None]:
+    """Register ``callback`` to drop per-process state (leased blocks, caches) on reset."""
+    _reset_callbacks.append(callback)
+    return callback
+
+
+def reset_process_state() -> None:
+    """Drop every per-process cache of this package (the test fixtures call it after a test)."""
+    for callback in _reset_callbacks:
+        callback()
+
+
+def current_write() -> WriteContext | None:
+    """The write in progress in this thread, or None outside ``save()`` and ``insert()``."""
+    return _active.get()
+
+
+class GeneratedField(BaseField):  # type: ignore[misc]
+    """Base class of the fields whose value is produced when the document is written.
+
+    A subclass implements :meth:`new_values` (Python values, one per document) and the usual
+    MongoEngine field methods. Values are produced by ``save()`` and ``Model.objects.insert()``
+    only: reading the attribute, ``pk``, ``==``, ``hash``, ``to_json``, pickling and copying
+    never produce one. A value the user assigned is kept and validated.
+    """
+
+    _auto_gen = True
+
+    # -- the strategy interface -----------------------------------------------------------------
+
+    #: How many times a write is retried with a fresh value when :meth:`is_collision` says a
+    #: duplicate-key error was this field's (0: never, the error propagates).
+    collision_retries: int = 0
+
+    def new_values(self, context: WriteContext, count: int) -> list[Any]:
+        """Return ``count`` new values, in Python form, for the documents of ``context``."""
+        raise NotImplementedError
+
+    def note_assigned(self, context: WriteContext, values: list[Any]) -> None:
+        """Called before a new document is written with a value the user assigned.
+
+        A counter moves past such values here, so that it never generates them later.
+        """
+
+    def is_collision(self, error: NotUniqueError, document: BaseDocument) -> bool:
+        """Whether ``error`` was a duplicate of this field's generated value in ``document``."""
+        return False
+
+    def retries_exhausted(
+        self, error: NotUniqueError, document: BaseDocument, attempts: int
+    ) -> Exception:
+        """The error to raise when every one of ``attempts`` writes collided."""
+        return error
+
+    def coerce(self, value: Any) -> Any:
+        """Turn a stored or loosely typed value into the Python value; return junk unchanged.
+
+        Called on assignment and on reads of values written straight into the document's data,
+        so it must be cheap and must not raise: :meth:`validate` reports what it leaves alone.
+        """
+        return value
+
+    # -- MongoEngine's hooks --------------------------------------------------------------------
+
+    def generate(self) -> Any:
+        """MongoEngine's auto-generation hook; produces a value only inside a write."""
+        context = _active.get()
+        if context is None:
+            return None
+        # MongoEngine stores what generate() returns without passing it through to_mongo().
+        return self.to_mongo(self.new_values(context, 1)[0])
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if isinstance(owner, type) and issubclass(owner, Document):
+            install(owner)
+
+    def __get__(self, instance: Any, owner: type) -> Any:
+        if instance is None:
+            return self
+        value = instance._data.get(self.name)
+        if value is None:
+            return None
+        coerced = self.coerce(value)
+        if coerced is not value:
+            # to_mongo() leaves the stored form of a generated value in _data.
+            instance._data[self.name] = coerced
+        return coerced
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        super().__set__(instance, None if value is None else self.coerce(value))
+
+
+# -- installation on a model class --------------------------------------------------------------
+
+_fields_cache: weakref.WeakKeyDictionary[type, tuple[tuple[str, GeneratedField], ...]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def generated_fields(document_class: type[BaseDocument]) -> tuple[tuple[str, GeneratedField], ...]:
+    """The (name, field) pairs of ``document_class`` whose values this package generates."""
+    try:
+        return _fields_cache[document_class]
+    except KeyError:
+        found = tuple(
+            (name, field)
+            for name, field in document_class._fields.items()
+            if isinstance(field, GeneratedField)
+        )
+        _fields_cache[document_class] = found
+        return found
+
+
+def install(owner: type[Document]) -> None:
+    """Install the write-path hook on ``owner``; idempotent, inherited by subclasses."""
+    if any(_INSTALLED in vars(klass) for klass in owner.__mro__):
+        return
+    owner.save = _wrap_save(owner.save)  # type: ignore[method-assign]
+    meta = owner._meta
+    meta["queryset_class"] = generating_queryset(meta.get("queryset_class", QuerySet))
+    previous_hook = owner.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls: type[Document], **kwargs: Any) -> None:
+        # A subclass may name its own queryset_class in meta: give it our insert() too.
+        if previous_hook is not None:
+            previous_hook.__func__(cls, **kwargs)
+        else:
+            super(owner, cls).__init_subclass__(**kwargs)
+        sub_meta = cls._meta
+        sub_meta["queryset_class"] = generating_queryset(sub_meta.get("queryset_class", QuerySet))
+
+    owner.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+    setattr(owner, _INSTALLED, True)
+
+
+def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def save(self: Document, *args: Any, **kwargs: Any) -> Any:
+        fields = generated_fields(type(self))
+        if not fields:
+            return original(self, *args, **kwargs)
+        data = self._data
+        created = self._created
+        context = WriteContext(type(self), (self,), lambda: self._get_collection().database)
+        pending = []
+        for name, field in fields:
+            if data.get(name) is None:
+                pending.append((name, field))
+            elif created:
+                field.note_assigned(context, [data[name]])
+        if not pending:
+            return original(self, *args, **kwargs)
+        if self._meta["id_field"] in (name for name, _ in pending):
+            # The pk will be generated: insert, never replace a document that has it.
+            if args:
+                args = (True, *args[1:])
+            else:
+                kwargs["force_insert"] = True
+        if not created:
+            # An existing document gaining a generated value: MongoEngine writes changed fields
+            # only, so mark the fields before to_mongo() fills them in.
+            for name, _ in pending:
+                self._mark_as_changed(name)
+        attempts = 1
+        while True:
+            token = _active.set(context)
+            try:
+                return original(self, *args, **kwargs)
+            except NotUniqueError as error:
+                culprit = _collided_field(error, self, pending) if created and self._created else None
+                if culprit is None:
+                    _forget(data, pending)
+                    raise
+                name, field = culprit
+                if attempts > field.collision_retries:
+                    _forget(data, pending)
+                    raise field.retries_exhausted(error, self, attempts) from error
+                attempts += 1
+                data[name] = None  # the next to_mongo() generates a fresh value
+            except BaseException:
+                if not (created and not self._created):  # not written: as it was before save()
+                    _forget(data, pending)
+                raise
+            finally:
+                _active.reset(token)
+
+    return save
+
+
+def _collided_field(
+    error: NotUniqueError, document: Document, pending: list[tuple[str, GeneratedField]]
+) -> tuple[str, GeneratedField] | None:
+    for name, field in pending:
+        if field.collision_retries and field.is_collision(error, document):
+            return name, field
+    return None
+
+
+def _forget(data: dict[str, Any], pending: list[tuple[str, GeneratedField]]) -> None:
+    for name, _ in pending:
+        data[name] = None
+
+
+# -- bulk insert --------------------------------------------------------------------------------
+
+_queryset_classes: weakref.WeakKeyDictionary[type, type] = weakref.WeakKeyDictionary()
+
+
+def generating_queryset(base: type[QuerySet]) -> type[QuerySet]:
+    """``base`` with an ``insert()`` that generates the ids of a whole batch at once."""
+    if issubclass(base, GeneratingQuerySetMixin):
+        return base
+    try:
+        return _queryset_classes[base]
+    except KeyError:
+        klass = type(base.__name__, (GeneratingQuerySetMixin, base), {"__module__": base.__module__})
+        _queryset_classes[base] = klass
+        return klass
+
+
+class GeneratingQuerySetMixin:
+    """Bulk insert that hands each id field the whole batch (one lease per batch).
+
+    Otherwise MongoEngine's ``QuerySet.insert``: signals, ``load_bulk``, the same errors (with the
+    pymongo error kept as ``__cause__``). Documents are inserted, never replaced.
+    """
+
+    _document: ClassVar[type[Document]]
+    _collection: Any
+
+    #: Whether insert_many stops at the first error (MongoEngine's behaviour).
+    insert_ordered: ClassVar[bool] = True
+
+    def insert(
+        self,
+        doc_or_docs: Document | Iterable[Document],
+        load_bulk: bool = True,
+        write_concern: dict[str, Any] | None = None,
+        signal_kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        return_one = isinstance(doc_or_docs, BaseDocument)
+        docs: list[Document] = [doc_or_docs] if return_one else list(doc_or_docs)  # type: ignore[list-item]
+        for doc in docs:
+            if not isinstance(doc, self._document):
+                raise OperationError(f"Some documents inserted aren't instances of {self._document}")
+            if doc.pk is not None and not doc._created:
+                raise OperationError("Some documents have ObjectIds, use doc.update() instead")
+        signal_kwargs = signal_kwargs or {}
+        signals.pre_bulk_insert.send(self._document, documents=docs, **signal_kwargs)
+
+        collection = self._collection
+        context = WriteContext(self._document, docs, lambda: collection.database)
+        generated = _generate_batch(context, docs)
+        token = _active.set(context)
+        try:
+            raw = [doc.to_mongo() for doc in docs]
+            ids = _insert_raw(collection, raw, write_concern or {}, ordered=self.insert_ordered)
+        except BaseException as error:
+            written = _inserted_count(error)
+            for position, doc, name in generated:
+                if position >= written:  # not written: as it was before insert()
+                    doc._data[name] = None
+            raise
+        finally:
+            _active.reset(token)
+
+        for doc, doc_id in zip(docs, ids):
+            doc.pk = doc_id
+        if not load_bulk:
+            signals.post_bulk_insert.send(self._document, documents=docs, loaded=False, **signal_kwargs)
+            return ids[0] if return_one else ids
+        results = _reload(self, ids)
+        signals.post_bulk_insert.send(self._document, documents=results, loaded=True, **signal_kwargs)
+        return results[0] if return_one else results
+
+
+def _generate_batch(
+    context: WriteContext, docs: Sequence[Document]
+) -> list[tuple[int, Document, str]]:
+    """Fill the missing generated values of ``docs``: one new_values() call per field.
+
+    Returns (position in ``docs``, document, field name) for every value filled in.
+    """
+    by_field: dict[int, tuple[str, GeneratedField, list[tuple[int, Document]]]] = {}
+    assigned: dict[int, tuple[GeneratedField, list[Any]]] = {}
+    for position, doc in enumerate(docs):
+        for name, field in generated_fields(type(doc)):
+            value = doc._data.get(name)
+            if value is None:
+                by_field.setdefault(id(field), (name, field, []))[2].append((position, doc))
+            else:
+                assigned.setdefault(id(field), (field, []))[1].append(value)
+    for field, values in assigned.values():
+        field.note_assigned(context, values)
+    generated: list[tuple[int, Document, str]] = []
+    try:
+        for name, field, pending in by_field.values():
+            values = field.new_values(context, len(pending))
+            for (position, doc), value in zip(pending, values, strict=True):
+                doc._data[name] = value
+                generated.append((position, doc, name))
+    except BaseException:
+        for _, doc, name in generated:
+            doc._data[name] = None
+        raise
+    return generated
+
+
+def _insert_raw(collection: Any, raw: list[Any], write_concern: dict[str, Any], *, ordered: bool) -> list[Any]:
+    from mongoengine.context_managers import set_write_concern
+
+    with set_write_concern(collection, write_concern) as target:
+        try:
+            if len(raw) == 1:
+                return [target.insert_one(raw[0]).inserted_id]
+            return list(target.insert_many(raw, ordered=ordered).inserted_ids)
+        except pymongo.errors.DuplicateKeyError as err:
+            raise NotUniqueError(f"Could not save document ({err})") from err
+        except pymongo.errors.BulkWriteError as err:
+            if all(e.get("code") in _DUPLICATE_KEY_CODES for e in err.details.get("writeErrors", [])):
+                raise BulkNotUniqueError(f"Bulk write error: ({err.details})") from err
+            raise BulkWriteError(f"Bulk write error: ({err.details})") from err
+        except pymongo.errors.OperationFailure as err:
+            if re.match("^E1100[01] duplicate key", str(err)):
+                raise NotUniqueError(f"Tried to save duplicate unique keys ({err})") from err
+            raise OperationError(f"Could not save document ({err})") from err
+
+
+def _inserted_count(error: BaseException) -> int:
+    """How many leading documents of a failed ordered insert were written."""
+    cause = error.__cause__
+    if isinstance(cause, pymongo.errors.BulkWriteError):
+        return int(cause.details.get("nInserted", 0))
+    return 0
+
+
+def _reload(queryset: Any, raw_ids: list[Any]) -> list[Any]:
+    # MongoEngine's insert() looks reloaded documents up by the raw _id it sent; with
+    # uuidRepresentation="standard" a stored UUID comes back as uuid.UUID, not the Binary that
+    # was sent, and the look-up misses. Key both sides by the Python value instead.
+    to_python = queryset._document._fields[queryset._document._meta["id_field"]].to_python
+    loaded = {to_python(key): doc for key, doc in queryset.in_bulk(raw_ids).items()}
+    return [loaded.get(to_python(raw_id)) for raw_id in raw_ids]

@@ -1,0 +1,37 @@
+"""The project's fixtures: mongomock by default, a real server with MONGOENGINE_IDS_TEST_URI.
+
+The fixtures have the names of the user-facing plugin's (``mongoengine_ids.testing``), so every
+test runs unchanged against either database.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import settings
+
+from mongoengine_ids.testing import Connect, connected
+
+TEST_URI = os.environ.get("MONGOENGINE_IDS_TEST_URI") or None
+
+settings.register_profile("ci", max_examples=200, deadline=None)
+settings.register_profile("dev", max_examples=50, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+real_server = pytest.mark.skipif(
+    TEST_URI is None, reason="needs a real mongod: set MONGOENGINE_IDS_TEST_URI"
+)
+
+
+@pytest.fixture
+def mongoengine_connect() -> Iterator[Connect]:
+    with connected(TEST_URI) as connect:
+        yield connect
+
+
+@pytest.fixture
+def mongoengine_db(mongoengine_connect: Connect) -> Any:
+    return mongoengine_connect()
