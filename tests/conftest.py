@@ -11,19 +11,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _support import TEST_URI
 from hypothesis import settings
 
 from mongoengine_ids.testing import Connect, connected
 
-TEST_URI = os.environ.get("MONGOENGINE_IDS_TEST_URI") or None
-
 settings.register_profile("ci", max_examples=200, deadline=None)
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
-
-real_server = pytest.mark.skipif(
-    TEST_URI is None, reason="needs a real mongod: set MONGOENGINE_IDS_TEST_URI"
-)
 
 
 @pytest.fixture
