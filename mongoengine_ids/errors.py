@@ -22,7 +22,7 @@ class IdSpaceExhaustedError(MongoEngineIdsError, RuntimeError):
     """No more unique values can be handed out (a range or a value space is used up)."""
 
 
-class RetriesExhaustedError(MongoEngineIdsError, NotUniqueError):
+class RetriesExhaustedError(MongoEngineIdsError, NotUniqueError):  # type: ignore[misc]
     """Every attempt to write a fresh random value collided with an existing one."""
 
 
@@ -31,6 +31,6 @@ def invalid_id(value: object, kind: str, accepted: str) -> InvalidIdError:
     return InvalidIdError(f"{value!r} is not a valid {kind}: expected {accepted}")
 
 
-class BulkNotUniqueError(MongoEngineIdsError, NotUniqueError, BulkWriteError):
+class BulkNotUniqueError(MongoEngineIdsError, NotUniqueError, BulkWriteError):  # type: ignore[misc]
     """A bulk insert hit duplicate keys; caught as NotUniqueError and as MongoEngine's
     BulkWriteError (what ``QuerySet.insert`` raised for it)."""

@@ -106,12 +106,15 @@ class LocalityUUIDField(UUIDValueField):
     ) -> None:
         if generator is not None and mode is not None:
             raise ValueError(
-                f"give mode={mode!r} or generator={generator!r}, not both: a generator has its own mode"
+                f"give mode={mode!r} or generator={generator!r}, not both: "
+                "a generator has its own mode"
             )
         if generator is not None and not isinstance(generator, LocalityUUIDGenerator):
             raise TypeError(f"generator must be a LocalityUUIDGenerator, not {generator!r}")
         if mode is not None and mode not in ("spread", "sequential"):
-            raise ValueError(f"mode={mode!r} is not a Locality UUID mode: expected 'spread' or 'sequential'")
+            raise ValueError(
+                f"mode={mode!r} is not a Locality UUID mode: expected 'spread' or 'sequential'"
+            )
         self.mode: Mode = mode or (generator.mode if generator is not None else "spread")
         self._generator = generator
         self._generator_lock = threading.Lock()

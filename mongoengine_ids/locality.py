@@ -9,7 +9,6 @@ switches and not when the clock steps backwards.
 from __future__ import annotations
 
 import datetime as _dt
-from array import array
 import hashlib
 import os
 import re
@@ -18,6 +17,7 @@ import threading
 import time
 import uuid
 import weakref
+from array import array
 from collections.abc import Callable
 from typing import Final, Literal
 
@@ -32,7 +32,9 @@ Clock = Callable[[], int]
 _MODES: Final = ("spread", "sequential")
 _FIXED_VERSION: Final = C.LOCALITY_VERSION << C.LOCALITY_VERSION_SHIFT
 _VERSION_FIELD_MASK: Final = C.LOCALITY_VERSION_MASK << C.LOCALITY_VERSION_SHIFT
-_CANONICAL: Final = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_CANONICAL: Final = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
 _COMPACT: Final = re.compile(r"[0-9a-fA-F]{32}")
 ACCEPTED_TEXT: Final = (
     "36 characters 'xxxxxxxx-xxxx-bxxx-xxxx-xxxxxxxxxxxx' or 32 hex digits (either case), "
@@ -180,7 +182,7 @@ class LocalityUUID(uuid.UUID):
         )
 
     @property
-    def version(self) -> int:  # type: ignore[override]
+    def version(self) -> int:
         """The version nibble: always 0xb (11) for a Locality UUID."""
         return (self.int >> C.LOCALITY_VERSION_SHIFT) & C.LOCALITY_VERSION_MASK
 
@@ -190,7 +192,7 @@ class LocalityUUID(uuid.UUID):
         return (self.int >> C.LOCALITY_PID_SHIFT) & C.LOCALITY_PID_MASK
 
     @property
-    def node(self) -> int:  # type: ignore[override]
+    def node(self) -> int:
         """The node: the low 28 bits of the generator's MAC address."""
         return (self.int >> C.LOCALITY_NODE_SHIFT) & C.LOCALITY_NODE_MASK
 
@@ -227,10 +229,12 @@ def _check_mode(mode: object) -> None:
 
 
 def parse_mac(value: str) -> int:
-    """Read a MAC address written ``aa:bb:cc:dd:ee:ff``, ``aa-bb-cc-dd-ee-ff`` or as 12 hex digits."""
+    """Read a MAC written ``aa:bb:cc:dd:ee:ff``, ``aa-bb-cc-dd-ee-ff`` or as 12 hex digits."""
     digits = value.strip().replace(":", "").replace("-", "")
     if len(digits) != 12 or not re.fullmatch(r"[0-9a-fA-F]{12}", digits):
-        raise invalid_id(value, "MAC address", "'aa:bb:cc:dd:ee:ff', 'aa-bb-cc-dd-ee-ff' or 12 hex digits")
+        raise invalid_id(
+            value, "MAC address", "'aa:bb:cc:dd:ee:ff', 'aa-bb-cc-dd-ee-ff' or 12 hex digits"
+        )
     return int(digits, 16)
 
 
@@ -300,8 +304,19 @@ class LocalityUUIDGenerator:
     """
 
     __slots__ = (
-        "_explicit_pid", "_node", "_clock", "_lock", "_mode", "_step", "_counter",
-        "_ms", "_first", "_pid", "_fixed", "_text_middle", "__weakref__",
+        "__weakref__",
+        "_clock",
+        "_counter",
+        "_explicit_pid",
+        "_first",
+        "_fixed",
+        "_lock",
+        "_mode",
+        "_ms",
+        "_node",
+        "_pid",
+        "_step",
+        "_text_middle",
     )
 
     def __init__(
@@ -448,7 +463,9 @@ class LocalityUUIDGenerator:
         return f"{number >> _COUNTER_SHIFT:08x}{self._text_middle}{number & _TIME_MASK:012x}"
 
     def __repr__(self) -> str:
-        return f"LocalityUUIDGenerator(pid={self._pid}, node=0x{self._node:07x}, mode={self._mode!r})"
+        return (
+            f"LocalityUUIDGenerator(pid={self._pid}, node=0x{self._node:07x}, mode={self._mode!r})"
+        )
 
 
 def _reinit_generators_in_child() -> None:

@@ -25,7 +25,7 @@ import re
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import pymongo.errors
 from mongoengine import signals
@@ -51,7 +51,7 @@ class WriteContext:
         documents: the documents of this write (one for ``save()``, the batch for ``insert()``).
     """
 
-    __slots__ = ("document_class", "documents", "_database")
+    __slots__ = ("_database", "document_class", "documents")
 
     def __init__(
         self,
@@ -127,7 +127,7 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         self, error: NotUniqueError, document: BaseDocument, attempts: int
     ) -> Exception:
         """The error to raise when every one of ``attempts`` writes collided."""
-        return error
+        return cast(Exception, error)
 
     def coerce(self, value: Any) -> Any:
         """Turn a stored or loosely typed value into the Python value; return junk unchanged.
@@ -192,12 +192,12 @@ def install(owner: type[Document]) -> None:
     """Install the write-path hook on ``owner``; idempotent, inherited by subclasses."""
     if any(_INSTALLED in vars(klass) for klass in owner.__mro__):
         return
-    owner.save = _wrap_save(owner.save)  # type: ignore[method-assign]
+    owner.save = _wrap_save(owner.save)
     meta = owner._meta
     meta["queryset_class"] = generating_queryset(meta.get("queryset_class", QuerySet))
     previous_hook = owner.__dict__.get("__init_subclass__")
 
-    def __init_subclass__(cls: type[Document], **kwargs: Any) -> None:
+    def __init_subclass__(cls: type[Document], /, **kwargs: Any) -> None:
         # A subclass may name its own queryset_class in meta: give it our insert() too.
         if previous_hook is not None:
             previous_hook.__func__(cls, **kwargs)
@@ -244,7 +244,9 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 return original(self, *args, **kwargs)
             except NotUniqueError as error:
-                culprit = _collided_field(error, self, pending) if created and self._created else None
+                culprit = (
+                    _collided_field(error, self, pending) if created and self._created else None
+                )
                 if culprit is None:
                     _forget(data, pending)
                     raise
@@ -290,7 +292,9 @@ def generating_queryset(base: type[QuerySet]) -> type[QuerySet]:
     try:
         return _queryset_classes[base]
     except KeyError:
-        klass = type(base.__name__, (GeneratingQuerySetMixin, base), {"__module__": base.__module__})
+        klass = type(
+            base.__name__, (GeneratingQuerySetMixin, base), {"__module__": base.__module__}
+        )
         _queryset_classes[base] = klass
         return klass
 
@@ -316,10 +320,12 @@ class GeneratingQuerySetMixin:
         signal_kwargs: dict[str, Any] | None = None,
     ) -> Any:
         return_one = isinstance(doc_or_docs, BaseDocument)
-        docs: list[Document] = [doc_or_docs] if return_one else list(doc_or_docs)  # type: ignore[list-item]
+        docs: list[Document] = [doc_or_docs] if return_one else list(doc_or_docs)
         for doc in docs:
             if not isinstance(doc, self._document):
-                raise OperationError(f"Some documents inserted aren't instances of {self._document}")
+                raise OperationError(
+                    f"Some documents inserted aren't instances of {self._document}"
+                )
             if doc.pk is not None and not doc._created:
                 raise OperationError("Some documents have ObjectIds, use doc.update() instead")
         signal_kwargs = signal_kwargs or {}
@@ -341,13 +347,17 @@ class GeneratingQuerySetMixin:
         finally:
             _active.reset(token)
 
-        for doc, doc_id in zip(docs, ids):
+        for doc, doc_id in zip(docs, ids, strict=True):
             doc.pk = doc_id
         if not load_bulk:
-            signals.post_bulk_insert.send(self._document, documents=docs, loaded=False, **signal_kwargs)
+            signals.post_bulk_insert.send(
+                self._document, documents=docs, loaded=False, **signal_kwargs
+            )
             return ids[0] if return_one else ids
         results = _reload(self, ids)
-        signals.post_bulk_insert.send(self._document, documents=results, loaded=True, **signal_kwargs)
+        signals.post_bulk_insert.send(
+            self._document, documents=results, loaded=True, **signal_kwargs
+        )
         return results[0] if return_one else results
 
 
@@ -383,7 +393,9 @@ def _generate_batch(
     return generated
 
 
-def _insert_raw(collection: Any, raw: list[Any], write_concern: dict[str, Any], *, ordered: bool) -> list[Any]:
+def _insert_raw(
+    collection: Any, raw: list[Any], write_concern: dict[str, Any], *, ordered: bool
+) -> list[Any]:
     from mongoengine.context_managers import set_write_concern
 
     with set_write_concern(collection, write_concern) as target:
@@ -394,7 +406,9 @@ def _insert_raw(collection: Any, raw: list[Any], write_concern: dict[str, Any], 
         except pymongo.errors.DuplicateKeyError as err:
             raise NotUniqueError(f"Could not save document ({err})") from err
         except pymongo.errors.BulkWriteError as err:
-            if all(e.get("code") in _DUPLICATE_KEY_CODES for e in err.details.get("writeErrors", [])):
+            if all(
+                e.get("code") in _DUPLICATE_KEY_CODES for e in err.details.get("writeErrors", [])
+            ):
                 raise BulkNotUniqueError(f"Bulk write error: ({err.details})") from err
             raise BulkWriteError(f"Bulk write error: ({err.details})") from err
         except pymongo.errors.OperationFailure as err:

@@ -1,0 +1,386 @@
+"""LocalityUUID and LocalityUUIDGenerator: the spec's vectors, round trips, uniqueness."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import os
+import pickle
+import threading
+import uuid
+
+import pytest
+from bson.binary import Binary
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mongoengine_ids import InvalidIdError, LocalityUUID, LocalityUUIDGenerator
+from mongoengine_ids.constants import SPREAD_STEP
+from mongoengine_ids.locality import reverse_hex_digits, sequential_start
+
+# The spec's inputs: pid 12618, MAC 12:34:5d:53:7a:50, 2012-10-15T18:58:18.450Z.
+PID = 12618
+MAC = 0x12345D537A50
+T = 1350327498450
+
+
+def generator_for(
+    counter_used: int, mode: str = "spread", **overrides: object
+) -> LocalityUUIDGenerator:
+    """A generator whose next id uses ``counter_used`` (its state is counter_used - step)."""
+    step = SPREAD_STEP if mode == "spread" else 1
+    options: dict[str, object] = {"pid": PID, "mac": MAC, "clock": lambda: T}
+    options.update(overrides)
+    return LocalityUUIDGenerator(counter=(counter_used - step) % 2**32, mode=mode, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("mode", "counter", "overrides", "expected"),
+    [
+        ("spread", 0xCFF0EB02, {}, "20be0ffc-314a-bd53-7a50-013a65ca76d2"),
+        ("spread", 0x87654321, {}, "12345678-314a-bd53-7a50-013a65ca76d2"),
+        # state 0xF42B434B: + step wraps to exactly 0
+        ("spread", 0x00000000, {}, "00000000-314a-bd53-7a50-013a65ca76d2"),
+        ("sequential", 0xCFF0EB02, {}, "cff0eb02-314a-bd53-7a50-013a65ca76d2"),
+        ("spread", 0xCFF0EB02, {"mac": 0xAABBCCDDEEFF}, "20be0ffc-314a-bcdd-eeff-013a65ca76d2"),
+        ("spread", 0xCFF0EB02, {"pid": 65535}, "20be0ffc-ffff-bd53-7a50-013a65ca76d2"),
+        # the MAC may be given as 6 bytes, the pid is used mod 65536
+        (
+            "spread",
+            0xCFF0EB02,
+            {"mac": bytes.fromhex("12345d537a50"), "pid": PID + 65536},
+            "20be0ffc-314a-bd53-7a50-013a65ca76d2",
+        ),
+    ],
+)
+def test_spec_vectors(mode: str, counter: int, overrides: dict[str, object], expected: str) -> None:
+    assert str(generator_for(counter, mode, **overrides).generate()) == expected
+    assert generator_for(counter, mode, **overrides).generate_str() == expected
+
+
+def test_wrapping_state_of_the_spec() -> None:
+    generator = LocalityUUIDGenerator(pid=PID, mac=MAC, clock=lambda: T, counter=0xF42B434B)
+    assert str(generator.generate()) == "00000000-314a-bd53-7a50-013a65ca76d2"
+
+
+def test_sequential_start_of_the_spec() -> None:
+    # Window "20121015185", MD5 begins 3f54b801, read little-endian.
+    assert sequential_start(T) == 0x01B8543F == 28_857_407
+    generator = LocalityUUIDGenerator(pid=PID, mac=MAC, clock=lambda: T, mode="sequential")
+    assert str(generator.generate()) == "01b85440-314a-bd53-7a50-013a65ca76d2"
+
+
+def test_decoding_the_blog_example() -> None:
+    value = LocalityUUID("20be0ffc-314a-bd53-7a50-013a65ca76d2")
+    assert value.version == 0xB
+    assert value.pid == 12618
+    assert value.node == 0xD537A50
+    assert value.timestamp_ms == 1350327498450
+    assert value.timestamp == dt.datetime(2012, 10, 15, 18, 58, 18, 450000, tzinfo=dt.timezone.utc)
+    assert value.spread_counter == 0xCFF0EB02 == 3_488_672_514
+    assert value.sequential_counter == 0x20BE0FFC
+
+
+def test_reverse_hex_digits_reverses_digits_not_bits_or_bytes() -> None:
+    assert reverse_hex_digits(0x87654321) == 0x12345678
+    assert reverse_hex_digits(0xCFF0EB02) == 0x20BE0FFC
+    assert reverse_hex_digits(0x0000000F) == 0xF0000000
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_reverse_hex_digits_matches_string_reversal(value: int) -> None:
+    assert reverse_hex_digits(value) == int(f"{value:08x}"[::-1], 16)
+    assert reverse_hex_digits(reverse_hex_digits(value)) == value
+
+
+@given(
+    counter=st.integers(0, 2**32 - 1),
+    pid=st.integers(0, 2**16 - 1),
+    node=st.integers(0, 2**28 - 1),
+    timestamp_ms=st.integers(0, 2**48 - 1),
+    mode=st.sampled_from(["spread", "sequential"]),
+)
+def test_every_field_round_trips(
+    counter: int, pid: int, node: int, timestamp_ms: int, mode: str
+) -> None:
+    value = LocalityUUID.from_fields(
+        counter=counter,
+        pid=pid,
+        node=node,
+        timestamp_ms=timestamp_ms,
+        mode=mode,  # type: ignore[arg-type]
+    )
+    for parsed in (
+        value,
+        LocalityUUID(str(value)),
+        LocalityUUID(str(value).upper()),
+        LocalityUUID(value.hex),
+        LocalityUUID(value.bytes),
+        LocalityUUID(Binary(value.bytes, 4)),
+        LocalityUUID(uuid.UUID(str(value))),
+        pickle.loads(pickle.dumps(value)),
+        copy.deepcopy(value),
+    ):
+        assert parsed == value
+        assert type(parsed) is LocalityUUID
+        assert (parsed.pid, parsed.node, parsed.timestamp_ms, parsed.version) == (
+            pid,
+            node,
+            timestamp_ms,
+            0xB,
+        )
+        read_counter = parsed.spread_counter if mode == "spread" else parsed.sequential_counter
+        assert read_counter == counter
+
+
+@given(
+    counter=st.integers(0, 2**32 - 1),
+    pid=st.integers(0, 2**16 - 1),
+    mac=st.integers(0, 2**48 - 1),
+    now=st.integers(0, 2**48 - 1),
+    mode=st.sampled_from(["spread", "sequential"]),
+)
+def test_generated_ids_carry_their_inputs(
+    counter: int, pid: int, mac: int, now: int, mode: str
+) -> None:
+    generator = LocalityUUIDGenerator(
+        pid=pid, mac=mac, clock=lambda: now, counter=counter, mode=mode
+    )  # type: ignore[arg-type]
+    value = generator.generate()
+    step = SPREAD_STEP if mode == "spread" else 1
+    assert (value.pid, value.node, value.timestamp_ms) == (pid, mac & 0xFFFFFFF, now)
+    read_counter = value.spread_counter if mode == "spread" else value.sequential_counter
+    assert read_counter == (counter + step) % 2**32
+    assert generator.generate_str() == str(
+        LocalityUUID.from_fields(
+            counter=(counter + 2 * step) % 2**32,
+            pid=pid,
+            node=mac & 0xFFFFFFF,
+            timestamp_ms=now,
+            mode=mode,  # type: ignore[arg-type]
+        )
+    )
+
+
+GOOD = "20be0ffc-314a-bd53-7a50-013a65ca76d2"
+
+BAD_TEXT = [
+    "",  # empty
+    "20be0ffc",  # far too short
+    GOOD[:-1],  # one digit short
+    GOOD + "0",  # one digit long
+    GOOD.replace("-", "_"),  # wrong separator
+    GOOD.replace("-", "", 1),  # one hyphen missing
+    "20be0ffc314a-bd53-7a50-013a65ca76d2-",  # hyphens in the wrong places
+    "g0be0ffc-314a-bd53-7a50-013a65ca76d2",  # non-hex letter (Ruby accepted g-z)
+    "z" * 32,  # 32 characters, none hex
+    f"{{{GOOD}}}",  # braces
+    f"urn:uuid:{GOOD}",  # URN form
+    f" {GOOD}",  # leading space
+    f"{GOOD}\n",  # trailing newline (a regex with $ would accept it)
+    f"{GOOD}\n{GOOD}",  # two lines (Ruby accepted multi-line input)
+    "\uff12\uff10be0ffc-314a-bd53-7a50-013a65ca76d2",  # full-width digits: isdigit(), not hex
+    "0x20be0ffc314abd537a50013a65ca76d2",  # 0x prefix
+    "+20be0ffc314abd537a50013a65ca76d",  # a sign
+    str(uuid.UUID(int=0x20BE0FFC314A4D537A50013A65CA76D2)),  # valid UUID, version 4, not b
+    "00000000-0000-0000-0000-000000000000",  # the nil UUID: version 0
+]
+BAD_BYTES = [
+    b"",  # no bytes
+    b"\x00" * 15,  # 15 bytes
+    b"\x00" * 17,  # 17 bytes
+    Binary(uuid.UUID(GOOD).bytes, 3),  # legacy subtype 3: byte order unknown
+    b"\x00" * 16,  # right length, version nibble 0
+]
+BAD_TYPES = [
+    None,
+    12345,  # an int (use LocalityUUID.from_fields or uuid.UUID(int=...))
+    1.5,
+    ["20be0ffc-314a-bd53-7a50-013a65ca76d2"],
+    {"id": GOOD},
+]
+
+
+@pytest.mark.parametrize("bad", BAD_TEXT + BAD_BYTES)
+def test_bad_values_raise_value_error_quoting_the_input(bad: object) -> None:
+    with pytest.raises(ValueError, match="Locality UUID") as info:
+        LocalityUUID(bad)  # type: ignore[arg-type]
+    assert isinstance(info.value, InvalidIdError)
+    assert repr(bad) in str(info.value)
+
+
+@pytest.mark.parametrize("bad", BAD_TYPES)
+def test_wrong_types_raise_type_error(bad: object) -> None:
+    with pytest.raises(TypeError, match=r"str, bytes or uuid\.UUID") as info:
+        LocalityUUID(bad)  # type: ignore[arg-type]
+    assert repr(bad) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"mode": "random"}, ValueError, "mode='random'"),
+        ({"pid": "12"}, TypeError, "pid must be an int"),
+        ({"pid": True}, TypeError, "pid must be an int"),
+        ({"counter": 1.0}, TypeError, "counter must be an int"),
+        ({"mac": 2**48}, ValueError, "48-bit"),
+        ({"mac": -1}, ValueError, "48-bit"),
+        ({"mac": b"\x00" * 5}, ValueError, "6 bytes"),
+        ({"mac": "12:34:56:78:9a:bc"}, TypeError, "mac must be an int"),
+        ({"clock": 5}, TypeError, "clock must be a callable"),
+    ],
+)
+def test_generator_arguments_are_checked(
+    kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        LocalityUUIDGenerator(**kwargs)  # type: ignore[arg-type]
+
+
+def test_from_fields_rejects_values_that_do_not_fit() -> None:
+    with pytest.raises(ValueError, match=r"pid=65536 does not fit in 16"):
+        LocalityUUID.from_fields(counter=0, pid=65536, node=0, timestamp_ms=0)
+    with pytest.raises(ValueError, match=r"timestamp_ms=-1"):
+        LocalityUUID.from_fields(counter=0, pid=0, node=0, timestamp_ms=-1)
+
+
+def test_mac_environment_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mongoengine_ids.locality as locality
+
+    monkeypatch.setattr(locality, "_machine_mac", None)
+    monkeypatch.setenv("MONGOENGINE_IDS_MAC", "aa:bb:cc:dd:ee:ff")
+    assert LocalityUUIDGenerator(clock=lambda: T).generate().node == 0xCDDEEFF
+    monkeypatch.setattr(locality, "_machine_mac", None)
+    monkeypatch.setenv("MONGOENGINE_IDS_MAC", "not a mac")
+    with pytest.raises(ValueError, match="'not a mac' is not a valid MAC address"):
+        LocalityUUIDGenerator()
+    monkeypatch.setattr(locality, "_machine_mac", None)
+
+
+def test_default_pid_is_the_process_id() -> None:
+    assert LocalityUUIDGenerator().generate().pid == os.getpid() % 65536
+
+
+# -- uniqueness ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["spread", "sequential"])
+def test_eight_threads_never_repeat(mode: str) -> None:
+    # A frozen clock makes every id share one millisecond: only the counter keeps them apart.
+    generator = LocalityUUIDGenerator(clock=lambda: T, counter=0, mode=mode)  # type: ignore[arg-type]
+    per_thread, threads = 50_000, 8
+    results: list[list[LocalityUUID]] = [[] for _ in range(threads)]
+    barrier = threading.Barrier(threads)
+
+    def work(out: list[LocalityUUID]) -> None:
+        barrier.wait()
+        generate = generator.generate
+        out.extend(generate() for _ in range(per_thread))
+
+    workers = [threading.Thread(target=work, args=(out,)) for out in results]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    made = [value for out in results for value in out]
+    total = per_thread * threads
+    assert len(made) == total
+    assert len(set(made)) == total
+    # Whatever the interleaving, the counters used are exactly the first `total` steps from 0.
+    step = SPREAD_STEP if mode == "spread" else 1
+    used = {v.spread_counter if mode == "spread" else v.sequential_counter for v in made}
+    assert used == {(k * step) % 2**32 for k in range(1, total + 1)}
+    assert {v.timestamp_ms for v in made} == {T}
+
+
+def test_fork_child_has_its_own_pid_and_never_repeats_the_parent() -> None:
+    generator = LocalityUUIDGenerator(clock=lambda: T, pid=4242)
+    before = generator.generate()
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            with os.fdopen(write_end, "w") as out:
+                out.write("\n".join(str(generator.generate()) for _ in range(2000)))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        child_ids = [LocalityUUID(line) for line in pipe.read().splitlines()]
+    os.waitpid(child, 0)
+    parent_ids = [before] + [generator.generate() for _ in range(2000)]
+    assert len(child_ids) == 2000
+    assert {value.pid for value in child_ids} == {child % 65536}
+    assert {value.pid for value in parent_ids} == {4242}
+    assert not set(child_ids) & set(parent_ids)
+    assert len(set(child_ids)) == 2000
+
+
+def test_switching_modes_never_repeats_a_value() -> None:
+    # Java's library: sequential -> spread -> sequential in one 10-minute window reset the
+    # counter to the same start and repeated an id in the same millisecond.
+    generator = LocalityUUIDGenerator(pid=PID, mac=MAC, clock=lambda: T, mode="sequential")
+    made = []
+    for _ in range(50):
+        made += [generator.generate() for _ in range(20)]
+        generator.use_spread()
+        made += [generator.generate() for _ in range(20)]
+        generator.use_sequential()
+    assert len(set(made)) == len(made) == 2000
+    # Every switch moved on to a millisecond no earlier id used: the time field never decreases.
+    stamps = [value.timestamp_ms for value in made]
+    assert stamps == sorted(stamps)
+    assert stamps[0] == T
+
+
+def test_switching_to_the_current_mode_changes_nothing() -> None:
+    generator = LocalityUUIDGenerator(
+        pid=PID, mac=MAC, clock=lambda: T, counter=0, mode="sequential"
+    )
+    generator.use_sequential()
+    assert generator.generate().sequential_counter == 1
+    assert generator.generate().timestamp_ms == T
+    assert generator.mode == "sequential"
+
+
+def test_clock_stepping_backwards_never_repeats_and_time_never_goes_back() -> None:
+    now = [T]
+    generator = LocalityUUIDGenerator(
+        pid=PID, mac=MAC, clock=lambda: now[0], mode="sequential", counter=0
+    )
+    made = [generator.generate() for _ in range(10)]
+    now[0] = T - 60_000  # NTP steps the clock back a minute
+    made += [generator.generate() for _ in range(10)]
+    assert len(set(made)) == 20
+    assert [value.timestamp_ms for value in made] == [T] * 20
+    now[0] = T + 1
+    assert generator.generate().timestamp_ms == T + 1
+
+
+def test_all_counter_values_used_in_one_millisecond_moves_to_the_next() -> None:
+    # The millisecond T begins with counter state 5, so its ids use 6, 7, ... The 2**32-th id
+    # would bring the state back to 5 and the one after it would repeat 6: the generator moves
+    # to T + 1 at the 2**32-th (one early, never late).
+    generator = LocalityUUIDGenerator(
+        pid=PID, mac=MAC, clock=lambda: T, mode="sequential", counter=5
+    )
+    first = generator.generate()
+    assert (first.sequential_counter, first.timestamp_ms) == (6, T)
+    generator._counter = 3  # type: ignore[attr-defined]  # fast-forward 2**32 - 3 ids
+    last_at_t = generator.generate()
+    assert (last_at_t.sequential_counter, last_at_t.timestamp_ms) == (4, T)
+    moved = generator.generate()
+    assert (moved.sequential_counter, moved.timestamp_ms) == (5, T + 1)
+    after = generator.generate()
+    assert (after.sequential_counter, after.timestamp_ms) == (6, T + 1)
+    assert after != first
+
+
+def test_values_are_uuids_usable_where_uuids_are() -> None:
+    value = LocalityUUIDGenerator(pid=PID, mac=MAC, clock=lambda: T, counter=0).generate()
+    assert isinstance(value, uuid.UUID)
+    assert uuid.UUID(str(value)) == value
+    assert {value: 1}[uuid.UUID(str(value))] == 1
+    assert repr(value) == f"LocalityUUID('{value}')"
+    assert eval(repr(value), {"LocalityUUID": LocalityUUID}) == value

@@ -1,0 +1,428 @@
+"""The write-path hook: ids on save() and insert() only, insert semantics, aliases, batches."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import threading
+from typing import Any
+
+import mongoengine as me
+import pytest
+from bson.binary import Binary
+from bson.json_util import RELAXED_JSON_OPTIONS
+from mongoengine.context_managers import switch_db
+from mongoengine.queryset import QuerySet
+
+from mongoengine_ids import (
+    BulkNotUniqueError,
+    GeneratedField,
+    LocalityUUID,
+    LocalityUUIDField,
+    LocalityUUIDGenerator,
+    WriteContext,
+)
+from mongoengine_ids.constants import SPREAD_STEP
+from mongoengine_ids.testing import Connect
+
+T = 1350327498450
+
+
+def frozen_generator(counter: int = 0) -> LocalityUUIDGenerator:
+    return LocalityUUIDGenerator(pid=1, mac=2, clock=lambda: T, counter=counter)
+
+
+def next_id(generator: LocalityUUIDGenerator) -> LocalityUUID:
+    """The id ``generator`` will make next, without consuming it."""
+    return LocalityUUID.from_fields(
+        counter=(generator._counter + SPREAD_STEP) % 2**32,  # type: ignore[attr-defined]
+        pid=generator.pid,
+        node=generator.node,
+        timestamp_ms=T,
+    )
+
+
+class CountingField(GeneratedField):
+    """Hands out 1, 2, 3, ... and records every new_values() call (batch sizes, contexts)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.calls: list[tuple[WriteContext, int]] = []
+        self.databases: list[str] = []
+        self.assigned: list[list[Any]] = []
+        self._next = 0
+        self._lock = threading.Lock()
+        super().__init__(**kwargs)
+
+    def new_values(self, context: WriteContext, count: int) -> list[Any]:
+        with self._lock:
+            self.calls.append((context, count))
+            self.databases.append(context.database.name)
+            start = self._next
+            self._next += count
+        return list(range(start + 1, start + count + 1))
+
+    def note_assigned(self, context: WriteContext, values: list[Any]) -> None:
+        self.assigned.append(values)
+
+    def validate(self, value: Any) -> None:
+        if not isinstance(value, int):
+            self.error(f"{value!r} is not an int")
+
+
+def raw(model: type[me.Document]) -> list[dict[str, Any]]:
+    return list(model._get_collection().find().sort("name"))
+
+
+# -- only on the write path ---------------------------------------------------------------------
+
+
+class Pickled(me.Document):
+    """Module level, so that pickle can find it."""
+
+    id = LocalityUUIDField(primary_key=True, generator=frozen_generator())
+    name = me.StringField()
+
+
+def test_reads_never_generate(mongoengine_db: Any) -> None:
+    Place = Pickled
+    generator = Pickled.id.generator
+    expected = next_id(generator)
+    place = Place(name="a")
+    observed = [
+        place.id,
+        place.pk,
+        place == Place(name="a"),
+        hash(place) is not None,
+        place.to_json(json_options=RELAXED_JSON_OPTIONS),
+        place.to_mongo().to_dict(),
+        pickle.loads(pickle.dumps(place)).id,
+        copy.copy(place).id,
+        copy.deepcopy(place).id,
+        repr(place),
+        str(place),
+        place.validate(),
+        Place.objects.count(),
+    ]
+    assert observed[:2] == [None, None]
+    assert observed[2] is False
+    assert observed[4] == '{"name": "a"}'
+    assert observed[5] == {"name": "a"}
+    assert observed[6:9] == [None, None, None]
+    assert place._data["id"] is None
+    # Nothing was consumed: the first save gets the generator's very next id.
+    place.save()
+    assert place.id == expected
+    assert raw(Place) == [{"_id": Binary(expected.bytes, 4), "name": "a"}]
+
+
+def test_save_generates_and_stores_binary_subtype_4(mongoengine_db: Any) -> None:
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField()
+        other = LocalityUUIDField()
+
+    place = Place(name="a").save()
+    assert type(place.id) is LocalityUUID
+    assert type(place.other) is LocalityUUID
+    assert place.id != place.other
+    assert raw(Place) == [
+        {"_id": Binary(place.id.bytes, 4), "name": "a", "other": Binary(place.other.bytes, 4)}
+    ]
+    loaded = Place.objects.get(id=place.id)
+    assert (loaded.id, loaded.other) == (place.id, place.other)
+    assert type(loaded.id) is LocalityUUID
+
+
+# -- insert semantics ---------------------------------------------------------------------------
+
+
+def test_generated_pk_never_replaces_an_existing_document(mongoengine_db: Any) -> None:
+    generator = frozen_generator()
+
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True, generator=generator)
+        name = me.StringField()
+
+    # Someone else already wrote the id this generator will produce next.
+    taken = next_id(generator)
+    Place._get_collection().insert_one({"_id": Binary(taken.bytes, 4), "name": "existing"})
+    place = Place(name="new")
+    with pytest.raises(me.NotUniqueError):
+        place.save()
+    assert raw(Place) == [{"_id": Binary(taken.bytes, 4), "name": "existing"}]
+    # The failed save left the document as it was; the next save generates a fresh id.
+    assert place.id is None
+    assert place._created
+    place.save()
+    assert place.id != taken
+    assert [doc["name"] for doc in raw(Place)] == ["existing", "new"]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [((False,), {}), ((), {"force_insert": False})],
+    ids=["positional", "keyword"],
+)
+def test_force_insert_false_cannot_turn_a_generated_pk_into_a_replace(
+    mongoengine_db: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    generator = frozen_generator()
+
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True, generator=generator)
+        name = me.StringField()
+
+    taken = next_id(generator)
+    Place._get_collection().insert_one({"_id": Binary(taken.bytes, 4), "name": "existing"})
+    with pytest.raises(me.NotUniqueError):
+        Place(name="new").save(*args, **kwargs)
+    assert raw(Place) == [{"_id": Binary(taken.bytes, 4), "name": "existing"}]
+
+
+def test_a_user_assigned_value_is_kept_validated_and_saved_as_mongoengine_does(
+    mongoengine_db: Any,
+) -> None:
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField()
+
+    value = LocalityUUID("20be0ffc-314a-bd53-7a50-013a65ca76d2")
+    Place(id=str(value).upper(), name="first").save()
+    assert raw(Place) == [{"_id": Binary(value.bytes, 4), "name": "first"}]
+    # MongoEngine's semantics for an assigned pk: save() writes that document.
+    Place(id=value, name="second").save()
+    assert raw(Place) == [{"_id": Binary(value.bytes, 4), "name": "second"}]
+    with pytest.raises(me.ValidationError, match="'nope' is not a valid Locality UUID"):
+        Place(id="nope").save()
+    assert len(raw(Place)) == 1
+
+
+def test_failed_validation_generates_nothing(mongoengine_db: Any) -> None:
+    generator = frozen_generator()
+
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True, generator=generator)
+        name = me.StringField(required=True)
+
+    expected = next_id(generator)
+    place = Place()
+    with pytest.raises(me.ValidationError):
+        place.save()
+    assert place.id is None
+    place.name = "now valid"
+    place.save()
+    assert place.id == expected
+
+
+def test_an_existing_document_gains_a_missing_generated_value(mongoengine_db: Any) -> None:
+    class Legacy(me.Document):
+        name = me.StringField()
+
+    legacy = Legacy(name="old").save()
+
+    class Upgraded(me.Document):
+        meta = {"collection": "legacy"}
+        name = me.StringField()
+        ref = LocalityUUIDField()
+
+    loaded = Upgraded.objects.get(id=legacy.id)
+    assert loaded.ref is None
+    loaded.save()
+    assert type(loaded.ref) is LocalityUUID
+    assert raw(Upgraded) == [{"_id": legacy.id, "name": "old", "ref": Binary(loaded.ref.bytes, 4)}]
+
+
+def test_a_save_override_that_forwards_kwargs_keeps_working(mongoengine_db: Any) -> None:
+    seen: list[Any] = []
+
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField()
+
+        def save(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append(kwargs.get("force_insert"))
+            return super().save(*args, **kwargs)
+
+    place = Place(name="a").save()
+    assert seen == [True]
+    place.name = "b"
+    place.save()
+    assert seen == [True, None]
+    assert raw(Place) == [{"_id": Binary(place.id.bytes, 4), "name": "b"}]
+
+
+# -- aliases, switch_db, inheritance ------------------------------------------------------------
+
+
+def test_db_alias_is_followed(mongoengine_connect: Connect) -> None:
+    default = mongoengine_connect()
+    other = mongoengine_connect("other")
+    field = CountingField()
+
+    class Tagged(me.Document):
+        meta = {"db_alias": "other"}
+        number = field
+
+    Tagged().save()
+    assert field.databases == [other.name]
+    assert list(other["tagged"].find({}, {"_id": 0})) == [{"number": 1}]
+    assert "tagged" not in default.list_collection_names()
+
+
+def test_switch_db_is_followed(mongoengine_connect: Connect) -> None:
+    default = mongoengine_connect()
+    archive = mongoengine_connect("archive")
+    field = CountingField()
+
+    class Entry(me.Document):
+        number = field
+
+    with switch_db(Entry, "archive") as ArchiveEntry:
+        ArchiveEntry().save()
+        ArchiveEntry.objects.insert([ArchiveEntry(), ArchiveEntry()])
+    Entry().switch_db("archive").save()
+    Entry().save()
+    assert field.databases == [archive.name] * 3 + [default.name]
+    assert sorted(d["number"] for d in archive["entry"].find()) == [1, 2, 3, 4]
+    assert [d["number"] for d in default["entry"].find()] == [5]
+
+
+def test_inherited_and_abstract_models_generate(mongoengine_db: Any) -> None:
+    class Base(me.Document):
+        meta = {"abstract": True}
+        id = LocalityUUIDField(primary_key=True)
+
+    class Concrete(Base):
+        name = me.StringField()
+
+    class Parent(me.Document):
+        meta = {"allow_inheritance": True}
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField()
+
+    class Child(Parent):
+        extra = LocalityUUIDField()
+
+    concrete = Concrete(name="c").save()
+    child = Child(name="child").save()
+    parent = Parent(name="parent").save()
+    assert raw(Concrete) == [{"_id": Binary(concrete.id.bytes, 4), "name": "c"}]
+    assert raw(Parent) == [
+        {
+            "_id": Binary(child.id.bytes, 4),
+            "_cls": "Parent.Child",
+            "name": "child",
+            "extra": Binary(child.extra.bytes, 4),
+        },
+        {"_id": Binary(parent.id.bytes, 4), "_cls": "Parent", "name": "parent"},
+    ]
+    assert Parent.objects.get(id=child.id).extra == child.extra
+
+
+def test_no_global_patching_of_mongoengine(mongoengine_db: Any) -> None:
+    class Plain(me.Document):
+        name = me.StringField()
+
+    class WithId(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+
+    assert me.Document.save is Plain.save
+    assert WithId.save is not me.Document.save
+    assert Plain._meta.get("queryset_class", QuerySet) is QuerySet
+    Plain(name="x").save()
+    assert [doc["name"] for doc in raw(Plain)] == ["x"]
+
+
+# -- bulk insert --------------------------------------------------------------------------------
+
+
+def test_bulk_insert_asks_for_the_whole_batch_at_once(mongoengine_db: Any) -> None:
+    field = CountingField()
+
+    class Ticket(me.Document):
+        number = field
+        name = me.StringField()
+
+    inserted = Ticket.objects.insert([Ticket(name=f"t{i}") for i in range(5)])
+    assert [count for _, count in field.calls] == [5]
+    assert [doc.number for doc in inserted] == [1, 2, 3, 4, 5]
+    assert [(d["name"], d["number"]) for d in raw(Ticket)] == [(f"t{i}", i + 1) for i in range(5)]
+    # Assigned values are kept and reported to the field (a counter moves past them there).
+    Ticket.objects.insert([Ticket(name="t5", number=99), Ticket(name="t6")])
+    assert field.assigned == [[99]]
+    assert [(d["name"], d["number"]) for d in raw(Ticket)][5:] == [("t5", 99), ("t6", 6)]
+
+
+def test_bulk_insert_of_uuid_keys_returns_the_documents(mongoengine_db: Any) -> None:
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField()
+
+    docs = [Place(name=f"p{i}") for i in range(3)]
+    loaded = Place.objects.insert(docs)
+    assert [doc.name for doc in loaded] == ["p0", "p1", "p2"]
+    assert [doc.id for doc in loaded] == [doc.id for doc in docs]
+    assert all(type(doc.id) is LocalityUUID for doc in docs + loaded)
+    one = Place.objects.insert(Place(name="single"))
+    assert one.name == "single"
+    assert type(one.id) is LocalityUUID
+    ids = Place.objects.insert([Place(name="x")], load_bulk=False)
+    assert ids == [Binary(LocalityUUID(ids[0]).bytes, 4)]
+    assert {d["_id"] for d in raw(Place)} == {Binary(d.id.bytes, 4) for d in docs + [one]} | {
+        ids[0]
+    }
+
+
+def test_subclass_naming_its_own_queryset_class_still_batches(mongoengine_db: Any) -> None:
+    field = CountingField()
+
+    class Parent(me.Document):
+        meta = {"allow_inheritance": True}
+        number = field
+
+    class CustomQuerySet(QuerySet):
+        def first_number(self) -> Any:
+            return self.first().number
+
+    class Child(Parent):
+        meta = {"queryset_class": CustomQuerySet}
+
+    Child.objects.insert([Child(), Child(), Child()])
+    assert [count for _, count in field.calls] == [3]
+    assert Child.objects.order_by("number").first_number() == 1
+
+
+def test_failed_bulk_insert_keeps_ids_of_written_documents_only(mongoengine_db: Any) -> None:
+    generator = frozen_generator()
+
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True, generator=generator)
+        name = me.StringField()
+
+    # The third id of the batch is already taken: an ordered insert writes two, then stops.
+    third = LocalityUUID.from_fields(
+        counter=3 * SPREAD_STEP % 2**32, pid=generator.pid, node=generator.node, timestamp_ms=T
+    )
+    Place._get_collection().insert_one({"_id": Binary(third.bytes, 4), "name": "existing"})
+    docs = [Place(name=f"p{i}") for i in range(4)]
+    with pytest.raises(me.NotUniqueError) as info:
+        Place.objects.insert(docs)
+    assert isinstance(info.value, BulkNotUniqueError)
+    assert isinstance(info.value, me.errors.BulkWriteError)
+    assert [doc.id is not None for doc in docs] == [True, True, False, False]
+    assert [d["name"] for d in raw(Place)] == ["existing", "p0", "p1"]
+    assert raw(Place)[0]["_id"] == Binary(third.bytes, 4)
+
+
+def test_bulk_insert_rejects_foreign_documents_before_generating(mongoengine_db: Any) -> None:
+    field = CountingField()
+
+    class Ticket(me.Document):
+        number = field
+
+    class Other(me.Document):
+        name = me.StringField()
+
+    with pytest.raises(me.OperationError, match="aren't instances of"):
+        Ticket.objects.insert([Ticket(), Other()])  # type: ignore[list-item]
+    assert field.calls == []
