@@ -368,7 +368,7 @@ def test_bulk_insert_of_uuid_keys_returns_the_documents(mongoengine_db: Any) -> 
     assert type(one.id) is LocalityUUID
     ids = Place.objects.insert([Place(name="x")], load_bulk=False)
     assert ids == [Binary(LocalityUUID(ids[0]).bytes, 4)]
-    assert {d["_id"] for d in raw(Place)} == {Binary(d.id.bytes, 4) for d in docs + [one]} | {
+    assert {d["_id"] for d in raw(Place)} == {Binary(d.id.bytes, 4) for d in [*docs, one]} | {
         ids[0]
     }
 
