@@ -16,6 +16,8 @@ from hypothesis import settings
 
 from mongoengine_ids.testing import Connect, connected
 
+pytest_plugins = ("pytester",)
+
 settings.register_profile("ci", max_examples=200, deadline=None)
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")

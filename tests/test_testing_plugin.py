@@ -1,0 +1,52 @@
+"""The user-facing pytest plugin, run the way a user's own suite runs it."""
+
+from __future__ import annotations
+
+import pytest
+
+USER_TESTS = """
+import mongoengine as me
+from bson.binary import Binary
+from mongoengine_ids import LocalityUUIDField
+
+
+class Place(me.Document):
+    id = LocalityUUIDField(primary_key=True)
+    name = me.StringField()
+
+
+class Archived(me.Document):
+    meta = {"db_alias": "archive"}
+    id = LocalityUUIDField(primary_key=True)
+
+
+def test_first(mongoengine_db):
+    place = Place(name="a").save()
+    assert list(mongoengine_db["place"].find()) == [{"_id": Binary(place.id.bytes, 4), "name": "a"}]
+
+
+def test_second_starts_clean(mongoengine_db):
+    assert Place.objects.count() == 0
+    assert mongoengine_db.list_collection_names() == []
+
+
+def test_more_aliases(mongoengine_connect):
+    archive = mongoengine_connect("archive")
+    default = mongoengine_connect()
+    Archived().save()
+    Place(name="b").save()
+    assert archive["archived"].count_documents({}) == 1
+    assert default["place"].count_documents({}) == 1
+
+
+def test_disconnected_after_each_test():
+    import mongoengine.connection as connection
+    assert connection._connections == {}
+"""
+
+
+def test_plugin_fixtures_give_each_test_a_clean_mongomock(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user=USER_TESTS)
+    # A subprocess, so that the plugin is found through its pytest11 entry point, as for users.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    result.assert_outcomes(passed=4)
