@@ -150,6 +150,13 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     def __set_name__(self, owner: type, name: str) -> None:
         if isinstance(owner, type) and issubclass(owner, Document):
             install(owner)
+        elif isinstance(owner, type) and issubclass(owner, BaseDocument):
+            # Saving the parent document would leave the value missing, silently.
+            raise TypeError(
+                f"{type(self).__name__} {name!r} generates its value when a Document is saved "
+                f"and cannot be declared on {owner.__name__!r}, an {owner.__mro__[1].__name__}: "
+                "declare it on the top-level Document, or assign values to a plain field"
+            )
 
     def __get__(self, instance: Any, owner: type) -> Any:
         if instance is None:

@@ -319,6 +319,19 @@ def test_inherited_and_abstract_models_generate(mongoengine_db: Any) -> None:
     assert Parent.objects.get(id=child.id).extra == child.extra
 
 
+def test_embedded_documents_are_refused_at_class_definition() -> None:
+    # Python < 3.12 wraps errors raised in __set_name__ in a RuntimeError.
+    with pytest.raises((TypeError, RuntimeError)) as info:
+
+        class Line(me.EmbeddedDocument):
+            ref = LocalityUUIDField()
+
+    error = info.value if isinstance(info.value, TypeError) else info.value.__cause__
+    assert isinstance(error, TypeError)
+    assert "'ref' generates its value when a Document is saved" in str(error)
+    assert "'Line', an EmbeddedDocument" in str(error)
+
+
 def test_no_global_patching_of_mongoengine(mongoengine_db: Any) -> None:
     class Plain(me.Document):
         name = me.StringField()
