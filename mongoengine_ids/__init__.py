@@ -17,6 +17,7 @@ from .errors import (
 )
 from .fields import LocalityUUIDField, UUIDValueField
 from .locality import LocalityUUID, LocalityUUIDGenerator
+from .standard import UUID4Field, UUID7Field, UUID7Generator
 from .writepath import GeneratedField, WriteContext, current_write
 
 __version__ = "0.1.0"
@@ -31,6 +32,9 @@ __all__ = [
     "LocalityUUIDGenerator",
     "MongoEngineIdsError",
     "RetriesExhaustedError",
+    "UUID4Field",
+    "UUID7Field",
+    "UUID7Generator",
     "UUIDValueField",
     "WriteContext",
     "__version__",

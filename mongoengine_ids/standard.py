@@ -1,0 +1,178 @@
+"""Standard RFC 9562 UUIDs: version 4 (random) and version 7 (time-ordered).
+
+UUIDv7 layout (RFC 9562, section 5.7), with the monotonic counter of its section 6.2, method 1
+(a fixed-length counter in the leftmost random bits), as CPython 3.14's ``uuid.uuid7`` does::
+
+    bits 127-80  unix_ts_ms   48 bits  Unix epoch milliseconds
+    bits  79-76  version       4 bits  0b0111
+    bits  75-64  counter_hi   12 bits  \\
+    bits  63-62  variant       2 bits  0b10   > a 42-bit counter, seeded at random (top bit 0)
+    bits  61-32  counter_lo   30 bits  /      each millisecond, then incremented
+    bits  31-0   random       32 bits  fresh for every id
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable
+from typing import Any, Final
+
+from .fields import UUIDValueField
+from .locality import Clock
+from .writepath import WriteContext
+
+V7_COUNTER_BITS: Final = 42
+V7_COUNTER_MAX: Final = (1 << V7_COUNTER_BITS) - 1
+V7_SEED_MASK: Final = (1 << (V7_COUNTER_BITS - 1)) - 1  # top bit 0: room to count up
+V7_TIME_MASK: Final = (1 << 48) - 1
+_V7_FLAGS: Final = (0x7 << 76) | (0b10 << 62)
+_LOW30: Final = (1 << 30) - 1
+
+RandomBytes = Callable[[int], bytes]
+
+_generators: weakref.WeakSet[UUID7Generator] = weakref.WeakSet()
+
+
+class UUID7Generator:
+    """Makes RFC 9562 version 7 UUIDs, strictly increasing within the generator.
+
+    Args:
+        clock: callable returning Unix epoch milliseconds as an int. Default: the wall clock.
+        random_bytes: callable returning n random bytes. Default: :func:`os.urandom`.
+
+    Each millisecond seeds a 42-bit counter at random (top bit clear) and increments it for
+    every further id in that millisecond; when the clock stands still or steps back, the last
+    millisecond is kept and the counter goes on, and when the counter runs out the time field
+    moves on one millisecond. So ids sort in the order they were made, and a generator never
+    repeats one. A forked child starts afresh. Between generators (and processes), uniqueness
+    rests on 74 random bits per millisecond.
+    """
+
+    __slots__ = ("__weakref__", "_clock", "_counter", "_last_ms", "_lock", "_random")
+
+    def __init__(
+        self, *, clock: Clock | None = None, random_bytes: RandomBytes | None = None
+    ) -> None:
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be a callable returning epoch milliseconds, not {clock!r}")
+        if random_bytes is not None and not callable(random_bytes):
+            raise TypeError(
+                f"random_bytes must be a callable like os.urandom, not {random_bytes!r}"
+            )
+        self._clock = clock
+        self._random: RandomBytes = random_bytes if random_bytes is not None else os.urandom
+        self._lock = threading.Lock()
+        self._last_ms = -1
+        self._counter = 0
+        _generators.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+        self._last_ms = -1
+
+    def generate(self) -> uuid.UUID:
+        """Make the next id."""
+        clock = self._clock
+        now = clock() if clock is not None else time.time_ns() // 1_000_000
+        with self._lock:
+            if now > self._last_ms:
+                seed = int.from_bytes(self._random(10), "big")
+                counter = (seed >> 32) & V7_SEED_MASK
+                tail = seed & 0xFFFFFFFF
+                self._last_ms = now
+            else:
+                counter = self._counter + 1
+                if counter > V7_COUNTER_MAX:
+                    # 2**41 or more ids in one millisecond: move the time on, reseed.
+                    self._last_ms += 1
+                    counter = int.from_bytes(self._random(6), "big") & V7_SEED_MASK
+                tail = int.from_bytes(self._random(4), "big")
+            self._counter = counter
+            ms = self._last_ms
+        return uuid.UUID(
+            int=((ms & V7_TIME_MASK) << 80)
+            | ((counter >> 30) << 64)
+            | ((counter & _LOW30) << 32)
+            | tail
+            | _V7_FLAGS
+        )
+
+
+def _reinit_in_child() -> None:
+    for generator in list(_generators):
+        generator._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_reinit_in_child)
+
+
+def uuid7_timestamp_ms(value: uuid.UUID) -> int:
+    """The Unix epoch milliseconds embedded in a version 7 UUID.
+
+    Raises:
+        ValueError: ``value`` is not a version 7 RFC 9562 UUID.
+    """
+    if value.variant != uuid.RFC_4122 or value.version != 7:
+        raise ValueError(f"{str(value)!r} is not a version 7 UUID (version {value.version})")
+    return value.int >> 80
+
+
+class _StandardUUIDField(UUIDValueField):
+    version: int = 0
+
+    def _build(self, value: Any) -> uuid.UUID:
+        if isinstance(value, uuid.UUID):
+            result = value
+        else:
+            from .locality import _int_from_uuid_value
+
+            result = uuid.UUID(int=_int_from_uuid_value(value))
+        if result.variant != uuid.RFC_4122 or result.version != self.version:
+            raise ValueError(
+                f"{value!r} is not a version {self.version} UUID "
+                f"(found version {result.version}, variant {result.variant!r})"
+            )
+        return result if type(result) is uuid.UUID else uuid.UUID(int=result.int)
+
+    def _from_number(self, number: int) -> uuid.UUID:
+        return self._build(uuid.UUID(int=number))
+
+
+class UUID4Field(_StandardUUIDField):
+    """A random RFC 9562 version 4 UUID, generated when the document is written.
+
+    Stored as BSON Binary subtype 4 (or text with ``as_string=True``) whatever the connection's
+    ``uuidRepresentation``; reads return :class:`uuid.UUID`.
+    """
+
+    version = 4
+
+    def new_values(self, context: WriteContext, count: int) -> list[Any]:
+        return [uuid.uuid4() for _ in range(count)]
+
+
+class UUID7Field(_StandardUUIDField):
+    """A time-ordered RFC 9562 version 7 UUID, generated when the document is written.
+
+    Args:
+        generator: a :class:`UUID7Generator` (share one between models writing the same
+            collection); default: one per field.
+        as_string: store the 36-character text instead of BSON Binary subtype 4.
+        **kwargs: any MongoEngine field option.
+    """
+
+    version = 7
+
+    def __init__(self, *, generator: UUID7Generator | None = None, **kwargs: Any) -> None:
+        if generator is not None and not isinstance(generator, UUID7Generator):
+            raise TypeError(f"generator must be a UUID7Generator, not {generator!r}")
+        self.generator = generator if generator is not None else UUID7Generator()
+        super().__init__(**kwargs)
+
+    def new_values(self, context: WriteContext, count: int) -> list[Any]:
+        generate = self.generator.generate
+        return [generate() for _ in range(count)]

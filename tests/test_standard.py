@@ -1,0 +1,179 @@
+"""Standard UUID fields: version 4 and the monotonic version 7 generator."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from typing import Any
+
+import mongoengine as me
+import pytest
+from bson.binary import Binary
+
+from mongoengine_ids.standard import UUID4Field, UUID7Field, UUID7Generator, uuid7_timestamp_ms
+from mongoengine_ids.testing import Connect
+
+T = 1_700_000_000_123
+
+
+def counting_random() -> Any:
+    """Deterministic 'random' bytes: 0x00.., 0x01.., ... so the counter seeds are known."""
+    state = {"n": 0}
+
+    def random_bytes(n: int) -> bytes:
+        state["n"] += 1
+        return bytes([state["n"] % 256]) * n
+
+    return random_bytes
+
+
+def test_layout_version_variant_and_time() -> None:
+    value = UUID7Generator(clock=lambda: T).generate()
+    assert value.version == 7
+    assert value.variant == uuid.RFC_4122
+    assert uuid7_timestamp_ms(value) == T
+    assert value.int >> 80 == T
+
+
+def test_counter_seeded_then_incremented_within_a_millisecond() -> None:
+    generator = UUID7Generator(clock=lambda: T, random_bytes=counting_random())
+    first, second = generator.generate(), generator.generate()
+    seed = int.from_bytes(b"\x01" * 10, "big")
+    counter = (seed >> 32) & ((1 << 41) - 1)
+
+    def counter_of(value: uuid.UUID) -> int:
+        return (((value.int >> 64) & 0xFFF) << 30) | ((value.int >> 32) & ((1 << 30) - 1))
+
+    assert counter_of(first) == counter
+    assert counter_of(second) == counter + 1
+    assert first.int & 0xFFFFFFFF == seed & 0xFFFFFFFF
+    assert second.int & 0xFFFFFFFF == 0x02020202
+    assert first < second
+
+
+def test_strictly_increasing_when_the_clock_stands_still_or_steps_back() -> None:
+    now = [T]
+    generator = UUID7Generator(clock=lambda: now[0])
+    made = [generator.generate() for _ in range(1000)]
+    now[0] = T - 5_000
+    made += [generator.generate() for _ in range(1000)]
+    now[0] = T + 1
+    made += [generator.generate() for _ in range(10)]
+    assert made == sorted(made)
+    assert len(set(made)) == len(made)
+    assert {uuid7_timestamp_ms(v) for v in made[:2000]} == {T}
+    assert uuid7_timestamp_ms(made[-1]) == T + 1
+
+
+def test_counter_overflow_moves_to_the_next_millisecond() -> None:
+    generator = UUID7Generator(clock=lambda: T)
+    generator.generate()
+    generator._counter = (1 << 42) - 1  # type: ignore[attr-defined]  # the last counter value
+    moved = generator.generate()
+    assert uuid7_timestamp_ms(moved) == T + 1
+
+
+@pytest.mark.slow
+def test_eight_threads_exact_set_in_order_per_thread() -> None:
+    generator = UUID7Generator(clock=lambda: T)
+    results: list[list[uuid.UUID]] = [[] for _ in range(8)]
+
+    def work(out: list[uuid.UUID]) -> None:
+        out.extend(generator.generate() for _ in range(20_000))
+
+    threads = [threading.Thread(target=work, args=(out,)) for out in results]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    made = [v for out in results for v in out]
+    assert len(set(made)) == 160_000
+    assert all(out == sorted(out) for out in results)
+
+
+def test_fork_child_reseeds() -> None:
+    generator = UUID7Generator(clock=lambda: T)
+    generator.generate()
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            with os.fdopen(write_end, "w") as out:
+                out.write("\n".join(str(generator.generate()) for _ in range(100)))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        child_ids = {uuid.UUID(line) for line in pipe.read().splitlines()}
+    os.waitpid(child, 0)
+    parent_ids = {generator.generate() for _ in range(100)}
+    assert len(child_ids) == 100
+    assert not child_ids & parent_ids
+
+
+@pytest.mark.parametrize(
+    "representation", ["standard", "pythonLegacy", "javaLegacy", "unspecified"]
+)
+@pytest.mark.parametrize("field_class", [UUID4Field, UUID7Field])
+def test_stored_as_binary_subtype_4(
+    mongoengine_connect: Connect, representation: str, field_class: type[Any]
+) -> None:
+    db = mongoengine_connect(uuid_representation=representation)
+
+    class Item(me.Document):
+        id = field_class(primary_key=True)
+        name = me.StringField()
+
+    item = Item(name="a").save()
+    assert type(item.id) is uuid.UUID
+    assert item.id.version == field_class.version
+    stored = db["item"].find_one()["_id"]
+    assert stored in (Binary(item.id.bytes, 4), item.id)
+    assert not isinstance(stored, Binary) or stored.subtype == 4
+    assert Item.objects.get(id=str(item.id)).name == "a"
+
+
+def test_uuid7_ids_sort_by_creation_in_the_database(mongoengine_db: Any) -> None:
+    now = [T]
+    generator = UUID7Generator(clock=lambda: now[0])
+
+    class Event(me.Document):
+        id = UUID7Field(primary_key=True, generator=generator)
+        n = me.IntField()
+
+    for n in range(20):
+        now[0] = T + n // 3
+        Event(n=n).save()
+    assert [e.n for e in Event.objects.order_by("id")] == list(range(20))
+
+
+@pytest.mark.parametrize(
+    ("field_class", "junk", "message"),
+    [
+        (UUID4Field, str(uuid.uuid1()), "not a version 4 UUID"),
+        (UUID7Field, str(uuid.uuid4()), "not a version 7 UUID"),
+        (UUID7Field, "nope", "'nope'"),
+        (UUID4Field, 42, "42"),
+    ],
+)
+def test_wrong_versions_and_junk_are_validation_errors(
+    mongoengine_db: Any, field_class: type[Any], junk: object, message: str
+) -> None:
+    class Item(me.Document):
+        id = field_class(primary_key=True)
+
+    with pytest.raises(me.ValidationError, match=message):
+        Item(id=junk).save()
+    assert Item.objects.count() == 0
+
+
+def test_generator_arguments_are_checked() -> None:
+    with pytest.raises(TypeError, match="clock must be a callable"):
+        UUID7Generator(clock=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="random_bytes must be a callable"):
+        UUID7Generator(random_bytes=b"x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be a UUID7Generator"):
+        UUID7Field(generator="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not a version 7 UUID"):
+        uuid7_timestamp_ms(uuid.uuid4())
