@@ -1,0 +1,420 @@
+"""Shared pieces of the benchmark: interleaved timing, result rows, the table and JSON.
+
+The API the group modules (``locality``, ``sequence``, ``random_unique``) build on; it is kept
+stable so that they can be written independently.
+
+Writing a group
+    A group is a module ``mongoengine_ids.bench.<name>`` listed in
+    :data:`mongoengine_ids.bench.GROUPS`, exposing::
+
+        def run(*, quick: bool, uri: str | None) -> list[Result]: ...
+
+    ``run`` **prints nothing**: it returns its rows in the order they should be shown, and
+    :func:`mongoengine_ids.bench.main` prints the machine, then one table per group (or all
+    rows as one JSON document with ``--json``). ``quick=True`` asks for tiny iteration counts
+    (tests and CI smoke runs: the numbers are meaningless, only the rows matter). ``uri`` is a
+    MongoDB URI for the database parts, or None for mongomock; :func:`database` connects
+    either (models declare ``meta = {"db_alias": BENCH_ALIAS}``). For a problem the user can
+    fix (a server that does not answer, a missing optional package) raise :class:`BenchError`:
+    the command prints its message as one line and exits with status 1.
+
+Timing
+    :func:`measure` takes named :data:`Trial` functions (a trial performs ``n`` operations and
+    returns the seconds they took, its own set-up left out), runs every one of them once per
+    round, in an order rotated each round, and keeps :attr:`Timing.samples` (seconds per
+    operation, one per round). On a shared 2-core machine bursts of load from other processes
+    only ever make an operation look slower, and interleaving puts every candidate and its
+    baselines through the same bursts; the default statistic is therefore the minimum over
+    rounds (``statistic="median"`` is available for operations whose cost varies by itself,
+    such as database writes). :func:`loop` turns a zero-argument callable into a trial.
+
+    A ratio is only meaningful between timings from the **same** :func:`measure` call.
+
+Rows
+    :class:`Result` is one row: a named candidate, its seconds per operation, and optionally
+    the baseline it is compared with, the ratio (candidate / baseline), the target as text and
+    whether it is met. Build rows with :func:`baseline_row` and :func:`compare_row`. A
+    candidate compared with two baselines is two rows of the same name.
+
+Output
+    :func:`format_table` (aligned columns, ratios written ``0.48x``), :func:`machine_info`,
+    :func:`to_json` (``{"machine": {...}, "results": [Result.as_dict(), ...]}``).
+
+Example::
+
+    timings = measure({"mine": loop(make_id), "uuid4": loop(uuid.uuid4)}, number=10_000, rounds=7)
+    rows = [
+        baseline_row("demo", "uuid4", timings["uuid4"]),
+        compare_row("demo", "mine", timings, "uuid4", max_ratio=0.5),
+    ]
+    print(format_table(rows))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import itertools
+import json
+import math
+import os
+import platform
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Final, Literal
+
+#: A timed batch: perform ``n`` operations, return the seconds they took (set-up excluded).
+Trial = Callable[[int], float]
+Statistic = Literal["min", "median"]
+
+#: The MongoEngine connection alias of the benchmark's models (see :func:`database`).
+BENCH_ALIAS: Final = "mongoengine_ids_bench"
+
+#: The ``format`` version of :func:`to_json`'s document; bumped if a key changes meaning.
+JSON_FORMAT_VERSION: Final = 1
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per operation of one candidate, one sample per round.
+
+    Attributes:
+        samples: seconds per operation measured in each round, in round order.
+        statistic: how :attr:`seconds` summarises the samples.
+        number: operations per round.
+    """
+
+    samples: tuple[float, ...]
+    statistic: Statistic
+    number: int
+
+    @property
+    def seconds(self) -> float:
+        """The summary: the minimum or the median of :attr:`samples`."""
+        if self.statistic == "min":
+            return min(self.samples)
+        return statistics.median(self.samples)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One row of the benchmark.
+
+    Attributes:
+        group: the group module that produced the row (``"locality"``, ...).
+        name: the candidate measured, e.g. ``"LocalityUUIDGenerator().generate()"``.
+        seconds: seconds per operation.
+        baseline: the name of the row it is compared with, or None for a plain measurement.
+        ratio: ``seconds / baseline seconds``, from the same interleaved run; None without a
+            baseline.
+        target: the target in words, e.g. ``"<= 0.50x"``; None when only reported.
+        met: whether the target is met; None without a target.
+        note: anything a reader needs to interpret the row (database, batch size, ...).
+    """
+
+    group: str
+    name: str
+    seconds: float
+    baseline: str | None = None
+    ratio: float | None = None
+    target: str | None = None
+    met: bool | None = None
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as JSON-ready data (the keys are the attribute names)."""
+        return asdict(self)
+
+
+def loop(func: Callable[[], object]) -> Trial:
+    """A trial calling ``func()`` ``n`` times; the loop's own cost is in every candidate alike."""
+
+    def trial(n: int) -> float:
+        calls = itertools.repeat(None, n)
+        start = time.perf_counter()
+        for _ in calls:
+            func()
+        return time.perf_counter() - start
+
+    return trial
+
+
+def measure(
+    trials: Mapping[str, Trial],
+    *,
+    number: int,
+    rounds: int,
+    warmup: int = 1,
+    statistic: Statistic = "min",
+    disable_gc: bool = True,
+) -> dict[str, Timing]:
+    """Time every trial ``rounds`` times, interleaved, ``number`` operations per round.
+
+    Args:
+        trials: the candidates and their baselines, by name.
+        number: operations per round for each trial.
+        rounds: rounds; each runs every trial once, in an order rotated by one each round so
+            that no trial always runs first (after a set-up) or last.
+        warmup: untimed rounds first (imports, caches, first collection access).
+        statistic: how :attr:`Timing.seconds` summarises the rounds.
+        disable_gc: switch the cyclic garbage collector off while a trial runs, as
+            :mod:`timeit` does: a collection triggered by one trial's garbage would otherwise
+            be charged to whichever trial happens to run next.
+
+    Returns:
+        A :class:`Timing` per name, in the order of ``trials``.
+
+    Raises:
+        ValueError: ``number`` or ``rounds`` is below 1, ``warmup`` below 0, or no trials.
+    """
+    if not trials:
+        raise ValueError("measure() needs at least one trial")
+    if number < 1 or rounds < 1 or warmup < 0:
+        raise ValueError(
+            f"number={number!r} and rounds={rounds!r} must be >= 1 and warmup={warmup!r} >= 0"
+        )
+    names = list(trials)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(-warmup, rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            elapsed = _run_trial(trials[name], number, disable_gc=disable_gc)
+            if round_index >= 0:
+                samples[name].append(elapsed / number)
+    return {name: Timing(tuple(samples[name]), statistic, number) for name in names}
+
+
+def _run_trial(trial: Trial, number: int, *, disable_gc: bool) -> float:
+    was_enabled = gc.isenabled()
+    if disable_gc:
+        gc.disable()
+    try:
+        return trial(number)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def baseline_row(group: str, name: str, timing: Timing, *, note: str = "") -> Result:
+    """A row that is only measured: a baseline, or a candidate without a comparison."""
+    return Result(group=group, name=name, seconds=timing.seconds, note=note)
+
+
+def compare_row(
+    group: str,
+    name: str,
+    timings: Mapping[str, Timing],
+    baseline: str,
+    *,
+    max_ratio: float | None = None,
+    label: str | None = None,
+    note: str = "",
+) -> Result:
+    """A row comparing ``timings[name]`` with ``timings[baseline]`` (same :func:`measure` run).
+
+    Args:
+        group: the group module producing the row.
+        name: the key of the candidate in ``timings``.
+        timings: the result of one :func:`measure` call.
+        baseline: the key of the baseline in ``timings``.
+        max_ratio: the target, if any: the candidate may take at most this many times the
+            baseline's time.
+        label: the row's name if not ``name``; the baseline keeps its key as its name.
+        note: as :attr:`Result.note`.
+
+    Raises:
+        KeyError: ``name`` or ``baseline`` is not in ``timings``.
+    """
+    seconds = timings[name].seconds
+    ratio = seconds / timings[baseline].seconds
+    return Result(
+        group=group,
+        name=label or name,
+        seconds=seconds,
+        baseline=baseline,
+        ratio=ratio,
+        target=None if max_ratio is None else f"<= {format_ratio(max_ratio)}",
+        met=None if max_ratio is None else ratio <= max_ratio,
+        note=note,
+    )
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def format_ratio(ratio: float) -> str:
+    """``0.4812`` -> ``"0.48x"``."""
+    return f"{ratio:.2f}x"
+
+
+def format_seconds(seconds: float) -> str:
+    """Seconds per operation to 3 significant digits: ``"0.659 us"``, ``"49.9 us"``, ``"20.4 ms"``.
+
+    Anything under a millisecond is written in microseconds, so that the id generators and
+    their baselines line up in one unit.
+    """
+    if not math.isfinite(seconds):
+        return str(seconds)
+    unit, scale = "us", 1e-6
+    for larger_unit, larger_scale in (("s", 1.0), ("ms", 1e-3)):
+        if seconds >= larger_scale:
+            unit, scale = larger_unit, larger_scale
+            break
+    value = seconds / scale
+    decimals = 0 if value >= 100 else 1 if value >= 10 else 2 if value >= 1 else 3
+    return f"{value:.{decimals}f} {unit}"
+
+
+_HEADERS: Final = ("candidate", "time/op", "baseline", "ratio", "target", "met", "note")
+
+
+def format_table(results: Sequence[Result]) -> str:
+    """The rows as an aligned text table (no trailing newline); times right-aligned."""
+    rows = [
+        (
+            result.name,
+            format_seconds(result.seconds),
+            result.baseline or "",
+            "" if result.ratio is None else format_ratio(result.ratio),
+            result.target or "",
+            "" if result.met is None else ("yes" if result.met else "NO"),
+            result.note,
+        )
+        for result in results
+    ]
+    widths = [max(len(row[i]) for row in [_HEADERS, *rows]) for i in range(len(_HEADERS))]
+    right_aligned = {1, 3}
+
+    def line(cells: Sequence[str]) -> str:
+        text = "  ".join(
+            cell.rjust(width) if i in right_aligned else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        )
+        return text.rstrip()
+
+    rule = "  ".join("-" * width for width in widths)
+    return "\n".join([line(_HEADERS), rule, *(line(row) for row in rows)])
+
+
+def machine_info() -> dict[str, Any]:
+    """Platform, Python and CPU count: the context every number depends on."""
+    return {
+        "platform": platform.platform(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "cpus": os.cpu_count(),
+    }
+
+
+def format_machine(info: Mapping[str, Any]) -> str:
+    """One line: ``machine: Linux-...; CPython 3.11.9; 2 CPUs``."""
+    return f"machine: {info['platform']}; {info['python']}; {info['cpus']} CPUs"
+
+
+def to_json(results: Sequence[Result], *, machine: Mapping[str, Any] | None = None) -> str:
+    """All rows as one JSON document: ``{"format", "machine", "results": [...]}``."""
+    document = {
+        "format": JSON_FORMAT_VERSION,
+        "machine": dict(machine if machine is not None else machine_info()),
+        "results": [result.as_dict() for result in results],
+    }
+    return json.dumps(document, indent=2)
+
+
+# -- database -----------------------------------------------------------------------------------
+
+
+class BenchError(RuntimeError):
+    """A problem the user can fix (no mongomock, an unreachable server); printed as one line."""
+
+
+#: How long to wait for a server given with ``--uri`` unless the URI says otherwise: pymongo's
+#: default of 30 s is a long time to stare at a benchmark that cannot start.
+SERVER_SELECTION_TIMEOUT_MS: Final = 5_000
+
+
+@contextlib.contextmanager
+def database(uri: str | None, *, alias: str = BENCH_ALIAS) -> Iterator[Any]:
+    """Connect MongoEngine's ``alias`` to a new, empty database; yield it; clean up on exit.
+
+    Benchmark models should declare ``meta = {"db_alias": BENCH_ALIAS}``: a program that runs
+    the benchmark in-process keeps its own ``default`` connection untouched.
+
+    Args:
+        uri: a MongoDB URI (the server is pinged first, the database dropped on exit), or None
+            for an in-memory mongomock database.
+        alias: the MongoEngine connection alias to connect.
+
+    Raises:
+        BenchError: ``uri`` is None and mongomock is not installed, or the URI is invalid, or
+            the server does not answer.
+    """
+    import mongoengine
+    import pymongo.errors
+
+    name = f"mongoengine_ids_bench_{uuid.uuid4().hex[:12]}"
+    try:
+        if uri is None:
+            try:
+                import mongomock
+            except ImportError as error:  # pragma: no cover - in the demo and test extras
+                raise BenchError(
+                    "without --uri the benchmark needs mongomock: "
+                    "pip install 'mongoengine-ids[demo]'"
+                ) from error
+            mongoengine.connect(
+                name,
+                alias=alias,
+                mongo_client_class=mongomock.MongoClient,
+                uuidRepresentation="standard",
+            )
+        else:
+            options: dict[str, Any] = {"uuidRepresentation": "standard"}
+            if "serverselectiontimeoutms" not in uri.lower():
+                options["serverSelectionTimeoutMS"] = SERVER_SELECTION_TIMEOUT_MS
+            mongoengine.connect(name, alias=alias, host=uri, **options)
+            # Fail here, once and clearly, rather than inside the first timed write.
+            mongoengine.get_db(alias).command("ping")
+    except pymongo.errors.PyMongoError as error:
+        mongoengine.disconnect(alias)
+        raise BenchError(f"cannot use the server at --uri {uri!r}: {error}") from error
+    except BaseException:
+        mongoengine.disconnect(alias)
+        raise
+    try:
+        yield mongoengine.get_db(alias)
+    finally:
+        if uri is not None:
+            with contextlib.suppress(Exception):
+                mongoengine.get_connection(alias).drop_database(name)
+        mongoengine.disconnect(alias)
+
+
+def database_label(uri: str | None) -> str:
+    """``"mongomock"`` or ``"mongod"``: the note for rows measured against the database."""
+    return "mongomock" if uri is None else "mongod"
+
+
+__all__ = [
+    "BENCH_ALIAS",
+    "SERVER_SELECTION_TIMEOUT_MS",
+    "BenchError",
+    "JSON_FORMAT_VERSION",
+    "Result",
+    "Statistic",
+    "Timing",
+    "Trial",
+    "baseline_row",
+    "compare_row",
+    "database",
+    "database_label",
+    "format_machine",
+    "format_ratio",
+    "format_seconds",
+    "format_table",
+    "loop",
+    "machine_info",
+    "measure",
+]

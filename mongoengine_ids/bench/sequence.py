@@ -1,0 +1,436 @@
+"""Benchmark group ``sequence``: leased counters against MongoEngine's ``SequenceField``.
+
+Rows (names are stable; the tests look for them):
+
+* hand-out from a leased block: ``Sequence.next() from a leased block`` (target **<= 200 ns**,
+  5M ids/s), with ``with lock: next(count)`` and ``bson.ObjectId()`` for scale.
+* with a simulated 1 ms round trip (mongomock wrapped so that every database call sleeps 1 ms;
+  a real server's own latency with ``uri``), ``batch_size=1000`` against MongoEngine's field:
+  id acquisition (target **<= 0.01x**, 100 times faster), ``save()`` (target **<= 0.55x**, 1.8
+  times faster: one round trip instead of two) and ``insert()`` of 1,000 documents (target
+  **<= 0.05x**, 20 times faster). The notes give the counter round trips per 1,000 ids.
+* on mongomock without added latency: ``save()`` against the default ObjectId ``save()``
+  (target **<= 1.20x**), and the same acquisition and insert rows, reported only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any, Final
+
+import bson
+import mongoengine
+from mongoengine import Document, IntField, StringField
+from mongoengine import fields as me_fields
+
+from ..sequence import DEFAULT_COLLECTION, Sequence, SequenceField
+from ..sequence_wrappers import Hook, instrumented_client_class
+from ._core import (
+    BENCH_ALIAS,
+    Result,
+    Trial,
+    baseline_row,
+    compare_row,
+    database,
+    database_label,
+    loop,
+    measure,
+)
+
+GROUP: Final = "sequence"
+LATENCY_SECONDS: Final = 0.001
+BATCH_SIZE: Final = 1_000
+BULK_SIZE: Final = 1_000
+
+HANDOUT: Final = "Sequence.next() from a leased block"
+LOCKED_COUNT: Final = "with lock: next(count)"
+OBJECT_ID: Final = "bson.ObjectId()"
+ACQUIRE_OURS: Final = f"Sequence(batch_size={BATCH_SIZE:,}).next()"
+ACQUIRE_THEIRS: Final = "mongoengine SequenceField.generate()"
+SAVE_OURS: Final = f"save() SequenceField(batch_size={BATCH_SIZE:,}) pk"
+SAVE_THEIRS: Final = "save() mongoengine SequenceField pk"
+SAVE_OBJECT_ID: Final = "save() ObjectId pk"
+INSERT_OURS: Final = f"insert({BULK_SIZE:,}) SequenceField pk"
+INSERT_THEIRS: Final = f"insert({BULK_SIZE:,}) mongoengine SequenceField pk"
+
+#: Targets (issue 3): the most time a candidate may take relative to its baseline.
+HANDOUT_MAX_SECONDS: Final = 200e-9  # 5M ids/s
+ACQUIRE_MAX_RATIO: Final = 0.01  # 100x faster
+SAVE_LATENCY_MAX_RATIO: Final = 1 / 1.8  # 1.8x faster
+INSERT_MAX_RATIO: Final = 0.05  # 20x faster
+SAVE_MOCK_MAX_RATIO: Final = 1.2
+
+
+@dataclass(frozen=True)
+class _Counts:
+    handout_number: int
+    handout_rounds: int
+    acquire_number: int
+    save_number: int
+    latency_rounds: int
+    mock_save_number: int
+    mock_rounds: int
+    warmup: int
+
+
+# Full run on the 2-core development machine: about 25 s, most of it MongoEngine's field under
+# 1 ms latency (1,000 round trips per 1,000 ids, 2,000 per 1,000 saves).
+_FULL: Final = _Counts(
+    handout_number=200_000,
+    handout_rounds=15,
+    acquire_number=BATCH_SIZE,  # one lease per round for ours: the amortised cost
+    save_number=200,
+    latency_rounds=3,
+    mock_save_number=1_000,
+    mock_rounds=15,
+    warmup=1,
+)
+_QUICK: Final = _Counts(
+    handout_number=200,
+    handout_rounds=2,
+    acquire_number=20,
+    save_number=3,
+    latency_rounds=1,
+    mock_save_number=5,
+    mock_rounds=1,
+    warmup=0,
+)
+
+
+# -- models -------------------------------------------------------------------------------------
+
+
+class BenchSequenceDocument(Document):  # type: ignore[misc]
+    """A document numbered by our leased sequence."""
+
+    id = SequenceField(primary_key=True, batch_size=BATCH_SIZE)
+    name = StringField()
+    count = IntField()
+    meta = {"db_alias": BENCH_ALIAS, "collection": "bench_sequence"}
+
+
+class BenchMongoEngineSequenceDocument(Document):  # type: ignore[misc]
+    """The baseline: MongoEngine's own SequenceField (one counter round trip per value)."""
+
+    id = me_fields.SequenceField(primary_key=True, db_alias=BENCH_ALIAS)
+    name = StringField()
+    count = IntField()
+    meta = {"db_alias": BENCH_ALIAS, "collection": "bench_me_sequence"}
+
+
+class BenchSequenceObjectIdDocument(Document):  # type: ignore[misc]
+    """The same fields with MongoEngine's default ObjectId primary key."""
+
+    name = StringField()
+    count = IntField()
+    meta = {"db_alias": BENCH_ALIAS, "collection": "bench_sequence_object_id"}
+
+
+_MODELS: Final = (
+    BenchSequenceDocument,
+    BenchMongoEngineSequenceDocument,
+    BenchSequenceObjectIdDocument,
+)
+
+
+# -- the latency wrapper ------------------------------------------------------------------------
+
+
+class CountingLatency:
+    """A hook for :func:`~mongoengine_ids.sequence_wrappers.instrumented_client_class`: waits
+    ``latency`` seconds before every database call (a simulated round trip) and counts calls
+    per collection.
+
+    Args:
+        latency: seconds per round trip (0 to count only).
+        sleep: the waiting function (injected for tests).
+    """
+
+    def __init__(self, latency: float, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        if latency < 0:
+            raise ValueError(f"latency={latency!r} must be >= 0")
+        self.latency = latency
+        self.calls: dict[str, int] = {}
+        self._sleep = sleep
+        self._lock = threading.Lock()
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        with self._lock:
+            self.calls[collection] = self.calls.get(collection, 0) + 1
+        if self.latency:
+            self._sleep(self.latency)
+        return call()
+
+    def count(self, collection: str) -> int:
+        """Database calls made on ``collection`` so far."""
+        return self.calls.get(collection, 0)
+
+
+@contextlib.contextmanager
+def latency_database(hook: Hook) -> Iterator[Any]:
+    """Connect :data:`BENCH_ALIAS` to a new mongomock database whose calls go through ``hook``.
+
+    Yields the database; disconnects on exit.
+    """
+    name = f"mongoengine_ids_bench_{uuid.uuid4().hex[:12]}"
+    mongoengine.connect(
+        name,
+        alias=BENCH_ALIAS,
+        mongo_client_class=instrumented_client_class(hook=hook),
+        uuidRepresentation="standard",
+    )
+    try:
+        yield mongoengine.get_db(BENCH_ALIAS)
+    finally:
+        mongoengine.disconnect(BENCH_ALIAS)
+
+
+# -- trials -------------------------------------------------------------------------------------
+
+
+def _new_documents(model: type[Document], count: int) -> list[Document]:
+    return [model(name=f"row {i}", count=i) for i in range(count)]
+
+
+def _clear(model: type[Document]) -> None:
+    # delete_many, not drop: the cached collection and its indexes stay; an empty collection
+    # keeps mongomock's linear scans from charging later rounds more than earlier ones.
+    model._get_collection().delete_many({})
+
+
+def _save_trial(model: type[Document]) -> Trial:
+    def trial(n: int) -> float:
+        _clear(model)
+        documents = _new_documents(model, n)
+        start = perf_counter()
+        for document in documents:
+            document.save()
+        return perf_counter() - start
+
+    return trial
+
+
+def _insert_trial(model: type[Document]) -> Trial:
+    def trial(n: int) -> float:
+        elapsed = 0.0
+        for _ in range(n):
+            _clear(model)
+            documents = _new_documents(model, BULK_SIZE)
+            start = perf_counter()
+            model.objects.insert(documents, load_bulk=False)
+            elapsed += perf_counter() - start
+        return elapsed
+
+    return trial
+
+
+def _theirs_generate() -> Callable[[], object]:
+    field = BenchMongoEngineSequenceDocument._fields["id"]
+    return field.generate  # type: ignore[no-any-return]
+
+
+def _round_trips_per_thousand(db: Any, hook: CountingLatency) -> tuple[int, int]:
+    """Counter calls for 1,000 ids: ours (batch 1,000), MongoEngine's."""
+    ours = Sequence("bench.round_trips", database=db, batch_size=BATCH_SIZE)
+    ours.next()  # the counter exists, its first block is leased
+    ours.next_values(BATCH_SIZE - 1)  # ...and used up
+    before = hook.count(DEFAULT_COLLECTION)
+    for _ in range(BATCH_SIZE):
+        ours.next()
+    ours_calls = hook.count(DEFAULT_COLLECTION) - before
+    generate = _theirs_generate()
+    before = hook.count(DEFAULT_COLLECTION)
+    for _ in range(BATCH_SIZE):
+        generate()
+    return ours_calls, hook.count(DEFAULT_COLLECTION) - before
+
+
+# -- the group ----------------------------------------------------------------------------------
+
+
+def _handout(counts: _Counts) -> list[Result]:
+    import mongomock
+
+    db: Any = mongomock.MongoClient().get_database("bench_handout")
+    # One block larger than every round together: no refill inside the clock.
+    total = counts.handout_number * (counts.handout_rounds + counts.warmup) + 1
+    sequence = Sequence("bench.handout", database=db, batch_size=total)
+    sequence.next()
+    lock = threading.Lock()
+    counter = itertools.count()
+
+    def locked() -> int:
+        with lock:
+            return next(counter)
+
+    timings = measure(
+        {
+            HANDOUT: loop(sequence.next),
+            LOCKED_COUNT: loop(locked),
+            OBJECT_ID: loop(bson.ObjectId),
+        },
+        number=counts.handout_number,
+        rounds=counts.handout_rounds,
+        warmup=counts.warmup,
+    )
+    note = f"in-process; min of {counts.handout_rounds} rounds x {counts.handout_number:,}"
+    seconds = timings[HANDOUT].seconds
+    return [
+        baseline_row(GROUP, LOCKED_COUNT, timings[LOCKED_COUNT], note=note),
+        baseline_row(GROUP, OBJECT_ID, timings[OBJECT_ID], note=note),
+        Result(
+            group=GROUP,
+            name=HANDOUT,
+            seconds=seconds,
+            target=f"<= {HANDOUT_MAX_SECONDS * 1e9:.0f} ns",
+            met=seconds <= HANDOUT_MAX_SECONDS,
+            note=f"{1 / seconds / 1e6:.1f}M ids/s; {note}",
+        ),
+    ]
+
+
+def _database_rows(
+    counts: _Counts, db: Any, label: str, hook: CountingLatency | None, *, judged: bool
+) -> list[Result]:
+    """Acquisition, save() and insert() of ours against MongoEngine's on ``db``."""
+    for model in _MODELS:
+        _clear(model)
+    trips = ""
+    if hook is not None:
+        ours_trips, theirs_trips = _round_trips_per_thousand(db, hook)
+        trips = f"; counter round trips per 1,000 ids: {ours_trips} vs {theirs_trips}"
+    ours = Sequence("bench.acquire", database=db, batch_size=BATCH_SIZE)
+    acquire = measure(
+        {ACQUIRE_THEIRS: loop(_theirs_generate()), ACQUIRE_OURS: loop(ours.next)},
+        number=counts.acquire_number,
+        rounds=counts.latency_rounds,
+        warmup=counts.warmup,
+    )
+    save_trials = {
+        SAVE_OBJECT_ID: _save_trial(BenchSequenceObjectIdDocument),
+        SAVE_OURS: _save_trial(BenchSequenceDocument),
+    }
+    if judged:
+        # On mongomock without latency MongoEngine's save() of a set pk takes its
+        # find_one_and_replace path (about 1.2 ms against 56 us): left out there, it would
+        # dominate the run and say nothing about the counter.
+        save_trials[SAVE_THEIRS] = _save_trial(BenchMongoEngineSequenceDocument)
+    saves = measure(
+        save_trials,
+        number=counts.save_number if judged else counts.mock_save_number,
+        rounds=counts.latency_rounds if judged else counts.mock_rounds,
+        warmup=counts.warmup,
+    )
+    inserts = measure(
+        {
+            INSERT_THEIRS: _insert_trial(BenchMongoEngineSequenceDocument),
+            INSERT_OURS: _insert_trial(BenchSequenceDocument),
+        },
+        number=1,
+        rounds=counts.latency_rounds,
+        warmup=counts.warmup,
+    )
+    acquire_note = (
+        f"{label}; min of {counts.latency_rounds} rounds x {counts.acquire_number:,}{trips}"
+    )
+    save_rounds = counts.latency_rounds if judged else counts.mock_rounds
+    save_note = f"{label}; min of {save_rounds} rounds"
+    insert_note = f"{label}; min of {counts.latency_rounds} rounds; time per batch"
+    return [
+        baseline_row(GROUP, ACQUIRE_THEIRS, acquire[ACQUIRE_THEIRS], note=acquire_note),
+        compare_row(
+            GROUP,
+            ACQUIRE_OURS,
+            acquire,
+            ACQUIRE_THEIRS,
+            max_ratio=ACQUIRE_MAX_RATIO if judged else None,
+            note=acquire_note,
+        ),
+        baseline_row(GROUP, SAVE_OBJECT_ID, saves[SAVE_OBJECT_ID], note=save_note),
+        *(
+            [
+                baseline_row(GROUP, SAVE_THEIRS, saves[SAVE_THEIRS], note=save_note),
+                compare_row(
+                    GROUP,
+                    SAVE_OURS,
+                    saves,
+                    SAVE_THEIRS,
+                    max_ratio=SAVE_LATENCY_MAX_RATIO,
+                    note=save_note,
+                ),
+            ]
+            if judged
+            else []
+        ),
+        compare_row(
+            GROUP,
+            SAVE_OURS,
+            saves,
+            SAVE_OBJECT_ID,
+            max_ratio=None if judged else SAVE_MOCK_MAX_RATIO,
+            note=save_note,
+        ),
+        baseline_row(GROUP, INSERT_THEIRS, inserts[INSERT_THEIRS], note=insert_note),
+        compare_row(
+            GROUP,
+            INSERT_OURS,
+            inserts,
+            INSERT_THEIRS,
+            max_ratio=INSERT_MAX_RATIO if judged else None,
+            note=insert_note,
+        ),
+    ]
+
+
+def run(*, quick: bool, uri: str | None) -> list[Result]:
+    """Measure the group; return its rows (prints nothing).
+
+    Args:
+        quick: tiny iteration counts (the rows appear, the numbers mean nothing).
+        uri: a MongoDB URI: the database rows run against it, with its own latency; None for
+            mongomock, with and without a simulated 1 ms round trip.
+    """
+    counts = _QUICK if quick else _FULL
+    rows = _handout(counts)
+    if uri is not None:
+        with database(uri) as db:
+            rows += _database_rows(counts, db, database_label(uri), None, judged=True)
+        return rows
+    hook = CountingLatency(LATENCY_SECONDS)
+    with latency_database(hook) as db:
+        rows += _database_rows(counts, db, "mongomock + 1 ms per call", hook, judged=True)
+    with database(None) as db:
+        rows += _database_rows(counts, db, "mongomock", None, judged=False)
+    return rows
+
+
+def expected_rows() -> list[tuple[str, str | None]]:
+    """The (name, baseline) of every row :func:`run` returns without ``uri``, in order."""
+
+    def database_rows(judged: bool) -> list[tuple[str, str | None]]:
+        saves: list[tuple[str, str | None]] = [(SAVE_OBJECT_ID, None)]
+        if judged:
+            saves += [(SAVE_THEIRS, None), (SAVE_OURS, SAVE_THEIRS)]
+        return [
+            (ACQUIRE_THEIRS, None),
+            (ACQUIRE_OURS, ACQUIRE_THEIRS),
+            *saves,
+            (SAVE_OURS, SAVE_OBJECT_ID),
+            (INSERT_THEIRS, None),
+            (INSERT_OURS, INSERT_THEIRS),
+        ]
+
+    return [
+        (LOCKED_COUNT, None),
+        (OBJECT_ID, None),
+        (HANDOUT, None),
+        *database_rows(True),
+        *database_rows(False),
+    ]

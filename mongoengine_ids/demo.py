@@ -1,0 +1,420 @@
+"""The ``mongoengine-ids demo`` command: the id fields at work, on an embedded or a real database.
+
+The demo is a sequence of sections, :data:`SECTIONS`, each one function taking a :class:`Demo`.
+A section defines its models inside the function, with collection names from
+:meth:`Demo.meta` (unique to the run, dropped at the end), so the demo can run any number of
+times in one process. To show another id strategy, write one more section and add it to
+:data:`SECTIONS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import secrets
+import sys
+import textwrap
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, TextIO
+
+import mongoengine
+from bson.binary import Binary, UuidRepresentation
+from bson.codec_options import CodecOptions
+from mongoengine import Document, StringField
+from mongoengine.connection import ConnectionFailure
+from mongoengine.errors import NotUniqueError
+from pymongo.errors import ConfigurationError, PyMongoError
+
+from . import constants as C
+from .cli import EXIT_FAILURE, EXIT_USAGE, CommandError
+from .decode import describe
+from .fields import LocalityUUIDField
+from .locality import LocalityUUIDGenerator
+
+if TYPE_CHECKING:
+    from pymongo.database import Database
+
+    from .cli import Subparsers
+
+#: The database of the demo, unless ``--uri`` names one.
+DATABASE: Final = "mongoengine_ids_demo"
+#: The MongoEngine alias the demo connects, and disconnects when it ends.
+ALIAS: Final = "mongoengine_ids_demo"
+#: pymongo's default is 30 s: far too long to wait before saying that a server is unreachable.
+_SERVER_SELECTION_TIMEOUT_MS: Final = 5000
+_URI_SCHEMES: Final = ("mongodb://", "mongodb+srv://")
+_WIDTH: Final = 100
+
+
+@dataclass
+class Demo:
+    """What a section needs: where to print, and names for its collections.
+
+    Attributes:
+        out: where the demo prints.
+        alias: the MongoEngine alias to put in the models' ``meta``.
+        run_id: a token unique to this run, part of every collection name.
+        collections: the collections named so far (dropped when the demo ends).
+    """
+
+    out: TextIO
+    alias: str = ALIAS
+    run_id: str = field(default_factory=lambda: secrets.token_hex(4))
+    collections: list[str] = field(default_factory=list)
+    _sections: int = field(default=0, init=False, repr=False)
+
+    def meta(self, name: str) -> dict[str, Any]:
+        """The ``meta`` of a demo model: the demo's alias and a collection unique to the run."""
+        collection = f"demo_{name}_{self.run_id}"
+        self.collections.append(collection)
+        return {"db_alias": self.alias, "collection": collection}
+
+    def say(self, text: str = "") -> None:
+        """Print a paragraph of the demo, indented under the current heading and wrapped."""
+        print(
+            textwrap.fill(text, _WIDTH, initial_indent="  ", subsequent_indent="  "), file=self.out
+        )
+
+    def heading(self, title: str) -> None:
+        """Start a section: print its number and ``title``."""
+        self._sections += 1
+        line = f"{self._sections}. {title}"
+        print(f"\n{line}\n{'=' * len(line)}", file=self.out)
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        """Print ``rows`` under ``headers`` in aligned columns."""
+        widths = [
+            max(len(row[column]) for row in (headers, *rows)) for column in range(len(headers))
+        ]
+        for row in (headers, ["-" * width for width in widths], *rows):
+            cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+            print(f"  {'  '.join(cells)}".rstrip(), file=self.out)
+
+
+Section = Callable[[Demo], None]
+
+
+def _hex(value: object, digits: int) -> str:
+    return f"0x{value:0{digits}x}" if isinstance(value, int) else str(value)
+
+
+# -- sections ---------------------------------------------------------------------------------
+
+
+def saved_one_by_one(demo: Demo) -> None:
+    """Spread-mode Locality UUIDs, each made by ``save()`` as the document is written."""
+    demo.heading("LocalityUUIDField(primary_key=True): save() makes the id")
+
+    class DemoPlace(Document):  # type: ignore[misc]
+        id = LocalityUUIDField(primary_key=True)
+        name = StringField(required=True)
+        meta = demo.meta("place")
+
+    rows = []
+    for name in ("Lisbon", "Oslo", "Quito"):
+        place = DemoPlace(name=name)
+        place.save()
+        parts = describe(str(place.id))
+        rows.append(
+            [
+                name,
+                str(place.id),
+                str(parts["timestamp"]),
+                str(parts["pid"]),
+                _hex(parts["node"], 7),
+                _hex(parts["spread_counter"], 8),
+            ]
+        )
+    demo.say("DemoPlace(name=...).save(), three times:")
+    demo.say()
+    demo.table(["name", "id", "timestamp", "pid", "node", "spread_counter"], rows)
+    demo.say()
+    demo.say(f"DemoPlace.objects.count() -> {DemoPlace.objects.count()}")
+    demo.say(
+        f"Spread mode: the counter steps by 0x{C.SPREAD_STEP:08x} and is written with its hex "
+        "digits reversed, so the first characters of consecutive ids differ and writes spread "
+        "over range-based shards."
+    )
+
+
+def inserted_in_bulk(demo: Demo) -> None:
+    """Sequential-mode Locality UUIDs, made for a whole batch by ``objects.insert()``."""
+    demo.heading('LocalityUUIDField(primary_key=True, mode="sequential"): objects.insert()')
+
+    class DemoEvent(Document):  # type: ignore[misc]
+        id = LocalityUUIDField(primary_key=True, mode="sequential")
+        name = StringField(required=True)
+        meta = demo.meta("event")
+
+    names = ("opened", "paid", "packed", "shipped", "delivered")
+    events = DemoEvent.objects.insert([DemoEvent(name=name) for name in names])
+    rows = []
+    for event in events:
+        parts = describe(str(event.id))
+        rows.append(
+            [
+                event.name,
+                str(event.id),
+                str(parts["timestamp"]),
+                _hex(parts["sequential_counter"], 8),
+            ]
+        )
+    demo.say(f"DemoEvent.objects.insert([...]) of {len(names)} events, one call for all the ids:")
+    demo.say()
+    demo.table(["name", "id", "timestamp", "sequential_counter"], rows)
+    demo.say()
+    demo.say(f"DemoEvent.objects.count() -> {DemoEvent.objects.count()}")
+    demo.say(
+        "Sequential mode: the counter steps by 1 and is written as is, so ids made together "
+        "sort together."
+    )
+
+
+def _raw_id(value: object) -> tuple[str, str]:
+    """How a stored ``_id`` looks to pymongo: its type, and the value."""
+    if isinstance(value, Binary):
+        return f"Binary, subtype {value.subtype}", bytes(value).hex()
+    return type(value).__name__, repr(value)
+
+
+def stored_form(demo: Demo) -> None:
+    """What is stored: BSON Binary subtype 4 by default, the text with ``as_string=True``."""
+    demo.heading("What the database stores")
+
+    class DemoTicket(Document):  # type: ignore[misc]
+        id = LocalityUUIDField(primary_key=True)
+        title = StringField(required=True)
+        meta = demo.meta("ticket")
+
+    class DemoLabel(Document):  # type: ignore[misc]
+        id = LocalityUUIDField(primary_key=True, as_string=True)
+        title = StringField(required=True)
+        meta = demo.meta("label")
+
+    # Read as stored: with uuidRepresentation="standard", pymongo would turn subtype 4 into a
+    # uuid.UUID and hide the difference.
+    as_stored: CodecOptions[dict[str, Any]] = CodecOptions(
+        uuid_representation=UuidRepresentation.UNSPECIFIED
+    )
+    rows = []
+    for model, declared in (
+        (DemoTicket, "LocalityUUIDField(primary_key=True)"),
+        (DemoLabel, "LocalityUUIDField(primary_key=True, as_string=True)"),
+    ):
+        document = model(title="first")
+        document.save()
+        raw = model._get_collection().with_options(codec_options=as_stored).find_one()
+        stored_type, stored_value = _raw_id(raw["_id"])
+        found = model.objects(id=str(document.id)).count()
+        rows.append([model.__name__, declared, stored_type, stored_value, str(found)])
+    demo.table(["model", "field", "stored _id type", "stored _id", "found by text"], rows)
+    demo.say()
+    demo.say(
+        "Binary subtype 4 is 16 bytes in the order they sort, whatever the connection's "
+        "uuidRepresentation; queries accept the id, a uuid.UUID, 16 bytes or the text "
+        "('found by text' is objects(id=str(id)).count())."
+    )
+
+
+def generated_key_never_replaces(demo: Demo) -> None:
+    """A save() whose generated primary key is taken raises; plain MongoEngine overwrites."""
+    demo.heading("A generated primary key is inserted, never written over a document")
+
+    def blog_generator() -> LocalityUUIDGenerator:
+        # Clock, pid, MAC and counter fixed, so that the next id is known in advance: the
+        # example id of Groupon's blog post, 20be0ffc-314a-bd53-7a50-013a65ca76d2.
+        return LocalityUUIDGenerator(
+            pid=12618,
+            mac=0x12345D537A50,
+            clock=lambda: 1350327498450,
+            counter=(0xCFF0EB02 - C.SPREAD_STEP) & C.LOCALITY_COUNTER_MASK,
+        )
+
+    taken = blog_generator().generate()
+
+    class DemoCity(Document):  # type: ignore[misc]
+        id = LocalityUUIDField(primary_key=True, generator=blog_generator())
+        name = StringField(required=True)
+        meta = demo.meta("city")
+
+    class DemoPlainCity(Document):  # type: ignore[misc]
+        id = StringField(primary_key=True, default=lambda: str(taken))
+        name = StringField(required=True)
+        meta = demo.meta("plain_city")
+
+    rows = []
+    for model, declared, stored_id in (
+        (DemoCity, "LocalityUUIDField(primary_key=True)", Binary(taken.bytes, C.BSON_UUID_SUBTYPE)),
+        (DemoPlainCity, "StringField(primary_key=True, default=...)", str(taken)),
+    ):
+        collection = model._get_collection()
+        collection.insert_one({"_id": stored_id, "name": "written elsewhere"})
+        document = model(name="new")
+        try:
+            document.save()
+        except NotUniqueError:
+            outcome = "raised NotUniqueError"
+        else:
+            outcome = "returned normally"
+        stored = collection.find_one({"_id": stored_id})
+        rows.append(
+            [model.__name__, declared, outcome, f"name={stored['name']!r}", repr(document.pk)]
+        )
+    demo.say(
+        f"Both models' next id is {taken}, and a document with that _id is already stored, "
+        "name='written elsewhere'. Then model(name='new').save():"
+    )
+    demo.say()
+    demo.table(["model", "field", "save()", "stored afterwards", "pk afterwards"], rows)
+    demo.say()
+    demo.say(
+        "MongoEngine's save() replaces a document whose _id it already has (issue 1472); a "
+        "generated key is written with insert semantics instead, and a failed save() leaves "
+        "the document as it was."
+    )
+
+
+#: The sections of the demo, in order.
+SECTIONS: Final[tuple[Section, ...]] = (
+    saved_one_by_one,
+    inserted_in_bulk,
+    stored_form,
+    generated_key_never_replaces,
+)
+
+
+# -- connection -------------------------------------------------------------------------------
+
+
+def _one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else type(error).__name__
+    # pymongo's server selection error goes on with the whole topology description.
+    return text.split(", Timeout: ")[0]
+
+
+@contextlib.contextmanager
+def _connected(uri: str | None) -> Iterator[tuple[Database[Any], str]]:
+    """Connect :data:`ALIAS` to mongomock (``uri`` None) or a server; disconnect on exit.
+
+    Yields:
+        The database, and a description of where it is.
+
+    Raises:
+        CommandError: mongomock is missing, ``uri`` is not a MongoDB URI, the server cannot be
+            reached, or :data:`ALIAS` is already connected.
+    """
+    settings: dict[str, Any] = {"uuidRepresentation": "standard"}
+    if uri is None:
+        try:
+            import mongomock
+        except ModuleNotFoundError as error:
+            if error.name != "mongomock":
+                raise
+            raise CommandError(
+                "the demo's embedded database needs mongomock: pip install "
+                "'mongoengine-ids[demo]' (or give --uri mongodb://HOST to use a server)"
+            ) from None
+        settings["mongo_client_class"] = mongomock.MongoClient
+        where = "an embedded mongomock database"
+    else:
+        if not uri.startswith(_URI_SCHEMES):
+            raise CommandError(
+                f"--uri {uri!r} is not a MongoDB URI: expected "
+                "'mongodb://HOST[:PORT][/DATABASE][?OPTIONS]' or 'mongodb+srv://...'",
+                status=EXIT_USAGE,
+            )
+        settings["host"] = uri
+        if "serverselectiontimeoutms=" not in uri.lower():
+            settings["serverSelectionTimeoutMS"] = _SERVER_SELECTION_TIMEOUT_MS
+        where = "the server given by --uri"
+    try:
+        mongoengine.get_connection(ALIAS)
+    except ConnectionFailure:
+        pass  # not registered: the alias is free
+    else:
+        raise CommandError(
+            f"the MongoEngine alias {ALIAS!r} is already connected in this process: "
+            "disconnect it first"
+        )
+    try:
+        try:
+            mongoengine.connect(DATABASE, alias=ALIAS, **settings)
+            database = mongoengine.get_db(ALIAS)
+            database.command("ping")
+        except (PyMongoError, ValueError) as error:
+            # pymongo rejects some malformed URIs with a plain ValueError.
+            bad_input = isinstance(error, (ConfigurationError, ValueError))
+            raise CommandError(
+                f"cannot use {where}: {_one_line(error)}",
+                status=EXIT_USAGE if bad_input else EXIT_FAILURE,
+            ) from None
+        yield database, where
+    finally:
+        mongoengine.disconnect(ALIAS)
+
+
+def _drop(database: Database[Any], collections: Sequence[str]) -> None:
+    # Best effort: if the server went away, the error that stopped the demo matters more.
+    with contextlib.suppress(PyMongoError):
+        for name in collections:
+            database.drop_collection(name)
+
+
+# -- the demo subcommand ----------------------------------------------------------------------
+
+
+def add_subcommand(subparsers: Subparsers) -> None:
+    """Add ``demo [--uri URI]`` to the ``mongoengine-ids`` command.
+
+    Args:
+        subparsers: the command's subparsers.
+    """
+    parser = subparsers.add_parser(
+        "demo",
+        help="save documents with generated ids and show what is stored",
+        description=(
+            "Define a few models with generated ids, save documents one by one and in bulk, "
+            "and show the ids, their decoded parts and the stored _id. Runs on an embedded "
+            "mongomock database (pip install 'mongoengine-ids[demo]'), or on a server with "
+            "--uri. The demo's collections are named demo_*_RUNID and dropped at the end."
+        ),
+    )
+    parser.add_argument(
+        "--uri",
+        metavar="URI",
+        help=(
+            f"a MongoDB URI (mongodb://HOST[:PORT][/DATABASE]); the demo uses the database the "
+            f"URI names, else {DATABASE!r}"
+        ),
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run every section of the demo on the database chosen by ``args.uri``.
+
+    Args:
+        args: the parsed arguments: ``uri`` (str or None).
+
+    Returns:
+        0.
+
+    Raises:
+        CommandError: the database cannot be used (see :func:`_connected`).
+    """
+    demo = Demo(out=sys.stdout)
+    with _connected(args.uri) as (database, where):
+        print(f"mongoengine-ids demo: database {database.name!r} on {where}", file=demo.out)
+        try:
+            for section in SECTIONS:
+                section(demo)
+        finally:
+            _drop(database, demo.collections)
+    print(
+        f"\nDropped the demo's {len(demo.collections)} collections (demo_*_{demo.run_id}) and "
+        f"disconnected the MongoEngine alias {ALIAS!r}.",
+        file=demo.out,
+    )
+    return 0
