@@ -37,6 +37,10 @@ LOCALITY_TIME_MASK: Final = (1 << LOCALITY_TIME_BITS) - 1
 LOCALITY_VERSION: Final = 0xB
 MAC_BITS: Final = 48
 MAC_MASK: Final = (1 << MAC_BITS) - 1
+#: In the first octet: the multicast bit (set by uuid.getnode() on its random fallback) and the
+#: locally-administered bit (set on the made-up MACs of containers and virtual machines).
+MAC_MULTICAST_BIT: Final = 1 << 40
+MAC_LOCAL_BIT: Final = 1 << 41
 
 #: Spread mode ("variable" in the original library): odd, so the counter visits all 2**32 values
 #: before it repeats.

@@ -16,6 +16,7 @@ import secrets
 import threading
 import time
 import uuid
+import warnings
 import weakref
 from array import array
 from collections.abc import Callable
@@ -264,8 +265,25 @@ def machine_mac() -> int:
     with _machine_mac_lock:
         if _machine_mac is None:
             override = os.environ.get(C.MAC_ENV_VAR)
-            _machine_mac = parse_mac(override) if override else uuid.getnode()
+            _machine_mac = parse_mac(override) if override else _detected_mac()
         return _machine_mac
+
+
+def _detected_mac() -> int:
+    mac = uuid.getnode()
+    # uuid.getnode() sets the multicast bit on the random number it falls back to: random per
+    # process, which is fine. A locally administered address (second-lowest bit of the first
+    # octet) is what containers and VMs get, often the same on every one of them.
+    if mac & C.MAC_LOCAL_BIT and not mac & C.MAC_MULTICAST_BIT:
+        octets = ":".join(f"{byte:02x}" for byte in mac.to_bytes(6, "big"))
+        warnings.warn(
+            f"the node of Locality UUIDs comes from a locally administered MAC ({octets}), which "
+            f"containers and virtual machines often share: set {C.MAC_ENV_VAR} to an address "
+            "unique to this machine, or pass mac= to LocalityUUIDGenerator",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return mac
 
 
 def _check_int(name: str, value: object) -> int:

@@ -257,6 +257,38 @@ def test_mac_environment_override(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(locality, "_machine_mac", None)
 
 
+@pytest.mark.parametrize(
+    ("detected", "warns"),
+    [
+        (0x02FC00000001, True),  # locally administered: containers and VMs share these
+        (0x001B21AABBCC, False),  # a vendor-assigned (universal) address
+        (0x03FC00000001, False),  # multicast bit: uuid.getnode()'s random per-process fallback
+    ],
+)
+def test_a_locally_administered_mac_warns(
+    monkeypatch: pytest.MonkeyPatch, detected: int, warns: bool
+) -> None:
+    import warnings
+
+    import mongoengine_ids.locality as locality
+
+    monkeypatch.setattr(locality, "_machine_mac", None)
+    monkeypatch.delenv("MONGOENGINE_IDS_MAC", raising=False)
+    monkeypatch.setattr(locality.uuid, "getnode", lambda: detected)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        node = LocalityUUIDGenerator().node
+    assert node == detected & 0xFFFFFFF
+    messages = [str(w.message) for w in caught if w.category is RuntimeWarning]
+    if warns:
+        assert len(messages) == 1
+        assert "02:fc:00:00:00:01" in messages[0]
+        assert "MONGOENGINE_IDS_MAC" in messages[0]
+    else:
+        assert messages == []
+    monkeypatch.setattr(locality, "_machine_mac", None)
+
+
 def test_default_pid_is_the_process_id() -> None:
     assert LocalityUUIDGenerator().generate().pid == os.getpid() % 65536
 
