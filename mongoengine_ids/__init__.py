@@ -17,6 +17,7 @@ from .errors import (
 )
 from .fields import LocalityUUIDField, UUIDValueField
 from .locality import LocalityUUID, LocalityUUIDGenerator
+from .sequence import CorruptedCounterError, ExplicitValueError, Sequence, SequenceField
 from .standard import UUID4Field, UUID7Field, UUID7Generator
 from .writepath import GeneratedField, WriteContext, current_write
 
@@ -24,6 +25,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BulkNotUniqueError",
+    "CorruptedCounterError",
+    "ExplicitValueError",
     "GeneratedField",
     "IdSpaceExhaustedError",
     "InvalidIdError",
@@ -32,6 +35,8 @@ __all__ = [
     "LocalityUUIDGenerator",
     "MongoEngineIdsError",
     "RetriesExhaustedError",
+    "Sequence",
+    "SequenceField",
     "UUID4Field",
     "UUID7Field",
     "UUID7Generator",

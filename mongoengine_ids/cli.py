@@ -37,11 +37,8 @@ _SUBCOMMAND_MODULES: Final = (
     "mongoengine_ids.demo",
     "mongoengine_ids.decode",
     "mongoengine_ids.bench",
+    "mongoengine_ids.sequence_cli",
 )
-
-#: Modules still being written: skipped, silently, while they do not exist. Only the module's
-#: own absence is tolerated; an import that fails inside it is a bug and is raised.
-_OPTIONAL_MODULES: Final = frozenset({"mongoengine_ids.bench"})
 
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
@@ -98,13 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         title="commands", dest="command", metavar="COMMAND", required=True
     )
     for name in _SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if name in _OPTIONAL_MODULES and error.name == name:
-                continue
-            raise
-        module.add_subcommand(subparsers)
+        importlib.import_module(name).add_subcommand(subparsers)
     return parser
 
 

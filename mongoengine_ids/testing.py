@@ -14,6 +14,12 @@ Installed as a pytest plugin (entry point ``pytest11``), so with ``mongoengine-i
     fresh database, and all are disconnected after the test.
 
 Outside pytest, :func:`connected` does the same as a context manager.
+
+``mongoengine_connect_threadsafe``
+    Like ``mongoengine_connect``, but every operation of the mongomock client is atomic (one
+    lock per client), as on a real server: mongomock alone hands the same counter value to
+    several threads. :func:`connected_threadsafe` is the context manager; its ``hook`` sees
+    every database call (count round trips, inject failures, add latency).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import mongoengine
 import pytest
 from mongoengine.connection import DEFAULT_CONNECTION_NAME
 
+from .sequence_wrappers import Hook, instrumented_client_class
 from .writepath import reset_process_state
 
 Connect = Callable[..., Any]
@@ -95,3 +102,52 @@ def mongoengine_connect() -> Iterator[Connect]:
 def mongoengine_db(mongoengine_connect: Connect) -> Any:
     """MongoEngine's default alias on a fresh mongomock database, for this test."""
     return mongoengine_connect()
+
+
+# -- thread-safe mongomock ----------------------------------------------------------------------
+
+
+class _ThreadSafeConnections(_Connections):
+    """Like :class:`_Connections`, with mongomock clients whose operations are atomic."""
+
+    def __init__(self, uri: str | None, hook: Hook | None) -> None:
+        super().__init__(uri)
+        self._hook = hook
+
+    def connect(
+        self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: str = "standard"
+    ) -> Any:
+        if self._uri is not None:
+            return super().connect(alias, uuid_representation=uuid_representation)
+        name = f"mongoengine_ids_test_{uuid.uuid4().hex[:12]}"
+        mongoengine.connect(
+            name,
+            alias=alias,
+            mongo_client_class=instrumented_client_class(hook=self._hook),
+            uuidRepresentation=uuid_representation,
+        )
+        self._aliases.append((alias, name))
+        return mongoengine.get_db(alias)
+
+
+@contextlib.contextmanager
+def connected_threadsafe(uri: str | None = None, *, hook: Hook | None = None) -> Iterator[Connect]:
+    """:func:`connected`, with every mongomock operation atomic (as on a real server).
+
+    Args:
+        uri: a MongoDB URI to use a real server instead (``hook`` is then not used).
+        hook: ``hook(collection_name, method_name, call)`` runs every database call of the
+            mongomock clients, under their lock; it must return ``call()``'s result or raise.
+    """
+    connections = _ThreadSafeConnections(uri, hook)
+    try:
+        yield connections.connect
+    finally:
+        connections.close()
+
+
+@pytest.fixture
+def mongoengine_connect_threadsafe() -> Iterator[Connect]:
+    """``mongoengine_connect`` with atomic mongomock operations (for concurrency tests)."""
+    with connected_threadsafe() as connect:
+        yield connect

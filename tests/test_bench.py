@@ -59,11 +59,11 @@ def test_quick_table_has_every_row(capsys: pytest.CaptureFixture[str]) -> None:
             assert ratios, matching[0]
             assert math.isfinite(float(ratios[0]))
             assert float(ratios[0]) > 0
-    assert re.search(r"^targets: \d+ of 3 met", out, re.MULTILINE), out
+    assert re.search(r"^targets: \d+ of \d+ met", out, re.MULTILINE), out
 
 
 def test_quick_json_names_every_row_and_baseline(capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, err = _run(capsys, "--quick", "--json")
+    status, out, err = _run(capsys, "--quick", "--json", "--group", "locality")
 
     assert status == 0, err
     document = _json_results(out)  # nothing but the JSON on stdout
@@ -134,7 +134,7 @@ def test_missing_group_module_is_skipped_unless_asked_for(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A group listed before its module is written (as "sequence" once was) is skipped...
-    monkeypatch.setattr(bench, "GROUPS", (*bench.GROUPS, "not_written_yet"))
+    monkeypatch.setattr(bench, "GROUPS", ("locality", "not_written_yet"))
     status, out, err = _run(capsys, "--quick", "--json")
     assert status == 0, err
     assert {row["group"] for row in _json_results(out)["results"]} == {"locality"}

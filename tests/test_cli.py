@@ -87,25 +87,8 @@ def test_usage_errors_are_one_line_and_exit_2(
 
 def test_every_subcommand_module_has_add_subcommand() -> None:
     for name in cli._SUBCOMMAND_MODULES:
-        try:
-            module = __import__(name, fromlist=["add_subcommand"])
-        except ModuleNotFoundError:
-            assert name in cli._OPTIONAL_MODULES
-            continue
+        module = __import__(name, fromlist=["add_subcommand"])
         assert callable(module.add_subcommand), name
-
-
-def test_a_missing_optional_module_is_skipped_silently(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setitem(sys.modules, "mongoengine_ids.bench", None)  # import raises
-
-    assert cli.main(["--help"]) == 0
-
-    captured = capsys.readouterr()
-    assert not re.search(r"^\s+bench\s", captured.out, re.MULTILINE)
-    assert re.search(r"^\s+inspect\s", captured.out, re.MULTILINE)
-    assert captured.err == ""
 
 
 def test_any_other_missing_module_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,295 @@
+"""Inspect and move sequence counters: list them, show one, set the next value.
+
+The Python side of ``mongoengine-ids counters list|show|set``. Works on the counter collection
+directly, so it also sees counters made by MongoEngine's own ``SequenceField``.
+
+.. warning::
+   Processes that already hold leased blocks keep handing them out: moving a counter **down**
+   (``force=True``) can make a value be handed out twice. Moving it up is always safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from pymongo.read_preferences import ReadPreference
+
+from .sequence import (
+    DEFAULT_COLLECTION,
+    INT64_MAX,
+    MAJORITY,
+    SCOPE_SEPARATOR,
+    SHARD_SEPARATOR,
+)
+
+if TYPE_CHECKING:
+    from pymongo.collection import Collection
+    from pymongo.database import Database
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One counter document.
+
+    Attributes:
+        document_id: its ``_id``.
+        next: the highest value handed out or leased (``"next"``), or None if corrupted.
+        low: the first value it owns (None for MongoEngine's shape, which stores no bounds).
+        high: the last value it owns (None likewise).
+        problem: why the document is corrupted, or None.
+    """
+
+    document_id: str
+    next: int | None
+    low: int | None
+    high: int | None
+    problem: str | None = None
+
+    def headroom(self, high: int | None = None) -> int | None:
+        """Values left before this counter is exhausted (None if corrupted).
+
+        Args:
+            high: the last value, for a document that stores no bounds (``10**digits - 1``);
+                default: its own bound, else the end of a BSON int64.
+        """
+        if self.next is None:
+            return None
+        end = self.high if self.high is not None else (INT64_MAX if high is None else high)
+        return max(0, end - self.next)
+
+
+@dataclass(frozen=True)
+class CounterInfo:
+    """A sequence: one counter document, or its shards.
+
+    Attributes:
+        name: the sequence name (MongoEngine's ``"<collection>.<field>"``).
+        scope: the scope value of a scoped sequence, else None.
+        shards: the counter documents, in shard order.
+    """
+
+    name: str
+    scope: Any
+    shards: tuple[ShardInfo, ...]
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the values are split over several counter documents."""
+        return any(shard.low is not None for shard in self.shards)
+
+    @property
+    def last(self) -> int | None:
+        """The highest value handed out or leased (of any shard); None if all are corrupted."""
+        values = [shard.next for shard in self.shards if shard.next is not None]
+        return max(values) if values else None
+
+    @property
+    def next_value(self) -> int | None:
+        """The value the next lease starts with (unsharded only: a sharded one picks a shard)."""
+        if self.sharded or self.last is None:
+            return None
+        return self.last + 1
+
+    def headroom(self, high: int | None = None) -> int | None:
+        """Values left before the sequence is exhausted, summed over shards.
+
+        Args:
+            high: the last value of an unsharded sequence (``10**digits - 1``); default: the end
+                of a BSON int64.
+        """
+        rooms = [shard.headroom(high) for shard in self.shards]
+        if any(room is None for room in rooms):
+            return None
+        return sum(room for room in rooms if room is not None)
+
+    @property
+    def problems(self) -> list[str]:
+        """What is wrong with its documents (empty when all are sound)."""
+        return [f"{s.document_id!r}: {s.problem}" for s in self.shards if s.problem is not None]
+
+
+def _collection(database: Database[Any], collection: str) -> Collection[Any]:
+    return database.get_collection(
+        collection, write_concern=MAJORITY, read_preference=ReadPreference.PRIMARY
+    )
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shard_info(document: Mapping[str, Any]) -> ShardInfo:
+    document_id = str(document.get("_id"))
+    value = document.get("next")
+    low, high = document.get("low"), document.get("high")
+    problem = None
+    if not _is_int(value):
+        problem = f"'next' is {value!r}; expected an integer"
+        value = None
+    bounded = "low" in document or "high" in document or "shard" in document
+    if bounded:
+        if not (_is_int(low) and _is_int(high)):
+            problem = problem or f"bounds are low={low!r}, high={high!r}; expected integers"
+            low = high = None
+        elif value is not None and not low - 1 <= value <= high:
+            problem = f"'next' is {value!r}, outside its bounds {low - 1!r}..{high!r}"
+    return ShardInfo(
+        document_id, value, low if bounded else None, high if bounded else None, problem
+    )
+
+
+def _group_key(document: Mapping[str, Any]) -> tuple[str, str | None]:
+    document_id = str(document.get("_id"))
+    name = document.get("sequence")
+    if not isinstance(name, str):
+        return document_id, None
+    scope = document.get("scope")
+    return name, None if scope is None else str(scope)
+
+
+def _shard_number(document: Mapping[str, Any]) -> int:
+    shard = document.get("shard")
+    return shard if _is_int(shard) else 0
+
+
+def _build(documents: Iterable[Mapping[str, Any]]) -> list[CounterInfo]:
+    groups: dict[tuple[str, str | None], list[Mapping[str, Any]]] = {}
+    for document in documents:
+        groups.setdefault(_group_key(document), []).append(document)
+    infos = []
+    for (name, _), members in sorted(
+        groups.items(), key=lambda item: (item[0][0], item[0][1] or "")
+    ):
+        members.sort(key=_shard_number)
+        infos.append(
+            CounterInfo(name, members[0].get("scope"), tuple(_shard_info(doc) for doc in members))
+        )
+    return infos
+
+
+def list_counters(
+    database: Database[Any], *, collection: str = DEFAULT_COLLECTION
+) -> list[CounterInfo]:
+    """Every sequence in the counter collection, sorted by name then scope.
+
+    Args:
+        database: where the counters are (the model's database).
+        collection: the counter collection.
+
+    Returns:
+        One :class:`CounterInfo` per sequence and scope (shards grouped); corrupted documents
+        are included with their :attr:`ShardInfo.problem`.
+    """
+    return _build(_collection(database, collection).find())
+
+
+def show_counter(
+    database: Database[Any],
+    name: str,
+    *,
+    scope: object = None,
+    collection: str = DEFAULT_COLLECTION,
+) -> CounterInfo:
+    """One sequence: its counter document or all its shards.
+
+    Args:
+        database: where the counters are.
+        name: the sequence name (the ``_id`` of an unsharded, unscoped counter).
+        scope: the scope value of a scoped sequence.
+        collection: the counter collection.
+
+    Raises:
+        LookupError: no counter of that name (and scope).
+    """
+    base = name if scope is None else f"{name}{SCOPE_SEPARATOR}{scope}"
+    documents = list(_collection(database, collection).find({"_id": base}))
+    if not documents:
+        documents = [
+            doc
+            for doc in _collection(database, collection).find({"sequence": name})
+            if str(doc["_id"]).startswith(base + SHARD_SEPARATOR)
+        ]
+    if not documents:
+        where = "" if scope is None else f" with scope {scope!r}"
+        raise LookupError(
+            f"no counter {name!r}{where} in {database.name}.{collection}; "
+            "`mongoengine-ids counters list` shows the counters there"
+        )
+    return _build(documents)[0]
+
+
+def set_next_value(
+    database: Database[Any],
+    name: str,
+    value: int,
+    *,
+    scope: object = None,
+    force: bool = False,
+    collection: str = DEFAULT_COLLECTION,
+) -> CounterInfo:
+    """Make ``value`` the next value a lease hands out (stores ``next = value - 1``).
+
+    Unlike MongoEngine's ``SequenceField.set_next_value(n)`` (after which the next value is
+    ``n + 1``), ``value`` here is the next value itself. A new unsharded counter is created. For
+    a sharded sequence, the shard that owns ``value`` is moved.
+
+    Args:
+        database: where the counters are.
+        name: the sequence name.
+        value: the next value to hand out.
+        scope: the scope value of a scoped sequence.
+        force: allow moving the counter down (**values may then be handed out twice**).
+        collection: the counter collection.
+
+    Returns:
+        The sequence after the change.
+
+    Raises:
+        TypeError: ``value`` is not an int.
+        ValueError: ``value`` is below the counter and ``force`` is False, or no shard owns it.
+        LookupError: a sharded sequence that does not exist (unsharded ones are created).
+    """
+    if not _is_int(value):
+        raise TypeError(f"value must be an int, not {value!r}")
+    if not 1 <= value <= INT64_MAX:
+        raise ValueError(f"value={value!r} must be between 1 and {INT64_MAX!r}")
+    target = _collection(database, collection)
+    try:
+        info = show_counter(database, name, scope=scope, collection=collection)
+    except LookupError:
+        info = None
+    if info is not None and info.sharded:
+        owners = [
+            shard
+            for shard in info.shards
+            if shard.low is not None and shard.high is not None and shard.low <= value <= shard.high
+        ]
+        if not owners:
+            bounds = ", ".join(f"{s.low}..{s.high}" for s in info.shards)
+            raise ValueError(f"value={value!r} is in no shard of {name!r}; its shards own {bounds}")
+        document_id = owners[0].document_id
+        current = owners[0].next
+    else:
+        document_id = name if scope is None else f"{name}{SCOPE_SEPARATOR}{scope}"
+        current = None if info is None else info.shards[0].next
+    if current is not None and current > value - 1 and not force:
+        raise ValueError(
+            f"counter {document_id!r} is at {current!r}: the next value is {current + 1!r}, "
+            f"above {value!r}; moving it down can hand values out twice (use force=True, "
+            "--force, only if no process holds leased blocks and no document has those values)"
+        )
+    if force:
+        target.update_one({"_id": document_id}, {"$set": {"next": value - 1}}, upsert=True)
+    else:
+        # $max: a concurrent lease that moved it further is kept.
+        extra = {} if scope is None else {"sequence": name, "scope": scope}
+        update: dict[str, Any] = {"$max": {"next": value - 1}}
+        if extra:
+            update["$setOnInsert"] = extra
+        target.update_one({"_id": document_id}, update, upsert=True)
+    return show_counter(database, name, scope=scope, collection=collection)
+
+
+__all__ = ["CounterInfo", "ShardInfo", "list_counters", "set_next_value", "show_counter"]

@@ -1,0 +1,226 @@
+"""Instrumented mongomock clients: atomic operations, counted or failing calls, added latency.
+
+mongomock is not thread-safe: 8 threads x 2,000 ``$inc`` on one counter document handed the same
+value to several callers in every measured run, and sometimes lost increments. A real server
+applies each operation atomically, so a concurrency test on mongomock must restore that
+property before its exact-set assertion means anything. :func:`instrumented_client_class`
+returns a ``mongo_client_class`` for ``mongoengine.connect`` whose every database call runs under
+one lock per client (the whole in-memory store), and can route each call through a hook (count
+the round trips, raise a network error before or after the call is applied, sleep to simulate
+network latency).
+
+Nothing here is imported by the package at run time: the test plugin
+(:mod:`mongoengine_ids.testing`) and the benchmark use it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+#: ``hook(collection_name, method_name, call)``: must call ``call()`` (once, or not at all to
+#: simulate a lost request) and return its result, or raise.
+Hook = Callable[[str, str, Callable[[], Any]], Any]
+
+#: Collection methods that reach the server (one round trip each on a real server). Everything
+#: else (``with_options``, ``name``, ``database``, ...) is local and passes through unlocked.
+ROUND_TRIP_METHODS: Final = frozenset(
+    {
+        "aggregate",
+        "bulk_write",
+        "count_documents",
+        "create_index",
+        "create_indexes",
+        "delete_many",
+        "delete_one",
+        "distinct",
+        "drop",
+        "drop_index",
+        "drop_indexes",
+        "estimated_document_count",
+        "find_one",
+        "find_one_and_delete",
+        "find_one_and_replace",
+        "find_one_and_update",
+        "index_information",
+        "insert_many",
+        "insert_one",
+        "list_indexes",
+        "replace_one",
+        "update_many",
+        "update_one",
+    }
+)
+
+#: Database and client methods that reach the server.
+_ADMIN_METHODS: Final = frozenset(
+    {
+        "command",
+        "create_collection",
+        "drop_collection",
+        "drop_database",
+        "list_collection_names",
+        "list_collections",
+        "list_database_names",
+        "server_info",
+    }
+)
+
+
+class _Control:
+    """What every proxy of one client shares: the lock and the hook."""
+
+    __slots__ = ("cached_types", "cursor_types", "hook", "lock", "proxies", "wrapped_types")
+
+    def __init__(self, hook: Hook | None) -> None:
+        import mongomock
+        from mongomock.collection import Cursor
+        from mongomock.command_cursor import CommandCursor
+
+        self.hook = hook
+        # One proxy per client and database, so that ``db.client is db.client``
+        # holds as it does unwrapped (callers key caches by identity). Each proxy keeps its
+        # target alive, so an id() is never reused while it is in here.
+        self.proxies: dict[int, _Proxy] = {}
+        # Re-entrant: a hook may itself use the client (e.g. read a document to decide).
+        self.lock = threading.RLock()
+        self.cursor_types: tuple[type, ...] = (Cursor, CommandCursor)
+        # Clients and databases only: a collection is made anew by every with_options().
+        self.cached_types: tuple[type, ...] = (mongomock.MongoClient, mongomock.Database)
+        self.wrapped_types: tuple[type, ...] = (
+            mongomock.MongoClient,
+            mongomock.Database,
+            mongomock.Collection,
+            *self.cursor_types,
+        )
+
+    def wrap(self, value: Any, collection: str) -> Any:
+        if isinstance(value, self.cursor_types):
+            return _CursorProxy(value, self, collection)
+        if isinstance(value, self.cached_types):
+            proxy = self.proxies.get(id(value))
+            if proxy is None:
+                proxy = self.proxies.setdefault(id(value), _Proxy(value, self, collection))
+            return proxy
+        if isinstance(value, self.wrapped_types):
+            return _Proxy(value, self, collection)
+        return value
+
+    def run(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        with self.lock:
+            if self.hook is None:
+                return call()
+            return self.hook(collection, method, call)
+
+
+class _Proxy:
+    """A mongomock client, database or collection whose database calls are atomic."""
+
+    __slots__ = ("__weakref__", "_collection", "_control", "_target")
+
+    def __init__(self, target: Any, control: _Control, collection: str) -> None:
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_control", control)
+        import mongomock
+
+        name = target.name if isinstance(target, mongomock.Collection) else collection
+        object.__setattr__(self, "_collection", name)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        control = self._control
+        collection = self._collection
+        if not callable(value) or isinstance(value, (type, *control.wrapped_types)):
+            return control.wrap(value, collection)
+        if name in ROUND_TRIP_METHODS or name in _ADMIN_METHODS:
+
+            def round_trip(*args: Any, **kwargs: Any) -> Any:
+                result = control.run(collection, name, lambda: value(*args, **kwargs))
+                return control.wrap(result, collection)
+
+            return round_trip
+
+        def local(*args: Any, **kwargs: Any) -> Any:
+            return control.wrap(value(*args, **kwargs), collection)
+
+        return local
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._target, name, value)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._control.wrap(self._target[key], self._collection)
+
+    def __eq__(self, other: object) -> bool:
+        target = other._target if isinstance(other, _Proxy) else other
+        return bool(self._target == target)
+
+    def __hash__(self) -> int:
+        return hash(self._target)
+
+    def __repr__(self) -> str:
+        return f"<atomic {self._target!r}>"
+
+
+class _CursorProxy(_Proxy):
+    """A cursor: mongomock computes the results on the first ``next()``, a round trip."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> _CursorProxy:
+        return self
+
+    def __next__(self) -> Any:
+        target = self._target
+        return self._control.run(self._collection, "getMore", lambda: next(target))
+
+
+def instrumented_client_class(*, hook: Hook | None = None) -> Callable[..., Any]:
+    """A ``mongo_client_class`` for ``mongoengine.connect``: mongomock with atomic operations.
+
+    Every database call of the client (and of its databases, collections and cursors) runs
+    under one re-entrant lock per client, as each operation is atomic on a real server; local
+    calls (``with_options``, attribute reads) are not locked.
+
+    Args:
+        hook: called as ``hook(collection_name, method_name, call)`` for every database call,
+            under the lock; it must return ``call()``'s result or raise. Use it to count round
+            trips, inject failures before or after the call is applied, or add latency.
+
+    Returns:
+        A callable taking ``mongomock.MongoClient``'s arguments and returning the wrapped client.
+
+    Raises:
+        ImportError: mongomock is not installed.
+    """
+    import mongomock
+
+    def make_client(*args: Any, **kwargs: Any) -> Any:
+        return _Control(hook).wrap(mongomock.MongoClient(*args, **kwargs), "")
+
+    return make_client
+
+
+def latency_hook(seconds: float, *, sleep: Callable[[float], None] = time.sleep) -> Hook:
+    """A hook that waits ``seconds`` before each database call (a simulated round trip).
+
+    Args:
+        seconds: the simulated round-trip time, e.g. ``0.001`` for 1 ms.
+        sleep: the function that waits (injected for tests).
+
+    Raises:
+        ValueError: ``seconds`` is negative.
+    """
+    if seconds < 0:
+        raise ValueError(f"seconds={seconds!r} must be >= 0")
+
+    def hook(collection: str, method: str, call: Callable[[], Any]) -> Any:
+        sleep(seconds)
+        return call()
+
+    return hook
+
+
+__all__ = ["ROUND_TRIP_METHODS", "Hook", "instrumented_client_class", "latency_hook"]

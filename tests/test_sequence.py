@@ -1,0 +1,751 @@
+"""SequenceField and Sequence: drop-in shape, leasing, values, shards, scopes, safety."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import bson.json_util
+import mongoengine
+import pymongo.errors
+import pytest
+from mongoengine import Document, IntField, StringField
+from mongoengine import fields as me_fields
+from mongoengine.errors import ValidationError
+
+from mongoengine_ids.errors import IdSpaceExhaustedError, InvalidIdError
+from mongoengine_ids.sequence import (
+    DEFAULT_COLLECTION,
+    INT64_MAX,
+    CorruptedCounterError,
+    ExplicitValueError,
+    Sequence,
+    SequenceField,
+    SequenceFormat,
+    Space,
+    luhn_check_digit,
+)
+from mongoengine_ids.testing import Connect, connected_threadsafe
+from mongoengine_ids.writepath import reset_process_state
+
+
+def counters(db: Any) -> list[dict[str, Any]]:
+    return sorted(db[DEFAULT_COLLECTION].find(), key=lambda doc: str(doc["_id"]))
+
+
+def counter(db: Any, document_id: str) -> dict[str, Any] | None:
+    found: dict[str, Any] | None = db[DEFAULT_COLLECTION].find_one({"_id": document_id})
+    return found
+
+
+class Calls:
+    """A hook for the instrumented mongomock client: records calls, optionally fails some."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.fail: Callable[[str, str], str | None] = lambda collection, method: None
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        self.calls.append((collection, method))
+        when = self.fail(collection, method)
+        if when == "before":
+            raise pymongo.errors.AutoReconnect("injected: request lost before the server")
+        result = call()
+        if when == "after":
+            raise pymongo.errors.AutoReconnect("injected: reply lost after the server applied it")
+        return result
+
+    def count(self, method: str, collection: str = DEFAULT_COLLECTION) -> int:
+        return sum(1 for call in self.calls if call == (collection, method))
+
+
+@pytest.fixture
+def calls() -> Calls:
+    return Calls()
+
+
+@pytest.fixture
+def hooked(calls: Calls) -> Iterator[Connect]:
+    """mongomock (always, even with a server URI) with every database call seen by ``calls``."""
+    with connected_threadsafe(None, hook=calls) as connect:
+        yield connect
+
+
+# -- the drop-in --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_size", [1, 7])
+def test_alternating_with_mongoengine_field_never_reuses_a_value(
+    mongoengine_db: Any, batch_size: int
+) -> None:
+    class Theirs(Document):
+        meta = {"collection": "things"}
+        id = me_fields.SequenceField(primary_key=True)
+        label = StringField()
+
+    class Ours(Document):
+        meta = {"collection": "things"}
+        id = SequenceField(primary_key=True, batch_size=batch_size)
+        label = StringField()
+
+    ids = []
+    for round_ in range(30):
+        theirs = Theirs(label=f"theirs {round_}")
+        theirs.save()
+        ours = Ours(label=f"ours {round_}")
+        ours.save()
+        ids += [theirs.id, ours.id]
+    assert len(set(ids)) == len(ids) == 60
+    stored = sorted(doc["_id"] for doc in mongoengine_db["things"].find())
+    assert stored == sorted(ids)
+    # One document, MongoEngine's shape: the highest value handed out or leased.
+    assert counters(mongoengine_db) == [{"_id": "things.id", "next": max(ids)}]
+    if batch_size == 1:
+        assert sorted(ids) == list(range(1, 61))  # no gaps without leasing
+
+
+def test_counter_document_shape_and_name_rules(mongoengine_db: Any) -> None:
+    class Order(Document):
+        id = SequenceField(primary_key=True)
+
+    class Named(Document):
+        number = SequenceField(sequence_name="custom", start=1000)
+
+    Order().save()
+    Order().save()
+    Named().save()
+    assert counters(mongoengine_db) == [
+        {"_id": "custom.number", "next": 1000},
+        {"_id": "order.id", "next": 2},
+    ]
+    assert [doc["_id"] for doc in mongoengine_db["order"].find()] == [1, 2]
+    assert mongoengine_db["named"].find_one()["number"] == 1000
+
+
+def test_reading_an_empty_field_never_burns_a_value(mongoengine_db: Any) -> None:
+    class Lazy(Document):
+        id = SequenceField(primary_key=True)
+
+    doc = Lazy()
+    assert doc.id is None
+    assert doc.pk is None
+    doc.to_json(json_options=bson.json_util.DEFAULT_JSON_OPTIONS)
+    _ = doc == Lazy(), hash(doc)
+    assert counters(mongoengine_db) == []
+    doc.save()
+    assert doc.id == 1
+
+
+def test_counters_live_on_the_models_alias(mongoengine_connect: Connect) -> None:
+    default = mongoengine_connect()
+    other = mongoengine_connect("other")
+
+    class Remote(Document):
+        meta = {"db_alias": "other"}
+        id = SequenceField(primary_key=True)
+
+    class Pinned(Document):
+        meta = {"db_alias": "other"}
+        id = SequenceField(primary_key=True, db_alias="default")
+
+    Remote().save()
+    Pinned().save()
+    assert counters(other) == [{"_id": "remote.id", "next": 1}]
+    assert counters(default) == [{"_id": "pinned.id", "next": 1}]
+
+
+def test_custom_counter_collection(mongoengine_db: Any) -> None:
+    class Ticket(Document):
+        id = SequenceField(primary_key=True, collection_name="my_counters")
+
+    Ticket().save()
+    assert list(mongoengine_db["my_counters"].find()) == [{"_id": "ticket.id", "next": 1}]
+    assert counters(mongoengine_db) == []
+
+
+def test_value_decorator_is_refused() -> None:
+    with pytest.raises(TypeError, match="value_decorator"):
+        SequenceField(value_decorator=str)
+
+
+# -- leasing ------------------------------------------------------------------------------------
+
+
+def test_batch_size_leases_one_block_per_round_trip(hooked: Connect, calls: Calls) -> None:
+    db = hooked()
+
+    class Item(Document):
+        id = SequenceField(primary_key=True, batch_size=10)
+
+    Item().save()  # creates the counter, then leases 1..10
+    calls.calls.clear()
+    saved = []
+    for _ in range(9):
+        item = Item()
+        item.save()
+        saved.append(item.id)
+    assert saved == list(range(2, 11))
+    assert calls.count("find_one_and_update") == 0  # all from the leased block
+    Item().save()
+    assert calls.count("find_one_and_update") == 1
+    assert counter(db, "item.id") == {"_id": "item.id", "next": 20}
+
+
+def test_bulk_insert_leases_in_one_round_trip(hooked: Connect, calls: Calls) -> None:
+    db = hooked()
+
+    class Row(Document):
+        id = SequenceField(primary_key=True)
+        n = IntField()
+
+    class TheirRow(Document):
+        id = me_fields.SequenceField(primary_key=True)
+        n = IntField()
+
+    Row(n=-1).save()
+    TheirRow(n=-1).save()
+    calls.calls.clear()
+    Row.objects.insert([Row(n=i) for i in range(1000)], load_bulk=False)
+    assert calls.count("find_one_and_update") == 1
+    assert sorted(doc["_id"] for doc in db["row"].find()) == list(range(1, 1002))
+    assert counter(db, "row.id") == {"_id": "row.id", "next": 1001}
+
+    calls.calls.clear()
+    TheirRow.objects.insert([TheirRow(n=i) for i in range(50)], load_bulk=False)
+    assert calls.count("find_one_and_update") == 50  # MongoEngine's: one per document
+
+
+def test_bulk_insert_uses_the_current_block_first_and_keeps_the_rest(
+    hooked: Connect, calls: Calls
+) -> None:
+    db = hooked()
+
+    class Row(Document):
+        id = SequenceField(primary_key=True, batch_size=100)
+
+    Row().save()  # block 1..100, 1 used
+    calls.calls.clear()
+    Row.objects.insert([Row() for _ in range(150)], load_bulk=False)
+    # 99 from the block, 51 more: one lease rounded up to 100 (101..200), 49 left over.
+    assert calls.count("find_one_and_update") == 1
+    assert counter(db, "row.id") == {"_id": "row.id", "next": 200}
+    following = Row()
+    following.save()
+    assert following.id == 152
+    assert calls.count("find_one_and_update") == 1
+    assert sorted(doc["_id"] for doc in db["row"].find()) == list(range(1, 153))
+
+
+def test_sequence_without_a_model(mongoengine_db: Any) -> None:
+    invoices = Sequence("invoice", database=mongoengine_db, batch_size=3)
+    assert [invoices.next() for _ in range(4)] == [1, 2, 3, 4]
+    assert counter(mongoengine_db, "invoice") == {"_id": "invoice", "next": 6}
+    assert invoices.next_values(5) == [5, 6, 7, 8, 9]
+    block = invoices.lease(4)
+    assert isinstance(block, range)
+    assert block == range(10, 14)
+    assert counter(mongoengine_db, "invoice") == {"_id": "invoice", "next": 13}
+    assert invoices.next() == 14  # the lease bypassed the blocks: a new block 14..16
+    assert counter(mongoengine_db, "invoice") == {"_id": "invoice", "next": 16}
+
+
+def test_sequence_on_an_alias_drops_blocks_on_reconnect(mongoengine_connect: Connect) -> None:
+    mongoengine_connect("seq")
+    sequence = Sequence("s", database="seq", batch_size=100)
+    assert sequence.next() == 1
+    mongoengine.disconnect("seq")
+    fresh = mongoengine_connect("seq")
+    # A new connection (to a new database): the block 2..100 of the old one is dropped.
+    assert sequence.next() == 1
+    assert counter(fresh, "s") == {"_id": "s", "next": 100}
+
+
+def test_prefetch_leases_the_next_block_in_the_background(mongoengine_db: Any) -> None:
+    sequence = Sequence("p", database=mongoengine_db, batch_size=10, prefetch=True)
+    first = [sequence.next() for _ in range(5)]  # the 5th value starts the prefetch
+    assert first == [1, 2, 3, 4, 5]
+    flight = sequence._flight
+    if flight is not None:
+        flight.done.wait(timeout=30)
+    assert counter(mongoengine_db, "p") == {"_id": "p", "next": 20}
+    assert [sequence.next() for _ in range(15)] == list(range(6, 21))
+
+
+def test_disconnect_and_reconnect_discard_leased_blocks(mongoengine_connect: Connect) -> None:
+    mongoengine_connect()
+
+    class Doc(Document):
+        id = SequenceField(primary_key=True, batch_size=100)
+
+    first = Doc()
+    first.save()
+    assert first.id == 1
+    mongoengine.disconnect()
+    Doc._collection = None
+    db = mongoengine_connect()
+    second = Doc()
+    second.save()
+    # A new (empty) database: a value from the old block would have been 2.
+    assert second.id == 1
+    assert counter(db, "doc.id") == {"_id": "doc.id", "next": 100}
+
+
+def test_reset_discards_leased_blocks(mongoengine_db: Any) -> None:
+    class Doc(Document):
+        id = SequenceField(primary_key=True, batch_size=10)
+
+    Doc().save()
+    reset_process_state()
+    doc = Doc()
+    doc.save()
+    assert doc.id == 11
+    assert counter(mongoengine_db, "doc.id") == {"_id": "doc.id", "next": 20}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_fork_child_discards_the_parents_blocks(mongoengine_db: Any) -> None:
+    sequence = Sequence("forked", database=mongoengine_db, batch_size=100)
+    assert sequence.next() == 1
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read_end)
+            value = sequence.next()
+            os.write(write_end, str(value).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        child_value = int(pipe.read())
+    os.waitpid(pid, 0)
+    # The child leased its own block (on mongomock, in its copy of the store; on a server, after
+    # the parent's): never a value of the parent's block 1..100.
+    assert child_value == 101
+    assert sequence.next() == 2
+
+
+# -- start, digits, exhaustion, overflow --------------------------------------------------------
+
+
+def test_start_on_a_new_counter_and_below_an_existing_one(mongoengine_db: Any) -> None:
+    fresh = Sequence("fresh", database=mongoengine_db, start=500)
+    assert fresh.next() == 500
+    assert counter(mongoengine_db, "fresh") == {"_id": "fresh", "next": 500}
+    mongoengine_db[DEFAULT_COLLECTION].insert_one({"_id": "old", "next": 3})
+    raised = Sequence("old", database=mongoengine_db, start=100, batch_size=5)
+    assert raised.next() == 100  # never below start
+    assert counter(mongoengine_db, "old") == {"_id": "old", "next": 104}
+    above = Sequence("old", database=mongoengine_db, start=50)
+    assert above.next() == 105  # a counter already past start continues
+
+
+def test_digits_exhaustion_raises_before_anything_is_written(mongoengine_db: Any) -> None:
+    class Code(Document):
+        id = SequenceField(primary_key=True, digits=2, start=95, batch_size=4)
+
+    saved = []
+    for _ in range(5):
+        doc = Code()
+        doc.save()
+        saved.append(doc.id)
+    assert saved == [95, 96, 97, 98, 99]
+    with pytest.raises(IdSpaceExhaustedError, match=r"every value from 95 to 99") as caught:
+        Code().save()
+    assert isinstance(caught.value, RuntimeError)
+    assert mongoengine_db["code"].count_documents({}) == 5
+    with pytest.raises(IdSpaceExhaustedError):
+        Code.objects.insert([Code(), Code()], load_bulk=False)
+    assert mongoengine_db["code"].count_documents({}) == 5
+    # The counter stops at the last value: it never moves past the space.
+    assert counter(mongoengine_db, "code.id") == {"_id": "code.id", "next": 99}
+
+
+def test_a_partial_block_at_the_end_of_the_space(mongoengine_db: Any) -> None:
+    sequence = Sequence("end", database=mongoengine_db, digits=1, batch_size=4)
+    assert [sequence.next() for _ in range(9)] == list(range(1, 10))
+    assert counter(mongoengine_db, "end") == {"_id": "end", "next": 9}
+    with pytest.raises(IdSpaceExhaustedError):
+        sequence.next()
+
+
+def test_int64_end_never_overflows(mongoengine_db: Any) -> None:
+    mongoengine_db[DEFAULT_COLLECTION].insert_one({"_id": "big", "next": INT64_MAX - 3})
+    sequence = Sequence("big", database=mongoengine_db, batch_size=1000)
+    assert [sequence.next() for _ in range(3)] == [INT64_MAX - 2, INT64_MAX - 1, INT64_MAX]
+    with pytest.raises(IdSpaceExhaustedError):
+        sequence.next()
+    assert counter(mongoengine_db, "big") == {"_id": "big", "next": INT64_MAX}
+
+
+def test_a_bulk_larger_than_what_is_left(mongoengine_db: Any) -> None:
+    sequence = Sequence("short", database=mongoengine_db, digits=1)
+    with pytest.raises(IdSpaceExhaustedError):
+        sequence.next_values(12)
+    assert counter(mongoengine_db, "short") == {"_id": "short", "next": 9}
+
+
+# -- shards -------------------------------------------------------------------------------------
+
+
+def test_shard_bounds_match_the_articles_example() -> None:
+    space = Space.build(start=0, digits=12, shards=1000)
+    assert space.bounds(0) == (0, 999_999_999)
+    assert space.bounds(499) == (499_000_000_000, 499_999_999_999)
+    assert space.bounds(999) == (999_000_000_000, 999_999_999_999)
+    for value, shard in ((0, 0), (499_000_000_000, 499), (498_999_999_999, 498), (10**12 - 1, 999)):
+        assert space.shard_of(value) == shard
+    assert space.shard_of(10**12) is None
+
+
+@pytest.mark.parametrize(("start", "digits", "shards"), [(1, 3, 7), (0, 2, 3), (5, 4, 1000)])
+def test_shards_cover_the_space_exactly(start: int, digits: int, shards: int) -> None:
+    space = Space.build(start=start, digits=digits, shards=shards)
+    values = [v for k in range(shards) for v in range(space.bounds(k)[0], space.bounds(k)[1] + 1)]
+    assert values == list(range(start, 10**digits))
+    assert all(space.shard_of(v) == k for k in range(shards) for v in space.bounds(k))
+
+
+def test_sharded_counters_store_their_bounds(mongoengine_db: Any) -> None:
+    class Card(Document):
+        id = SequenceField(primary_key=True, start=0, digits=3, shards=4)
+
+    card = Card()
+    card.save()
+    docs = counters(mongoengine_db)
+    assert len(docs) == 1
+    shard = docs[0]["shard"]
+    low = shard * 250
+    assert docs[0] == {
+        "_id": f"card.id#{shard}",
+        "next": low,
+        "low": low,
+        "high": low + 249,
+        "sequence": "card.id",
+        "shard": shard,
+    }
+    assert card.id == low
+
+
+def test_sharded_sequence_hands_out_the_whole_space_then_fails(mongoengine_db: Any) -> None:
+    sequence = Sequence(
+        "cards",
+        database=mongoengine_db,
+        start=0,
+        digits=3,
+        shards=8,
+        batch_size=16,
+        rng=random.Random(7),
+    )
+    values = [sequence.next() for _ in range(1000)]
+    assert sorted(values) == list(range(1000))
+    with pytest.raises(IdSpaceExhaustedError, match="all 8 shard counters"):
+        sequence.next()
+    for doc in counters(mongoengine_db):
+        assert doc["next"] == doc["high"]  # never spilled past its own range
+
+
+def test_an_exhausted_shard_is_skipped(mongoengine_db: Any) -> None:
+    collection = mongoengine_db[DEFAULT_COLLECTION]
+    collection.insert_one(
+        {"_id": "s#1", "next": 199, "low": 100, "high": 199, "sequence": "s", "shard": 1}
+    )
+    sequence = Sequence("s", database=mongoengine_db, start=0, digits=3, shards=10, batch_size=5)
+    values = sequence.next_values(900)
+    assert sorted(values) == [v for v in range(1000) if not 100 <= v <= 199]
+
+
+# -- corrupted counters -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "shards", "message"),
+    [
+        # next is text
+        ({"_id": "bad", "next": "12"}, 1, r"'next' is '12'; expected an integer"),
+        # next is a boolean (BSON bool is not a number)
+        ({"_id": "bad", "next": True}, 1, r"'next' is True"),
+        # next missing
+        ({"_id": "bad"}, 1, r"'next' is None"),
+        # a float
+        ({"_id": "bad", "next": 4.5}, 1, r"'next' is 4.5"),
+        # a shard without its bounds
+        ({"_id": "bad#0", "next": 5, "sequence": "bad"}, 2, r"bound 'low' is None"),
+        # a shard with other bounds than the configuration
+        ({"_id": "bad#0", "next": 5, "low": 1, "high": 50}, 2, r"owns 1\.\.50 but the sequence"),
+        # next outside the bounds
+        ({"_id": "bad#0", "next": 900, "low": 1, "high": 49}, 2, r"'next' is 900, outside"),
+    ],
+)
+def test_a_corrupted_counter_raises_naming_the_document(
+    mongoengine_db: Any, document: dict[str, Any], shards: int, message: str
+) -> None:
+    mongoengine_db[DEFAULT_COLLECTION].insert_one(document)
+    sequence = Sequence(
+        "bad", database=mongoengine_db, digits=2, shards=shards, rng=random.Random(0)
+    )
+    if shards > 1:
+        sequence._store = None
+        sequence.store()._live = [0]  # lease from shard 0 only
+    with pytest.raises(CorruptedCounterError, match=message) as caught:
+        sequence.next()
+    assert repr(document["_id"]) in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+# -- formatting ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("number", "check"),
+    [
+        ("7992739871", 3),  # the textbook example: 79927398713
+        ("0", 0),
+        ("1", 8),
+        ("000000000042", luhn_check_digit("42")),  # leading zeros do not change it
+        ("453201511283036", 6),  # a Visa-style test number 4532015112830366
+    ],
+)
+def test_luhn_check_digit(number: str, check: int) -> None:
+    assert luhn_check_digit(number) == check
+
+
+def test_format_and_parse_round_trip() -> None:
+    fmt = SequenceFormat(prefix="AC-", width=12, luhn=True)
+    text = fmt.format(42)
+    assert text == "AC-000000000042" + str(luhn_check_digit("000000000042"))
+    assert fmt.parse(text) == 42
+    wrong_check = text[:-1] + str((int(text[-1]) + 1) % 10)
+    no_prefix = text[3:]
+    too_short = "AC-" + text[4:]
+    for bad in (no_prefix, too_short, wrong_check, "AC-x"):
+        with pytest.raises(InvalidIdError, match="expected 'AC-' then 12 digits"):
+            fmt.parse(bad)
+
+
+def test_formatted_field_stores_text_and_queries_accept_both(mongoengine_db: Any) -> None:
+    class Account(Document):
+        number = SequenceField(prefix="AC-", digits=6, zero_pad=True, luhn=True, unique=True)
+        owner = StringField()
+
+    account = Account(owner="ada")
+    account.save()
+    expected = "AC-000001" + str(luhn_check_digit("000001"))
+    assert account.number == expected
+    assert mongoengine_db["account"].find_one()["number"] == expected
+    assert Account.objects(number=1).count() == 1
+    assert Account.objects(number=expected).count() == 1
+    assert Account.objects(number__in=[1, "AC-0000026"]).count() == 1
+    reloaded = Account.objects.get(number=1)
+    assert reloaded.number == expected
+    wrong = expected[:-1] + str((int(expected[-1]) + 1) % 10)
+    with pytest.raises(ValidationError, match="check digit"):
+        Account(number=wrong, owner="eve").save()
+    with pytest.raises(ValidationError, match="cannot query 'number'"):
+        Account.objects(number="nope").count()
+
+
+def test_unformatted_field_validation(mongoengine_db: Any) -> None:
+    class Short(Document):
+        id = SequenceField(primary_key=True, digits=3)
+
+    with pytest.raises(
+        ValidationError, match=r"1000 is out of range: expected an int from 0 to 999"
+    ):
+        Short(id=1000).save()
+    with pytest.raises(ValidationError, match=r"'x' is not a sequence value"):
+        Short(id="x").save()
+    assert Short.objects(id="7").count() == 0  # a numeric string queries as the number
+
+
+# -- scoped sequences ---------------------------------------------------------------------------
+
+
+def test_scoped_sequences_number_per_scope(hooked: Connect, calls: Calls) -> None:
+    db = hooked()
+
+    class Invoice(Document):
+        tenant = StringField()
+        number = SequenceField(scope="tenant")
+
+    made = []
+    for tenant in ["acme", "acme", "zeta", "acme", "zeta"]:
+        invoice = Invoice(tenant=tenant)
+        invoice.save()
+        made.append((tenant, invoice.number))
+    assert made == [("acme", 1), ("acme", 2), ("zeta", 1), ("acme", 3), ("zeta", 2)]
+    assert counters(db) == [
+        {"_id": "invoice.number@acme", "next": 3, "sequence": "invoice.number", "scope": "acme"},
+        {"_id": "invoice.number@zeta", "next": 2, "sequence": "invoice.number", "scope": "zeta"},
+    ]
+    calls.calls.clear()
+    batch = [Invoice(tenant=t) for t in ["zeta", "acme", "zeta", "acme", "zeta"]]
+    Invoice.objects.insert(batch, load_bulk=False)
+    assert [(i.tenant, i.number) for i in batch] == [
+        ("zeta", 3),
+        ("acme", 4),
+        ("zeta", 4),
+        ("acme", 5),
+        ("zeta", 5),
+    ]
+    assert calls.count("find_one_and_update") == 2  # one lease per scope
+    with pytest.raises(ValidationError, match="numbered per 'tenant', which is None"):
+        Invoice(number=None).save()
+
+
+# -- explicit values ----------------------------------------------------------------------------
+
+
+def test_an_explicit_value_moves_the_counter(mongoengine_db: Any) -> None:
+    class Ref(Document):
+        id = SequenceField(primary_key=True)
+
+    Ref(id=500).save()
+    assert counter(mongoengine_db, "ref.id") == {"_id": "ref.id", "next": 500}
+    Ref(id=20).save()  # below: the counter does not move back
+    generated = Ref()
+    generated.save()
+    assert generated.id == 501
+    Ref.objects.insert([Ref(id=900), Ref()], load_bulk=False)
+    assert sorted(doc["_id"] for doc in mongoengine_db["ref"].find()) == [20, 500, 501, 900, 901]
+
+
+def test_an_explicit_value_inside_the_leased_block_drops_it(mongoengine_db: Any) -> None:
+    class Ref(Document):
+        id = SequenceField(primary_key=True, batch_size=100)
+
+    Ref().save()  # block 1..100
+    Ref(id=50).save()
+    following = Ref()
+    following.save()
+    assert following.id == 101  # the block that held 50 is dropped
+    assert counter(mongoengine_db, "ref.id") == {"_id": "ref.id", "next": 200}
+
+
+def test_a_value_taken_by_another_process_is_retried(mongoengine_db: Any) -> None:
+    class Ref(Document):
+        id = SequenceField(primary_key=True, batch_size=10)
+
+    Ref().save()  # block 1..10
+    # Another process saved 2 explicitly after this one leased the block.
+    mongoengine_db["ref"].insert_one({"_id": 2})
+    mongoengine_db[DEFAULT_COLLECTION].update_one({"_id": "ref.id"}, {"$max": {"next": 2}})
+    doc = Ref()
+    doc.save()
+    assert doc.id == 11  # collided on 2, dropped the stale block, leased 11..20
+    assert sorted(d["_id"] for d in mongoengine_db["ref"].find()) == [1, 2, 11]
+
+
+def test_explicit_values_can_be_rejected(mongoengine_db: Any) -> None:
+    class Strict(Document):
+        id = SequenceField(primary_key=True, allow_explicit=False)
+
+    with pytest.raises(ExplicitValueError, match=r"explicit value 7 rejected") as caught:
+        Strict(id=7).save()
+    assert isinstance(caught.value, ValidationError)
+    with pytest.raises(ExplicitValueError):
+        Strict.objects.insert([Strict(), Strict(id=8)], load_bulk=False)
+    assert mongoengine_db["strict"].count_documents({}) == 0
+    Strict().save()
+    assert mongoengine_db["strict"].find_one() == {"_id": 1}
+
+
+# -- faults -------------------------------------------------------------------------------------
+
+
+def _fail_once(when: str) -> Callable[[str, str], str | None]:
+    state = {"armed": True}
+
+    def fail(collection: str, method: str) -> str | None:
+        if state["armed"] and collection == DEFAULT_COLLECTION and method == "find_one_and_update":
+            state["armed"] = False
+            return when
+        return None
+
+    return fail
+
+
+def test_network_error_before_the_inc_is_retried_without_a_gap(
+    hooked: Connect, calls: Calls
+) -> None:
+    db = hooked()
+    sequence = Sequence("net", database=db, batch_size=10, sleep=lambda _: None)
+    assert sequence.next() == 1
+    sequence.discard()
+    calls.calls.clear()
+    calls.fail = _fail_once("before")
+    assert sequence.next() == 11
+    assert calls.count("find_one_and_update") == 2  # the lost request, the retry
+    assert counter(db, "net") == {"_id": "net", "next": 20}
+
+
+def test_network_error_after_the_inc_leaves_a_gap_never_a_reuse(
+    hooked: Connect, calls: Calls
+) -> None:
+    db = hooked()
+
+    class Doc(Document):
+        id = SequenceField(primary_key=True, batch_size=10)
+
+    Doc().save()
+    Doc._fields["id"].forget_sequences()
+    calls.fail = _fail_once("after")
+    doc = Doc()
+    doc.save()
+    # 11..20 was applied but its reply lost; the retry leased 21..30.
+    assert doc.id == 21
+    assert counter(db, "doc.id") == {"_id": "doc.id", "next": 30}
+    assert sorted(d["_id"] for d in db["doc"].find()) == [1, 21]
+
+
+def test_persistent_network_errors_propagate_and_write_nothing(
+    hooked: Connect, calls: Calls
+) -> None:
+    db = hooked()
+    seen: list[float] = []
+
+    class Doc(Document):
+        id = SequenceField(primary_key=True, retries=2)
+
+    Doc().save()
+    for sequence in list(Doc._fields["id"]._sequences.values()):
+        sequence[1]._sleep = seen.append
+        sequence[1]._store = None
+    calls.fail = lambda collection, method: (
+        "after" if (collection, method) == (DEFAULT_COLLECTION, "find_one_and_update") else None
+    )
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        Doc().save()
+    assert seen == [0.05, 0.1]  # two retries, exponential back-off
+    assert db["doc"].count_documents({}) == 1
+    calls.fail = lambda collection, method: None
+    doc = Doc()
+    doc.save()
+    assert doc.id == 5  # 2, 3 and 4 were applied and lost: gaps, never reused
+
+
+# -- options ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"batch_size": 0}, ValueError, "batch_size=0 must be >= 1"),
+        ({"batch_size": "10"}, TypeError, "batch_size must be an int, not '10'"),
+        ({"prefetch": 1}, TypeError, "prefetch must be a bool, not 1"),
+        ({"start": -1}, ValueError, r"start=-1 must be between 0 and"),
+        ({"digits": 19}, ValueError, "digits=19 must be between 1 and 18"),
+        ({"digits": 2, "start": 100}, ValueError, "start=100 must be between 0 and 99"),
+        ({"shards": 0}, ValueError, "shards=0 must be between 1"),
+        ({"digits": 1, "shards": 20}, ValueError, "shards=20 exceeds the 9 values"),
+        ({"zero_pad": True}, ValueError, "zero_pad=True needs digits"),
+        ({"scope": ""}, TypeError, "scope must be a non-empty str"),
+        ({"write_concern": {"w": 1}}, TypeError, "write_concern must be a pymongo WriteConcern"),
+        ({"retries": -1}, ValueError, "retries=-1 must be an int >= 0"),
+    ],
+)
+def test_bad_options_are_refused(options: dict[str, Any], error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        SequenceField(**options)

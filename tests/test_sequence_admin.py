@@ -1,0 +1,186 @@
+"""The counters admin API and ``mongoengine-ids counters list|show|set``."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from mongoengine import Document, StringField
+from mongoengine import fields as me_fields
+
+from mongoengine_ids.sequence import DEFAULT_COLLECTION, INT64_MAX, Sequence, SequenceField
+from mongoengine_ids.sequence_admin import list_counters, set_next_value, show_counter
+from mongoengine_ids.sequence_cli import FAILED, OK, add_subcommand, run
+
+
+def test_list_groups_shards_and_scopes(mongoengine_db: Any) -> None:
+    class Legacy(Document):
+        id = me_fields.SequenceField(primary_key=True)
+
+    class Invoice(Document):
+        tenant = StringField()
+        number = SequenceField(scope="tenant")
+
+    Legacy().save()
+    Invoice(tenant="acme").save()
+    sharded = Sequence("cards", database=mongoengine_db, start=0, digits=3, shards=4)
+    sharded.next_values(3)
+    infos = list_counters(mongoengine_db)
+    assert [(i.name, i.scope, i.sharded) for i in infos] == [
+        ("cards", None, True),
+        ("invoice.number", "acme", False),
+        ("legacy.id", None, False),
+    ]
+    cards, invoice, legacy = infos
+    assert legacy.next_value == 2
+    assert legacy.headroom() == INT64_MAX - 1
+    assert invoice.next_value == 2
+    assert len(cards.shards) == 1  # shards are created on first use
+    (shard,) = cards.shards
+    assert shard.next is not None
+    assert shard.low is not None
+    assert shard.next == shard.low + 2
+    assert cards.headroom() == 250 - 3
+
+
+def test_show_reports_headroom_and_problems(mongoengine_db: Any) -> None:
+    mongoengine_db[DEFAULT_COLLECTION].insert_many(
+        [
+            {"_id": "s#0", "next": 99, "low": 0, "high": 99, "sequence": "s", "shard": 0},
+            {"_id": "s#1", "next": 149, "low": 100, "high": 199, "sequence": "s", "shard": 1},
+            {"_id": "s#2", "next": "x", "low": 200, "high": 299, "sequence": "s", "shard": 2},
+            {"_id": "plain", "next": 41},
+        ]
+    )
+    info = show_counter(mongoengine_db, "s")
+    assert [shard.headroom() for shard in info.shards] == [0, 50, None]
+    assert info.headroom() is None
+    assert info.problems == ["'s#2': 'next' is 'x'; expected an integer"]
+    plain = show_counter(mongoengine_db, "plain")
+    assert plain.next_value == 42
+    assert plain.headroom(high=99) == 58
+    with pytest.raises(LookupError, match="no counter 'missing'"):
+        show_counter(mongoengine_db, "missing")
+
+
+def test_set_moves_up_only_unless_forced(mongoengine_db: Any) -> None:
+    collection = mongoengine_db[DEFAULT_COLLECTION]
+    info = set_next_value(mongoengine_db, "new", 1000)  # created
+    assert info.next_value == 1000
+    assert collection.find_one({"_id": "new"}) == {"_id": "new", "next": 999}
+    with pytest.raises(ValueError, match=r"counter 'new' is at 999: the next value is 1000"):
+        set_next_value(mongoengine_db, "new", 10)
+    assert collection.find_one({"_id": "new"}) == {"_id": "new", "next": 999}
+    set_next_value(mongoengine_db, "new", 10, force=True)
+    assert collection.find_one({"_id": "new"}) == {"_id": "new", "next": 9}
+    sequence = Sequence("new", database=mongoengine_db)
+    assert sequence.next() == 10
+    with pytest.raises(TypeError, match="value must be an int, not '5'"):
+        set_next_value(mongoengine_db, "new", "5")  # type: ignore[arg-type]
+
+
+def test_set_on_a_sharded_sequence_moves_the_owning_shard(mongoengine_db: Any) -> None:
+    sequence = Sequence("cards", database=mongoengine_db, start=0, digits=2, shards=2)
+    store = sequence.store()
+    for shard in range(2):
+        store.create(store.counter(shard))
+    set_next_value(mongoengine_db, "cards", 75)
+    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "cards#1"})["next"] == 74
+    with pytest.raises(ValueError, match=r"value=100 is in no shard of 'cards'"):
+        set_next_value(mongoengine_db, "cards", 100)
+
+
+def test_set_on_a_scoped_sequence(mongoengine_db: Any) -> None:
+    class Invoice(Document):
+        tenant = StringField()
+        number = SequenceField(scope="tenant")
+
+    Invoice(tenant="acme").save()
+    set_next_value(mongoengine_db, "invoice.number", 500, scope="acme")
+    invoice = Invoice(tenant="acme")
+    invoice.save()
+    assert invoice.number == 500
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def _cli(db: Any) -> Callable[..., tuple[int, str, str]]:
+    parser = argparse.ArgumentParser(prog="mongoengine-ids")
+    add_subcommand(
+        parser.add_subparsers(dest="command"), open_database=lambda args: (db, lambda: None)
+    )
+
+    def invoke(*argv: str) -> tuple[int, str, str]:
+        args = parser.parse_args(["counters", *argv])
+        out, err = io.StringIO(), io.StringIO()
+        status = run(args, open_database=lambda _: (db, lambda: None), out=out, err=err)
+        assert args.func is not None
+        return status, out.getvalue(), err.getvalue()
+
+    return invoke
+
+
+def test_cli_list_show_set(mongoengine_db: Any) -> None:
+    cli = _cli(mongoengine_db)
+    assert cli("list") == (OK, "no counters\n", "")
+    status, out, _ = cli("set", "order.id", "100")
+    assert status == OK
+    assert "next value: 100" in out
+    status, out, _ = cli("list")
+    assert status == OK
+    assert out.splitlines()[0].split() == [
+        "counter",
+        "scope",
+        "next",
+        "value",
+        "shards",
+        "headroom",
+        "problem",
+    ]
+    assert out.splitlines()[2].split()[:2] == ["order.id", "100"]
+    status, out, _ = cli("show", "order.id", "--digits", "4")
+    assert status == OK
+    assert "headroom:   9,900 values before exhaustion" in out
+    status, _, err = cli("set", "order.id", "5")
+    assert status == FAILED
+    assert "moving it down can hand values out twice" in err
+    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "order.id"})["next"] == 99
+    assert cli("set", "order.id", "5", "--force")[0] == OK
+    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "order.id"})["next"] == 4
+    status, _, err = cli("show", "nothing")
+    assert status == FAILED
+    assert "no counter 'nothing'" in err
+
+
+def test_cli_handler_is_registered_with_the_parser(mongoengine_db: Any) -> None:
+    parser = argparse.ArgumentParser(prog="mongoengine-ids")
+    add_subcommand(
+        parser.add_subparsers(dest="command"),
+        open_database=lambda args: (mongoengine_db, lambda: None),
+    )
+    args = parser.parse_args(["counters", "set", "x", "7"])
+    assert args.func(args) == OK
+    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "x"}) == {"_id": "x", "next": 6}
+
+
+def test_cli_reports_a_database_error_in_one_line() -> None:
+    import pymongo.errors
+
+    class Unreachable:
+        name = "shop"
+
+        def get_collection(self, *args: Any, **kwargs: Any) -> Any:
+            raise pymongo.errors.ServerSelectionTimeoutError("localhost:1: connection refused")
+
+    cli = _cli(Unreachable())
+    status, out, err = cli("list")
+    assert status == FAILED
+    assert out == ""
+    assert err == (
+        "mongoengine-ids counters list: ServerSelectionTimeoutError: "
+        "localhost:1: connection refused\n"
+    )

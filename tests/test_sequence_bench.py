@@ -1,0 +1,52 @@
+"""The ``sequence`` benchmark group runs, and its latency wrapper counts and waits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mongoengine_ids.bench import sequence as bench
+from mongoengine_ids.bench.sequence import CountingLatency, latency_database
+from mongoengine_ids.sequence import DEFAULT_COLLECTION, Sequence
+
+
+def test_quick_run_returns_every_row() -> None:
+    rows = bench.run(quick=True, uri=None)
+    assert [(row.name, row.baseline) for row in rows] == bench.expected_rows()
+    assert all(row.group == "sequence" and row.seconds > 0 for row in rows)
+    judged = {(row.name, row.baseline): row.target for row in rows if row.target}
+    assert judged == {
+        (bench.HANDOUT, None): "<= 200 ns",
+        (bench.ACQUIRE_OURS, bench.ACQUIRE_THEIRS): "<= 0.01x",
+        (bench.SAVE_OURS, bench.SAVE_THEIRS): "<= 0.56x",
+        (bench.INSERT_OURS, bench.INSERT_THEIRS): "<= 0.05x",
+        (bench.SAVE_OURS, bench.SAVE_OBJECT_ID): "<= 1.20x",
+    }
+
+
+def test_latency_wrapper_waits_before_every_call_and_counts_them() -> None:
+    waits: list[float] = []
+    hook = CountingLatency(0.001, sleep=waits.append)
+    with latency_database(hook) as db:
+        sequence = Sequence("wrapped", database=db, batch_size=10)
+        assert sequence.next_values(25) == list(range(1, 26))
+        # Creation: a missed $inc, a find_one, the insert; then one $inc of 30 values.
+        assert hook.count(DEFAULT_COLLECTION) == 4
+        assert waits == [0.001] * 4
+        db["other"].insert_one({"x": 1})
+        assert hook.count("other") == 1
+
+
+def test_latency_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="latency=-1 must be >= 0"):
+        CountingLatency(-1)
+
+
+def test_database_is_left_disconnected(mongoengine_db: Any) -> None:
+    import mongoengine
+
+    with latency_database(CountingLatency(0)):
+        pass
+    with pytest.raises(mongoengine.connection.ConnectionFailure):
+        mongoengine.get_db(bench.BENCH_ALIAS)
