@@ -21,6 +21,7 @@ and are inherited by its subclasses.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -34,7 +35,7 @@ from mongoengine.document import Document
 from mongoengine.errors import BulkWriteError, NotUniqueError, OperationError
 from mongoengine.queryset import QuerySet
 
-from .errors import BulkNotUniqueError
+from .errors import BulkNotUniqueError, MongoEngineIdsError
 
 if TYPE_CHECKING:
     from pymongo.database import Database
@@ -329,6 +330,14 @@ class GeneratingQuerySetMixin:
 
     Otherwise MongoEngine's ``QuerySet.insert``: signals, ``load_bulk``, the same errors (with the
     pymongo error kept as ``__cause__``). Documents are inserted, never replaced.
+
+    When a value the batch generated belongs to a field that retries collisions
+    (``collision_retries > 0``), the batch is inserted with ``ordered=False``: the documents
+    whose write error that field's :meth:`~GeneratedField.is_collision` claims get a fresh value
+    of that field only and are inserted again, up to ``collision_retries`` times each. Every
+    other document is written once. If some documents still cannot be written, the others are
+    in the database and :class:`PartialBulkInsertError` (or :class:`PartialBulkNotUniqueError`
+    when every failure is a duplicate key) lists the failed ones.
     """
 
     _document: ClassVar[type[Document]]
@@ -344,6 +353,25 @@ class GeneratingQuerySetMixin:
         write_concern: dict[str, Any] | None = None,
         signal_kwargs: dict[str, Any] | None = None,
     ) -> Any:
+        """Insert ``doc_or_docs``, generating the missing ids of the whole batch at once.
+
+        Args:
+            doc_or_docs: a document or an iterable of documents of this queryset's class.
+            load_bulk: return the documents reloaded from the database (else their ids).
+            write_concern: the write concern of the insert.
+            signal_kwargs: extra keyword arguments for the bulk-insert signals.
+
+        Returns:
+            The documents (or ids), in the order given; one if one document was given.
+
+        Raises:
+            OperationError: a document is of the wrong class or already saved.
+            NotUniqueError: a duplicate key (the only document, or an ordered batch).
+            PartialBulkNotUniqueError: some documents of a retrying batch hit duplicate keys
+                that cannot be retried, or ran out of retries; the others were inserted.
+            PartialBulkInsertError: likewise, with at least one failure of another kind.
+            BulkWriteError: an ordered batch failed, or a write concern was not satisfied.
+        """
         return_one = isinstance(doc_or_docs, BaseDocument)
         docs: list[Document] = [doc_or_docs] if return_one else list(doc_or_docs)
         for doc in docs:
@@ -361,14 +389,17 @@ class GeneratingQuerySetMixin:
         generated = _generate_batch(context, docs)
         token = _active.set(context)
         try:
-            raw = [doc.to_mongo() for doc in docs]
-            ids = _insert_raw(collection, raw, write_concern or {}, ordered=self.insert_ordered)
-        except BaseException as error:
-            written = _inserted_count(error)
-            for position, doc, name in generated:
-                if position >= written:  # not written: as it was before insert()
-                    doc._data[name] = None
-            raise
+            if _retries_collisions(generated):
+                ids = _insert_retrying(context, collection, docs, generated, write_concern or {})
+            else:
+                ids = _insert_once(
+                    context,
+                    collection,
+                    docs,
+                    generated,
+                    write_concern or {},
+                    ordered=self.insert_ordered,
+                )
         finally:
             _active.reset(token)
 
@@ -384,6 +415,258 @@ class GeneratingQuerySetMixin:
             self._document, documents=results, loaded=True, **signal_kwargs
         )
         return results[0] if return_one else results
+
+
+class PartialBulkInsertError(MongoEngineIdsError, BulkWriteError):  # type: ignore[misc]
+    """Some documents of a bulk insert were not written; all the others were.
+
+    Attributes:
+        failed: (position in the batch, document, error) for each document not written; the
+            document's generated values are cleared, as before ``insert()``.
+        inserted: the documents that were written, in batch order (their pk is set).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        failed: list[tuple[int, Document, Exception]],
+        inserted: list[Document],
+    ) -> None:
+        super().__init__(message)
+        self.failed = failed
+        self.inserted = inserted
+
+
+class PartialBulkNotUniqueError(PartialBulkInsertError, BulkNotUniqueError):
+    """A :class:`PartialBulkInsertError` where every failure is a duplicate key (or a
+    :class:`~mongoengine_ids.errors.RetriesExhaustedError`): also a ``NotUniqueError``."""
+
+
+#: Failed documents named in a partial-insert message; the rest are in ``failed``.
+_SHOWN_FAILURES = 10
+
+_logger = logging.getLogger(__name__)
+
+
+def _retries_collisions(generated: list[tuple[int, Document, str]]) -> bool:
+    """Whether a value the batch generated belongs to a field that retries collisions."""
+    for _, doc, name in generated:
+        field = type(doc)._fields.get(name)
+        if isinstance(field, GeneratedField) and field.collision_retries > 0:
+            return True
+    return False
+
+
+def _insert_once(
+    context: WriteContext,
+    collection: Any,
+    docs: list[Document],
+    generated: list[tuple[int, Document, str]],
+    write_concern: dict[str, Any],
+    *,
+    ordered: bool,
+) -> list[Any]:
+    """One ``insert_many`` (MongoEngine's behaviour); unwritten documents are put back."""
+    try:
+        raw = [doc.to_mongo() for doc in docs]
+        return _insert_raw(collection, raw, write_concern, ordered=ordered)
+    except BaseException as error:
+        written = _inserted_count(error)
+        _unwind(context, docs, generated, range(written, len(docs)))
+        raise
+
+
+def _insert_retrying(
+    context: WriteContext,
+    collection: Any,
+    docs: list[Document],
+    generated: list[tuple[int, Document, str]],
+    write_concern: dict[str, Any],
+) -> list[Any]:
+    """Insert unordered; re-insert, with a fresh value, the documents that collided on a
+    generated field that claims the collision. Returns the ``_id`` of every document."""
+    names_of: dict[int, set[str]] = {}
+    for position, _, name in generated:
+        names_of.setdefault(position, set()).add(name)
+    failed: dict[int, Exception] = {}
+    taken: set[tuple[int, str]] = set()  # (position, field): the value collided, it is in use
+    attempts: dict[tuple[int, str], int] = {}
+    concern_errors: list[Any] = []
+    pending: list[int] = list(range(len(docs)))
+    try:
+        raw = [doc.to_mongo() for doc in docs]
+        while pending:
+            write_errors, concern = _insert_unordered(
+                collection, [raw[position] for position in pending], write_concern
+            )
+            concern_errors.extend(concern)
+            retry: dict[int, tuple[str, GeneratedField, list[int]]] = {}
+            for index, write_error in write_errors:
+                position = pending[index]
+                doc = docs[position]
+                error = _write_error(write_error)
+                culprit = _bulk_culprit(error, doc, names_of.get(position, set()))
+                if culprit is None:
+                    failed[position] = error
+                    continue
+                name, field = culprit
+                count = attempts.get((position, name), 1)
+                if count > field.collision_retries:
+                    taken.add((position, name))
+                    exhausted = field.retries_exhausted(error, doc, count)
+                    exhausted.__cause__ = error
+                    failed[position] = exhausted
+                    continue
+                attempts[(position, name)] = count + 1
+                retry.setdefault(id(field), (name, field, []))[2].append(position)
+            again: set[int] = set()
+            for name, field, positions in retry.values():
+                # Only this field of only these documents: the others keep what they were given.
+                batch = [docs[position] for position in positions]
+                retry_context = WriteContext(context.document_class, batch, context._database)
+                values = field.new_values(retry_context, len(positions))
+                for position, value in zip(positions, values, strict=True):
+                    docs[position]._data[name] = value
+                again.update(positions)
+            pending = sorted(again)
+            for position in pending:
+                raw[position] = docs[position].to_mongo()
+    except BaseException:
+        # Pending documents were not written (or their fate is unknown: not released then).
+        _unwind(context, docs, generated, failed, taken)
+        _unwind(context, docs, generated, pending, release=False)
+        raise
+    if failed:
+        _unwind(context, docs, generated, failed, taken)
+        inserted = [position for position in range(len(docs)) if position not in failed]
+        for position in inserted:
+            docs[position].pk = raw[position]["_id"]
+        if len(docs) == 1:
+            raise failed[0]
+        raise _partial_error(docs, failed, inserted, concern_errors)
+    if concern_errors:
+        raise BulkWriteError(f"Bulk write error: ({{'writeConcernErrors': {concern_errors!r}}})")
+    return [raw[position]["_id"] for position in range(len(docs))]
+
+
+def _bulk_culprit(
+    error: Exception, doc: Document, generated_names: set[str]
+) -> tuple[str, GeneratedField] | None:
+    """The generated field of ``doc`` that claims ``error`` as its collision, if any."""
+    if not isinstance(error, NotUniqueError):
+        return None
+    for name, field in generated_fields(type(doc)):
+        if (
+            name in generated_names
+            and field.collision_retries > 0
+            and field.is_collision(error, doc)
+        ):
+            return name, field
+    return None
+
+
+def _insert_unordered(
+    collection: Any, raw: list[Any], write_concern: dict[str, Any]
+) -> tuple[list[tuple[int, dict[str, Any]]], list[Any]]:
+    """``insert_many(ordered=False)``; returns (index in ``raw``, write error) pairs and the
+    write concern errors. pymongo sets ``_id`` in each raw document it sends."""
+    from mongoengine.context_managers import set_write_concern
+
+    with set_write_concern(collection, write_concern) as target:
+        try:
+            target.insert_many(raw, ordered=False)
+        except pymongo.errors.BulkWriteError as err:
+            details = err.details
+            write_errors = [(int(e["index"]), e) for e in details.get("writeErrors", [])]
+            return write_errors, list(details.get("writeConcernErrors", []))
+        except pymongo.errors.OperationFailure as err:
+            raise OperationError(f"Could not save document ({err})") from err
+    return [], []
+
+
+def _write_error(write_error: dict[str, Any]) -> Exception:
+    """One document's write error as the exception MongoEngine raises for it.
+
+    A duplicate key becomes ``NotUniqueError`` whose ``__cause__`` is a ``DuplicateKeyError``
+    carrying the write error as ``details`` (``keyPattern``/``keyValue`` on a real server), as
+    ``save()`` would have raised it: ``is_collision`` reads both the same way.
+    """
+    code = write_error.get("code")
+    message = str(write_error.get("errmsg", ""))
+    error: Exception
+    cause: Exception
+    if code in _DUPLICATE_KEY_CODES:
+        cause = pymongo.errors.DuplicateKeyError(message, code, write_error)
+        error = NotUniqueError(f"Tried to save duplicate unique keys ({message})")
+    else:
+        cause = pymongo.errors.WriteError(message, code, write_error)
+        error = OperationError(f"Could not save document ({message})")
+    error.__cause__ = cause
+    return error
+
+
+def _unwind(
+    context: WriteContext,
+    docs: Sequence[Document],
+    generated: list[tuple[int, Document, str]],
+    positions: Iterable[int],
+    taken: set[tuple[int, str]] | None = None,
+    *,
+    release: bool = True,
+) -> None:
+    """Put the unwritten documents at ``positions`` back as before ``insert()``.
+
+    Their generated values are cleared, and each field is given the values of these documents
+    it may release (generated or assigned; not those in ``taken``).
+    """
+    unwritten = set(positions)
+    if not unwritten:
+        return
+    to_release: dict[int, tuple[GeneratedField, list[Any]]] = {}
+    if release:
+        for position in sorted(unwritten):
+            doc = docs[position]
+            for name, field in generated_fields(type(doc)):
+                value = doc._data.get(name)
+                if value is not None and (taken is None or (position, name) not in taken):
+                    to_release.setdefault(id(field), (field, []))[1].append(value)
+    for position, doc, name in generated:
+        if position in unwritten:
+            doc._data[name] = None
+    for field, values in to_release.values():
+        try:
+            field.release_values(context, values)
+        except Exception:  # a failed release must not hide why the insert failed
+            _logger.warning("could not release values of %s", field.name, exc_info=True)
+
+
+def _partial_error(
+    docs: Sequence[Document],
+    failed: dict[int, Exception],
+    inserted: list[int],
+    concern_errors: list[Any],
+) -> PartialBulkInsertError:
+    shown = "; ".join(
+        f"#{position}: {failed[position]}" for position in sorted(failed)[:_SHOWN_FAILURES]
+    )
+    if len(failed) > _SHOWN_FAILURES:
+        shown += f"; and {len(failed) - _SHOWN_FAILURES} more (see .failed)"
+    message = (
+        f"{len(failed)} of {len(docs)} documents were not inserted (the other "
+        f"{len(inserted)} were): {shown}"
+    )
+    if concern_errors:
+        message += f"; write concern errors: {concern_errors!r}"
+    klass = (
+        PartialBulkNotUniqueError
+        if all(isinstance(error, NotUniqueError) for error in failed.values())
+        else PartialBulkInsertError
+    )
+    return klass(
+        message,
+        [(position, docs[position], failed[position]) for position in sorted(failed)],
+        [docs[position] for position in inserted],
+    )
 
 
 def _generate_batch(

@@ -11,8 +11,8 @@ Rows (names are stable; the tests look for them), for each fill f in 0%, 1%, 10%
   ``f / (1 - f)`` in the note.
 
 The space holds :attr:`_Counts.space` values; a fill is made by inserting that share of them
-before timing. Each trial deletes what it inserted (untimed), so the fill is the same in every
-round; the expected retries account for the documents a trial adds while it runs.
+before timing. Each saved document is deleted again right after its (timed) save, untimed, so
+every save meets exactly that fill and expects ``f / (1 - f)`` retries.
 """
 
 from __future__ import annotations
@@ -114,43 +114,36 @@ def _prefill(model: type[Document], taken: list[int]) -> None:
         collection.insert_many([{"code": value, "name": "prefill"} for value in taken])
 
 
+def _timed_saves(model: type[Document], documents: list[Document]) -> float:
+    """Save each document, timing the save only; delete it again (untimed) so that the fill
+    every save meets is exactly the prefill."""
+    collection = model._get_collection()
+    elapsed = 0.0
+    for document in documents:
+        start = perf_counter()
+        document.save()
+        elapsed += perf_counter() - start
+        collection.delete_one({"_id": document.pk})
+    return elapsed
+
+
 def _assigned_trial(model: type[Document], free: list[int]) -> Trial:
     def trial(n: int) -> float:
-        documents = [model(code=value, name="bench") for value in free[:n]]
-        start = perf_counter()
-        for document in documents:
-            document.save()
-        elapsed = perf_counter() - start
-        model._get_collection().delete_many({"name": "bench"})
-        return elapsed
+        return _timed_saves(model, [model(code=value, name="bench") for value in free[:n]])
 
     return trial
 
 
 def _random_trial(model: type[Document]) -> Trial:
     def trial(n: int) -> float:
-        documents = [model(name="bench") for _ in range(n)]
-        start = perf_counter()
-        for document in documents:
-            document.save()
-        elapsed = perf_counter() - start
-        model._get_collection().delete_many({"name": "bench"})
-        return elapsed
+        return _timed_saves(model, [model(name="bench") for _ in range(n)])
 
     return trial
 
 
-def expected_retries(space: int, taken: int, inserts: int) -> float:
-    """Mean retries per insert when ``inserts`` documents join ``taken`` in a ``space``.
-
-    Insert ``i`` meets a fill ``f_i = (taken + i) / space``; its attempts are geometric, so it
-    expects ``f_i / (1 - f_i)`` retries.
-    """
-    total = 0.0
-    for i in range(inserts):
-        fill = (taken + i) / space
-        total += fill / (1 - fill)
-    return total / inserts
+def expected_retries(fill: float) -> float:
+    """Mean retries per insert at ``fill``: attempts are geometric, ``f / (1 - f)``."""
+    return fill / (1 - fill)
 
 
 def _one_fill(fill: float, counts: _Counts, label: str) -> list[Result]:
@@ -175,7 +168,7 @@ def _one_fill(fill: float, counts: _Counts, label: str) -> list[Result]:
     stats = field.stats()
     inserts = stats.attempts - stats.collisions
     measured = stats.collisions / inserts if inserts else 0.0
-    expected = expected_retries(counts.space, taken_count, counts.number)
+    expected = expected_retries(taken_count / counts.space)
     note = (
         f"{label}; retries/insert {measured:.4f} measured, {expected:.4f} expected f/(1-f); "
         f"median of {counts.rounds} rounds x {counts.number:,}"

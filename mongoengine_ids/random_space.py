@@ -1,0 +1,405 @@
+"""Value spaces of :class:`~mongoengine_ids.RandomUniqueField`: what a random id can look like.
+
+A space numbers its values ``0 .. size - 1`` and turns an index into a value, so one
+``randbelow(size)`` call makes one candidate: uniform over the space, and trivially scripted in
+tests (inject a callable that returns the indexes you want).
+
+* :class:`IntegerSpace`: integers from ``min_value`` to ``max_value`` (or exactly ``digits``
+  decimal digits), optionally ending in a Luhn check digit.
+* :class:`StringSpace`: an optional prefix, then ``length`` characters over an alphabet
+  (decimal, Crockford base32, base62 or one supplied), optionally the last one a Luhn mod N
+  check character.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, Protocol, cast, runtime_checkable
+
+# -- constants (candidates for mongoengine_ids.constants) ---------------------------------------
+
+DECIMAL: Final = "0123456789"
+#: Crockford's base32: no I, L, O, U (read as 1, 1, 0 and avoided), so ids survive being read
+#: aloud and typed back.
+CROCKFORD32: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+BASE62: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+#: The alphabets known by name.
+ALPHABETS: Final[dict[str, str]] = {
+    "decimal": DECIMAL,
+    "crockford32": CROCKFORD32,
+    "base62": BASE62,
+}
+
+#: BSON stores integers as signed 64-bit (int64); a larger Python int cannot be written.
+INT64_MIN: Final = -(1 << 63)
+INT64_MAX: Final = (1 << 63) - 1
+#: 10**18 - 1 is the widest all-nines value below INT64_MAX (about 9.22e18).
+MAX_DIGITS: Final = 18
+
+#: Crockford decoding: lower case is accepted, and the look-alikes read as the digit.
+_CROCKFORD_READ: Final = str.maketrans("ILO", "110")
+
+
+class RandBelow(Protocol):
+    """An object with ``randbelow(n)``, like :mod:`secrets` or ``random.SystemRandom``-based."""
+
+    def randbelow(self, n: int, /) -> int:
+        """A uniformly random integer ``0 <= r < n``."""
+        ...
+
+
+#: Where randomness comes from: ``randbelow(n)`` as a function, or an object that has it.
+Randomness = Callable[[int], int] | RandBelow
+
+
+@runtime_checkable
+class ValueSpace(Protocol):
+    """A finite set of id values numbered ``0 .. size - 1``."""
+
+    @property
+    def size(self) -> int:
+        """How many distinct values the space holds."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """What the values look like, in words (used in error messages)."""
+        ...
+
+    def value(self, index: int) -> Any:
+        """The value numbered ``index`` (``0 <= index < size``), in stored form."""
+        ...
+
+    def coerce(self, value: Any) -> Any:
+        """A loosely typed value in canonical form, or ``value`` unchanged if it is junk."""
+        ...
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not in the space, or None if it is."""
+        ...
+
+
+# -- Luhn ---------------------------------------------------------------------------------------
+
+
+def luhn_check_index(codes: list[int], base: int) -> int:
+    """The Luhn mod N check character (as an index into the alphabet) for ``codes``.
+
+    For ``base=10`` this is the ordinary Luhn check digit of card numbers. For an even ``base``
+    it catches every single-character error and most swaps of adjacent characters (for an odd
+    one the doubling step is not a permutation, so :class:`StringSpace` refuses it).
+
+    Args:
+        codes: the payload, each character as its index in the alphabet.
+        base: the size of the alphabet.
+
+    Returns:
+        The index of the check character, ``0 <= index < base``.
+    """
+    total = 0
+    factor = 2  # the rightmost payload character is doubled: the check character follows it
+    for code in reversed(codes):
+        addend = factor * code
+        total += addend // base + addend % base
+        factor = 3 - factor
+    return (base - total % base) % base
+
+
+def luhn_valid(codes: list[int], base: int) -> bool:
+    """Whether ``codes`` (payload then check character, as alphabet indexes) pass Luhn mod N."""
+    if not codes:
+        return False
+    return luhn_check_index(codes[:-1], base) == codes[-1]
+
+
+def _digits_of(number: int) -> list[int]:
+    return [int(char) for char in str(number)]
+
+
+# -- integer space ------------------------------------------------------------------------------
+
+
+class IntegerSpace:
+    """Integers from ``min_value`` to ``max_value`` inclusive, optionally Luhn-checked.
+
+    Args:
+        min_value: the smallest value (without check digit: the smallest payload).
+        max_value: the largest value (likewise).
+        luhn: append a Luhn check digit (``value = payload * 10 + check``); payloads must then
+            be non-negative.
+
+    Raises:
+        TypeError: a bound is not an int.
+        ValueError: ``min_value > max_value``, a value would not fit BSON's int64, or a
+            negative payload with ``luhn``.
+    """
+
+    __slots__ = ("_description", "_luhn", "_max", "_min", "_size")
+
+    def __init__(self, min_value: int, max_value: int, *, luhn: bool = False) -> None:
+        for name, bound in (("min_value", min_value), ("max_value", max_value)):
+            if not isinstance(bound, int) or isinstance(bound, bool):
+                raise TypeError(f"{name} must be an int, not {bound!r}")
+        if min_value > max_value:
+            raise ValueError(
+                f"min_value={min_value!r} is above max_value={max_value!r}: "
+                "expected min_value <= max_value"
+            )
+        top = max_value * 10 + 9 if luhn else max_value
+        if min_value < INT64_MIN or top > INT64_MAX:
+            raise ValueError(
+                f"min_value={min_value!r}, max_value={max_value!r} (luhn={luhn!r}) do not fit "
+                f"BSON's signed 64-bit integer: expected values from {INT64_MIN} to {INT64_MAX}"
+            )
+        if luhn and min_value < 0:
+            raise ValueError(
+                f"min_value={min_value!r} is negative: a Luhn check digit needs payloads >= 0"
+            )
+        self._min = min_value
+        self._max = max_value
+        self._luhn = luhn
+        self._size = max_value - min_value + 1
+        shown = f"integers from {min_value} to {max_value}"
+        if luhn:
+            shown = (
+                f"integers made of a payload from {min_value} to {max_value} "
+                "followed by its Luhn check digit"
+            )
+        self._description = shown
+
+    @classmethod
+    def of_digits(cls, digits: int, *, luhn: bool = False) -> IntegerSpace:
+        """Positive integers of exactly ``digits`` decimal digits (check digit included).
+
+        ``digits=1`` is 1 to 9, ``digits=6`` is 100000 to 999999: no value has a leading zero,
+        so every value prints with exactly ``digits`` digits.
+
+        Raises:
+            TypeError: ``digits`` is not an int.
+            ValueError: ``digits`` is below 1 (2 with ``luhn``) or above 18.
+        """
+        if not isinstance(digits, int) or isinstance(digits, bool):
+            raise TypeError(f"digits must be an int, not {digits!r}")
+        lowest = 2 if luhn else 1
+        if not lowest <= digits <= MAX_DIGITS:
+            raise ValueError(
+                f"digits={digits!r} is out of range: expected {lowest} to {MAX_DIGITS}"
+                + (" (one digit is the Luhn check digit)" if luhn else "")
+            )
+        payload = digits - 1 if luhn else digits
+        return cls(10 ** (payload - 1), 10**payload - 1, luhn=luhn)
+
+    @property
+    def size(self) -> int:
+        """How many values the space holds."""
+        return self._size
+
+    @property
+    def description(self) -> str:
+        """The values in words."""
+        return self._description
+
+    @property
+    def luhn(self) -> bool:
+        """Whether the last digit is a Luhn check digit."""
+        return self._luhn
+
+    def value(self, index: int) -> int:
+        """The value numbered ``index``."""
+        payload = self._min + index
+        if not self._luhn:
+            return payload
+        return payload * 10 + luhn_check_index(_digits_of(payload), 10)
+
+    def coerce(self, value: Any) -> Any:
+        """An int (bools excluded) as is; an all-digit string as its int; anything else as is."""
+        if type(value) is int:
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+        return value
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not in the space, or None."""
+        if not isinstance(value, int) or isinstance(value, bool):
+            return "not an int"
+        payload = value
+        if self._luhn:
+            if value < 0 or not luhn_valid(_digits_of(value), 10):
+                return "its last digit is not the Luhn check digit"
+            payload = value // 10
+        if not self._min <= payload <= self._max:
+            return "out of range"
+        return None
+
+
+# -- string space -------------------------------------------------------------------------------
+
+
+class StringSpace:
+    """``prefix`` + ``length`` characters over ``alphabet``, the last one optionally a check.
+
+    Args:
+        length: characters after the prefix, the check character included.
+        alphabet: ``"decimal"``, ``"crockford32"``, ``"base62"``, or the characters themselves
+            (at least 2, all distinct).
+        prefix: text in front of every value (not random, not part of the check).
+        luhn: make the last character a Luhn mod N check character over the alphabet.
+
+    Raises:
+        TypeError: an argument has the wrong type.
+        ValueError: ``length`` is below 1 (2 with ``luhn``), the alphabet is unknown, too short
+            or repeats a character, or ``luhn`` with an odd number of characters.
+    """
+
+    __slots__ = (
+        "_alphabet",
+        "_base",
+        "_crockford",
+        "_description",
+        "_index",
+        "_length",
+        "_luhn",
+        "_prefix",
+        "_random_length",
+        "_size",
+    )
+
+    def __init__(
+        self, length: int, alphabet: str = "crockford32", *, prefix: str = "", luhn: bool = False
+    ) -> None:
+        if not isinstance(length, int) or isinstance(length, bool):
+            raise TypeError(f"length must be an int, not {length!r}")
+        if not isinstance(alphabet, str):
+            raise TypeError(f"alphabet must be a str, not {alphabet!r}")
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a str, not {prefix!r}")
+        lowest = 2 if luhn else 1
+        if length < lowest:
+            raise ValueError(
+                f"length={length!r} is too short: expected at least {lowest}"
+                + (" (one character is the Luhn check)" if luhn else "")
+            )
+        chars = ALPHABETS.get(alphabet, alphabet)
+        if len(chars) < 2 or len(set(chars)) != len(chars):
+            raise ValueError(
+                f"alphabet={alphabet!r} is not usable: expected one of "
+                f"{', '.join(map(repr, ALPHABETS))} or at least 2 distinct characters"
+            )
+        if luhn and len(chars) % 2:
+            # Doubling then summing the base-N digits permutes the characters only for an even
+            # N: with 7 characters, 1 and 4 both become 2, and swapping them goes unnoticed.
+            raise ValueError(
+                f"alphabet={alphabet!r} has {len(chars)} characters: luhn=True needs an even "
+                "number of characters (Luhn mod N catches every single error only then)"
+            )
+        self._alphabet = chars
+        self._base = len(chars)
+        self._index = {char: position for position, char in enumerate(chars)}
+        self._crockford = chars == CROCKFORD32
+        self._length = length
+        self._luhn = luhn
+        self._prefix = prefix
+        self._random_length = length - 1 if luhn else length
+        self._size: int = self._base**self._random_length
+        name = next((key for key, known in ALPHABETS.items() if known == chars), repr(chars))
+        lead = f"{prefix!r} followed by " if prefix else ""
+        check = ", the last a Luhn check character" if luhn else ""
+        self._description = f"strings of {lead}{length} characters over {name}{check}"
+
+    @property
+    def size(self) -> int:
+        """How many values the space holds."""
+        return self._size
+
+    @property
+    def description(self) -> str:
+        """The values in words."""
+        return self._description
+
+    @property
+    def alphabet(self) -> str:
+        """The characters a value is made of (after the prefix)."""
+        return self._alphabet
+
+    @property
+    def prefix(self) -> str:
+        """The fixed text in front of every value."""
+        return self._prefix
+
+    def value(self, index: int) -> str:
+        """The value numbered ``index``: its base-N digits, most significant first."""
+        base = self._base
+        codes = [0] * self._random_length
+        for position in range(self._random_length - 1, -1, -1):
+            index, codes[position] = divmod(index, base)
+        if self._luhn:
+            codes.append(luhn_check_index(codes, base))
+        alphabet = self._alphabet
+        return self._prefix + "".join([alphabet[code] for code in codes])
+
+    def coerce(self, value: Any) -> Any:
+        """Crockford text read leniently (lower case, I/L as 1, O as 0); anything else as is."""
+        if not self._crockford or not isinstance(value, str):
+            return value
+        prefix = self._prefix
+        if not value.startswith(prefix):
+            return value
+        body = value[len(prefix) :]
+        canonical = body.upper().translate(_CROCKFORD_READ)
+        return value if canonical == body else prefix + canonical
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not in the space, or None."""
+        if not isinstance(value, str):
+            return "not a str"
+        if not value.startswith(self._prefix):
+            return f"it does not start with {self._prefix!r}"
+        body = value[len(self._prefix) :]
+        if len(body) != self._length:
+            return f"it has {len(body)} characters after the prefix, not {self._length}"
+        index = self._index
+        bad = sorted({char for char in body if char not in index})
+        if bad:
+            return f"{''.join(bad)!r} not in the alphabet"
+        if self._luhn and not luhn_valid([index[char] for char in body], self._base):
+            return "its last character is not the Luhn check character"
+        return None
+
+
+def randbelow_of(source: Randomness | None) -> Callable[[int], int]:
+    """``source`` as a ``randbelow(n)`` function; None is :func:`secrets.randbelow`.
+
+    Raises:
+        TypeError: ``source`` is neither callable nor has a ``randbelow`` method.
+    """
+    if source is None:
+        import secrets
+
+        return secrets.randbelow
+    method = getattr(source, "randbelow", None)
+    if callable(method):
+        return cast(Callable[[int], int], method)
+    if callable(source):
+        return source
+    raise TypeError(
+        f"rng={source!r} is not a source of randomness: expected a callable randbelow(n) -> int "
+        "or an object with a randbelow(n) method (e.g. the secrets module)"
+    )
+
+
+__all__ = [
+    "ALPHABETS",
+    "BASE62",
+    "CROCKFORD32",
+    "DECIMAL",
+    "IntegerSpace",
+    "RandBelow",
+    "Randomness",
+    "StringSpace",
+    "ValueSpace",
+    "luhn_check_index",
+    "luhn_valid",
+    "randbelow_of",
+]

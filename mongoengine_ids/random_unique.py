@@ -1,0 +1,791 @@
+"""``RandomUniqueField``: a random id from a fixed space, retried when it is already taken.
+
+**Guarantee: two documents never get the same value. The unique index (or, on a sharded
+collection, the proxy collection) is what decides; the field only draws candidates and retries
+the write when the index says the candidate was taken.**
+
+The strategy is the articles' "randomly choose a unique identifier and retry if it is already
+assigned" (``shared/seeds/001_...``). What this module adds to the naive loop:
+
+* the unique index is declared by the field, created on first use, and its absence is an error
+  on the first write when ``meta['auto_create_index']`` is off (without it, collisions would be
+  written silently);
+* a duplicate-key error is retried only when it was *this* field's index that collided (the
+  server's ``keyPattern``, then the index name in the message, then a probe query); a collision
+  on any other unique index raises at once;
+* retries are bounded (:data:`DEFAULT_MAX_RETRIES`, justified in ``docs/random-unique.md``), and
+  the observed collision rate is watched: a warning is logged when it says the space is filling;
+* ``reserve_in="<collection>"`` reserves each candidate in a proxy collection keyed by ``_id``
+  first, for sharded collections where the unique index cannot be enforced; a failed write
+  releases its reservation.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import logging
+import re
+import threading
+from collections.abc import Iterable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pymongo
+import pymongo.errors
+from mongoengine.base import BaseDocument
+from mongoengine.document import Document
+from mongoengine.errors import NotUniqueError, OperationError
+from pymongo.write_concern import WriteConcern
+
+from .errors import MongoEngineIdsError, RetriesExhaustedError
+from .random_space import IntegerSpace, Randomness, StringSpace, ValueSpace, randbelow_of
+from .writepath import GeneratedField, WriteContext, current_write, on_reset
+
+logger = logging.getLogger(__name__)
+
+# -- limits (candidates for mongoengine_ids.constants) ------------------------------------------
+
+#: Retries after the first attempt. A write fails only if 1 + max_retries candidates in a row
+#: are taken: probability f ** (1 + max_retries) at fill f. 16 keeps that below 1e-5 at half
+#: full (0.5 ** 17 = 7.6e-6), where each insert already costs one retry on average, and at
+#: 1e-17 at 10% full; at 90% full a fifth of inserts fail (0.9 ** 17 = 0.17), which is the
+#: signal to widen the space. See docs/random-unique.md.
+DEFAULT_MAX_RETRIES: Final = 16
+
+#: Warn when more than this share of the recent attempts collided: the share estimates the
+#: fill f (a uniform draw hits a taken value with probability f).
+DEFAULT_WARN_COLLISION_RATE: Final = 0.01
+
+#: The window the rate is measured over: attempts before the counts restart, and the fewest
+#: attempts a warning is based on (fewer would make 1 collision in 50 look like 2%).
+STATS_WINDOW: Final = 1_000
+STATS_MIN_ATTEMPTS: Final = 100
+
+#: Reservations in the proxy collection must survive a failover: a rolled-back reservation
+#: would let the same value be handed out twice, and the sharded collection behind the proxy
+#: has no unique index to catch it.
+RESERVE_WRITE_CONCERN: Final = WriteConcern("majority")
+
+_DUPLICATE_KEY_CODES: Final = (11000, 11001)
+#: ``... index: code_1 dup key: ...`` (4.2+) or ``... index: db.coll.$code_1 dup key: ...``.
+_INDEX_IN_MESSAGE: Final = re.compile(r"index: (?P<name>\S+) dup key")
+_ID_INDEX: Final = "_id_"
+
+
+class UniqueIndexMissingError(MongoEngineIdsError, OperationError):  # type: ignore[misc]
+    """A random field's unique index does not exist and may not be created automatically."""
+
+
+# -- statistics ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RandomFieldStats:
+    """What a :class:`RandomUniqueField` has seen in this process.
+
+    Attributes:
+        attempts: candidate values tried (each write of a drawn value, each reservation).
+        collisions: attempts whose value was already taken.
+        exhausted: writes that gave up after ``1 + max_retries`` collisions in a row.
+    """
+
+    attempts: int
+    collisions: int
+    exhausted: int
+
+    @property
+    def collision_rate(self) -> float:
+        """``collisions / attempts`` (0.0 before any attempt): an estimate of the fill."""
+        return self.collisions / self.attempts if self.attempts else 0.0
+
+
+class _Counters:
+    """Thread-safe counts, and the windowed rate that triggers the "space is filling" warning."""
+
+    __slots__ = (
+        "_lock",
+        "attempts",
+        "collisions",
+        "exhausted",
+        "warned",
+        "window_attempts",
+        "window_collisions",
+    )
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.attempts = 0
+        self.collisions = 0
+        self.exhausted = 0
+        self.window_attempts = 0
+        self.window_collisions = 0
+        self.warned = False
+
+    def record(self, attempts: int, collisions: int, threshold: float) -> tuple[int, int] | None:
+        """Count; return (window attempts, window collisions) when a warning is due."""
+        with self._lock:
+            self.attempts += attempts
+            self.collisions += collisions
+            self.window_attempts += attempts
+            self.window_collisions += collisions
+            due = None
+            if (
+                not self.warned
+                and self.window_attempts >= STATS_MIN_ATTEMPTS
+                and self.window_collisions > threshold * self.window_attempts
+            ):
+                self.warned = True
+                due = (self.window_attempts, self.window_collisions)
+            if self.window_attempts >= STATS_WINDOW:
+                self.window_attempts = self.window_collisions = 0
+                self.warned = False
+            return due
+
+    def count_exhausted(self) -> None:
+        with self._lock:
+            self.exhausted += 1
+
+    def snapshot(self) -> RandomFieldStats:
+        with self._lock:
+            return RandomFieldStats(self.attempts, self.collisions, self.exhausted)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.attempts = self.collisions = self.exhausted = 0
+            self.window_attempts = self.window_collisions = 0
+            self.warned = False
+
+
+# -- unique indexes seen, per collection --------------------------------------------------------
+
+_IndexKey = tuple[int, str, str, str]  # id(client), database, collection, db_field
+_index_lock = threading.Lock()
+_index_names: dict[_IndexKey, frozenset[str]] = {}
+
+
+@on_reset
+def _forget_indexes() -> None:
+    global _index_generation
+    with _index_lock:
+        _index_names.clear()
+        _index_generation += 1
+
+
+#: Bumped when the index cache is cleared: a field's remembered collection is then stale.
+_index_generation = 0
+
+
+def _unique_on(spec: dict[str, Any], db_field: str) -> bool:
+    """Whether an ``index_information()`` entry makes ``db_field`` unique on its own."""
+    keys = [key for key, _direction in spec.get("key", [])]
+    return bool(spec.get("unique")) and keys == [db_field] and "partialFilterExpression" not in spec
+
+
+# -- proxy reservations of one save() -----------------------------------------------------------
+
+
+class _ReleaseScope:
+    """The reservations made for one document's ``save()``, released if it fails."""
+
+    __slots__ = ("document", "held", "taken")
+
+    def __init__(self, document: BaseDocument) -> None:
+        self.document = document
+        self.held: list[tuple[Any, Any]] = []  # (proxy collection, stored value)
+        self.taken: set[Any] = set()
+
+    def release(self) -> None:
+        by_proxy: dict[int, tuple[Any, list[Any]]] = {}
+        for proxy, value in self.held:
+            if value not in self.taken:
+                by_proxy.setdefault(id(proxy), (proxy, []))[1].append(value)
+        self.held.clear()
+        for proxy, values in by_proxy.values():
+            _release(proxy, values)
+
+
+_scope: ContextVar[_ReleaseScope | None] = ContextVar("mongoengine_ids_reservations", default=None)
+_RELEASE_INSTALLED: Final = "_mongoengine_ids_release_installed"
+
+
+def _release(proxy: Any, values: list[Any]) -> None:
+    """Delete the reservations of ``values``: they were never written, so nobody else holds them."""
+    if values:
+        proxy.delete_many({"_id": {"$in": values}})
+
+
+def _install_release(owner: type[Document]) -> None:
+    """Wrap ``owner.save`` so that a failed save releases the reservations it made.
+
+    Outside the shared save wrapper (which retries): a reservation whose value collided in the
+    document collection stays (the value is taken), every other one of a failed save goes.
+    """
+    if any(_RELEASE_INSTALLED in vars(klass) for klass in owner.__mro__):
+        return
+    original = owner.save
+
+    @functools.wraps(original)
+    def save(self: Document, *args: Any, **kwargs: Any) -> Any:
+        scope = _ReleaseScope(self)
+        token = _scope.set(scope)
+        try:
+            return original(self, *args, **kwargs)
+        except BaseException:
+            scope.release()
+            raise
+        finally:
+            _scope.reset(token)
+
+    owner.save = save
+    setattr(owner, _RELEASE_INSTALLED, True)
+
+
+# -- the field ----------------------------------------------------------------------------------
+
+
+class RandomUniqueField(GeneratedField):
+    """A random id from a fixed space; a write that collides is retried with a fresh value.
+
+    Give exactly one value space: ``digits``, ``min_value`` and ``max_value``, ``length``
+    (with ``alphabet``, ``prefix``), or ``space``.
+
+    Args:
+        digits: positive integers of exactly this many decimal digits (1 to 18; with ``luhn``
+            the last one is the check digit).
+        min_value: the smallest integer (with ``max_value``).
+        max_value: the largest integer (with ``min_value``).
+        length: strings of this many characters after the prefix (check character included).
+        alphabet: the characters of a string id: ``"crockford32"`` (default), ``"decimal"``,
+            ``"base62"`` or the characters themselves.
+        prefix: fixed text in front of every string id.
+        luhn: end the id with a Luhn check digit (Luhn mod N over the alphabet for strings).
+        space: a :class:`~mongoengine_ids.random_space.ValueSpace` of your own.
+        rng: where randomness comes from: ``randbelow(n)`` as a function, or an object with a
+            ``randbelow`` method. Default :func:`secrets.randbelow`. Inject one in tests.
+        max_retries: writes retried with a fresh value after a collision on this field, per
+            document (default :data:`DEFAULT_MAX_RETRIES`). 0 means a collision raises
+            ``NotUniqueError`` at once.
+        reserve_in: name of a proxy collection (in the document's database) where each value is
+            reserved, keyed by ``_id``, before the document is written: for sharded collections
+            where a unique index on this field cannot be enforced. The field then declares no
+            unique index of its own.
+        warn_collision_rate: log a warning when more than this share of recent attempts
+            collided (default 1%).
+        **kwargs: any MongoEngine field option (``primary_key``, ``db_field``, ``sparse``, ...).
+
+    Raises:
+        TypeError: an argument has the wrong type.
+        ValueError: no value space or more than one, an invalid space, ``max_retries < 0``,
+            ``unique=False`` or ``unique_with`` without ``reserve_in``, a bad collection name.
+
+    Warning:
+        Without ``reserve_in``, uniqueness is only as good as the unique index: on a sharded
+        collection whose shard key is not a prefix of it, use ``reserve_in``.
+    """
+
+    def __init__(
+        self,
+        *,
+        digits: int | None = None,
+        min_value: int | None = None,
+        max_value: int | None = None,
+        length: int | None = None,
+        alphabet: str | None = None,
+        prefix: str | None = None,
+        luhn: bool = False,
+        space: ValueSpace | None = None,
+        rng: Randomness | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        reserve_in: str | None = None,
+        warn_collision_rate: float = DEFAULT_WARN_COLLISION_RATE,
+        **kwargs: Any,
+    ) -> None:
+        self._space: ValueSpace = _space_from(
+            digits=digits,
+            min_value=min_value,
+            max_value=max_value,
+            length=length,
+            alphabet=alphabet,
+            prefix=prefix,
+            luhn=luhn,
+            space=space,
+        )
+        self._randbelow = randbelow_of(rng)
+        if not isinstance(max_retries, int) or isinstance(max_retries, bool):
+            raise TypeError(f"max_retries must be an int, not {max_retries!r}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries={max_retries!r} is negative: expected 0 or more")
+        if not isinstance(warn_collision_rate, (int, float)) or isinstance(
+            warn_collision_rate, bool
+        ):
+            raise TypeError(f"warn_collision_rate must be a float, not {warn_collision_rate!r}")
+        if not 0 <= warn_collision_rate <= 1:
+            raise ValueError(
+                f"warn_collision_rate={warn_collision_rate!r} is not a share: expected 0 to 1"
+            )
+        if reserve_in is not None:
+            _check_collection_name(reserve_in)
+        if kwargs.get("unique_with"):
+            raise ValueError(
+                f"unique_with={kwargs['unique_with']!r} is not supported: a compound index "
+                "would not make the random value unique on its own"
+            )
+        if kwargs.get("primary_key"):
+            kwargs.setdefault("unique", False)  # the _id index is unique already
+        elif reserve_in is None:
+            if kwargs.get("unique", True) is not True:
+                raise ValueError(
+                    f"unique={kwargs['unique']!r}: a RandomUniqueField needs its unique index "
+                    "(to create it yourself, set meta['auto_create_index'] = False), or "
+                    "reserve_in='<collection>' where a unique index cannot be enforced"
+                )
+            kwargs["unique"] = True
+        self.max_retries = max_retries
+        self.collision_retries = max_retries
+        self.reserve_in = reserve_in
+        self.warn_collision_rate = float(warn_collision_rate)
+        self._counters = _Counters()
+        self._checked: tuple[int, Any] | None = None
+        super().__init__(**kwargs)
+
+    # -- the value space ------------------------------------------------------------------------
+
+    @property
+    def space(self) -> ValueSpace:
+        """The value space the ids are drawn from."""
+        return self._space
+
+    @property
+    def space_size(self) -> int:
+        """How many distinct values the field can take."""
+        return self._space.size
+
+    def stats(self) -> RandomFieldStats:
+        """Attempts, collisions and exhausted writes of this field in this process."""
+        return self._counters.snapshot()
+
+    def reset_stats(self) -> None:
+        """Set every count of :meth:`stats` back to zero."""
+        self._counters.reset()
+
+    def _draw(self) -> Any:
+        size = self._space.size
+        index = self._randbelow(size)
+        if type(index) is not int or not 0 <= index < size:
+            raise ValueError(
+                f"the rng of {self._label} returned {index!r}: expected an int from 0 to {size - 1}"
+            )
+        return self._space.value(index)
+
+    @property
+    def _label(self) -> str:
+        owner = getattr(self, "owner_document", None)
+        name = getattr(self, "name", None) or "<unbound RandomUniqueField>"
+        return f"{owner.__name__}.{name}" if owner is not None else name
+
+    # -- the write-path strategy ----------------------------------------------------------------
+
+    def new_values(self, context: WriteContext, count: int) -> list[Any]:
+        """Draw ``count`` candidates (reserved in the proxy collection with ``reserve_in``).
+
+        Raises:
+            UniqueIndexMissingError: the field's unique index is missing and
+                ``meta['auto_create_index']`` is False.
+            RetriesExhaustedError: with ``reserve_in``, every candidate for a document was
+                already reserved.
+        """
+        if self.reserve_in is not None:
+            return self._reserve(context, count)
+        if self._has_own_index:
+            self._index_names(_collection_of(context), context.document_class, create=True)
+        self._record(count, 0)
+        draw = self._draw
+        return [draw() for _ in range(count)]
+
+    def new_stored_value(self, context: WriteContext) -> Any:
+        """One new value for ``save()``: drawn values are in stored form and in the space.
+
+        The fast path of :meth:`new_values` for one document: the collection ``save()`` writes
+        to is the document's own, and once its index is checked the field remembers that very
+        collection object (about 3 us of a 55 us mongomock save otherwise).
+        """
+        if self.reserve_in is not None:
+            return self._reserve(context, 1)[0]
+        if self._has_own_index:
+            collection = context.documents[0]._get_collection()
+            checked = self._checked
+            if checked is None or checked[0] != _index_generation or checked[1] is not collection:
+                self._index_names(collection, context.document_class, create=True)
+                self._checked = (_index_generation, collection)
+        self._record(1, 0)
+        return self._draw()
+
+    def note_assigned(self, context: WriteContext, values: list[Any]) -> None:
+        """With ``reserve_in``, reserve values the user assigned (a value taken is an error).
+
+        Raises:
+            NotUniqueError: with ``reserve_in``, an assigned value is already reserved.
+        """
+        if self.reserve_in is None or not values:
+            return
+        proxy = self._proxy(context)
+        stored = [self.to_mongo(value) for value in values]
+        taken = _insert_reservations(proxy, stored, _namespace(context, self))
+        held = [value for position, value in enumerate(stored) if position not in taken]
+        if taken:
+            _release(proxy, held)
+            shown = [stored[position] for position in sorted(taken)]
+            raise NotUniqueError(
+                f"{self._label}: {shown!r} already reserved in {self.reserve_in!r}: "
+                "expected values no other document holds"
+            )
+        self._hold(context, proxy, held)
+
+    def release_values(self, context: WriteContext, values: list[Any]) -> None:
+        """With ``reserve_in``, release the reservations of values that were not written."""
+        if self.reserve_in is not None and values:
+            _release(self._proxy(context), [self.to_mongo(value) for value in values])
+
+    def is_collision(self, error: NotUniqueError, document: BaseDocument) -> bool:
+        """Whether ``error`` was this field's unique index rejecting ``document``'s value.
+
+        Decided by the server's ``keyPattern`` if it sent one, else by the index name in the
+        message, else (mongomock, old servers) by looking the value up.
+        """
+        if not self._has_own_index:
+            return False  # no unique index on this field: a duplicate key is someone else's
+        value = document._data.get(self.name)
+        if value is None:
+            return False
+        stored = self.to_mongo(value)
+        cause = error.__cause__ or error.__context__
+        verdict = _verdict_from_details(getattr(cause, "details", None), self.db_field)
+        collection = _collection_of(current_write(), document)
+        if verdict is None:
+            names = (
+                frozenset({_ID_INDEX})
+                if self.primary_key
+                else self._index_names(collection, type(document), create=False)
+            )
+            verdict = _verdict_from_message(str(cause if cause is not None else error), names)
+        if verdict is None:
+            # The probe can race a delete of the other document: then the error is raised as
+            # not ours, which is safe (no silent duplicate), merely unlucky.
+            verdict = collection.find_one({self.db_field: stored}, {"_id": 1}) is not None
+        if verdict:
+            self._record(0, 1)
+            scope = _scope.get()
+            if scope is not None and scope.document is document:
+                scope.taken.add(stored)  # in use: keep its reservation
+        return verdict
+
+    def retries_exhausted(
+        self, error: NotUniqueError, document: BaseDocument, attempts: int
+    ) -> Exception:
+        """A :class:`~mongoengine_ids.errors.RetriesExhaustedError` naming field and space."""
+        return self._exhausted(attempts)
+
+    def _exhausted(self, attempts: int, where: str = "") -> RetriesExhaustedError:
+        self._counters.count_exhausted()
+        stats = self._counters.snapshot()
+        return RetriesExhaustedError(
+            f"{self._label}: all {attempts} attempts drew a value that was already taken"
+            f"{where} (max_retries={self.max_retries}); the space holds "
+            f"{self._space.size:,} values ({self._space.description}) and "
+            f"{stats.collision_rate:.1%} of this process's {stats.attempts:,} attempts "
+            "collided: it is close to full, widen it (more digits, a longer length)"
+        )
+
+    def _record(self, attempts: int, collisions: int) -> None:
+        due = self._counters.record(attempts, collisions, self.warn_collision_rate)
+        if due is None:
+            return
+        window, collided = due
+        fill = collided / window
+        logger.warning(
+            "%s: %d of the last %d attempts (%.1f%%) drew a value already taken: the space of "
+            "%s values is about %.0f%% full (expected retries per insert f/(1-f) = %.3f); "
+            "widen it before inserts start failing",
+            self._label,
+            collided,
+            window,
+            100 * fill,
+            f"{self._space.size:,}",
+            100 * fill,
+            fill / (1 - fill) if fill < 1 else float("inf"),
+        )
+
+    # -- the unique index -----------------------------------------------------------------------
+
+    @property
+    def _has_own_index(self) -> bool:
+        return bool(self.primary_key or self.unique)
+
+    def _index_names(
+        self, collection: Any, document_class: type[BaseDocument], *, create: bool
+    ) -> frozenset[str]:
+        """The names of the unique indexes on exactly this field; checked once per collection.
+
+        Raises:
+            UniqueIndexMissingError: none exists, ``create`` is true and ``auto_create_index``
+                is off.
+        """
+        if self.primary_key:
+            return frozenset({_ID_INDEX})
+        database = collection.database
+        key = (id(database.client), database.name, collection.name, self.db_field)
+        names = _index_names.get(key)
+        if names is not None:
+            return names
+        info = collection.index_information()
+        names = frozenset(name for name, spec in info.items() if _unique_on(spec, self.db_field))
+        if not names:
+            if not create:
+                return names
+            if document_class._meta.get("auto_create_index", True) is False:
+                raise UniqueIndexMissingError(
+                    f"{self._label}: collection {collection.name!r} has no unique index on "
+                    f"{self.db_field!r} and meta['auto_create_index'] is False; without it "
+                    "random collisions would be written silently. Create it with "
+                    f"create_index([({self.db_field!r}, 1)], unique=True) or call "
+                    f"{document_class.__name__}.ensure_indexes()"
+                )
+            names = frozenset(
+                {
+                    collection.create_index(
+                        [(self.db_field, pymongo.ASCENDING)], unique=True, sparse=self.sparse
+                    )
+                }
+            )
+        with _index_lock:
+            _index_names[key] = names
+        return names
+
+    # -- the proxy collection -------------------------------------------------------------------
+
+    def _proxy(self, context: WriteContext) -> Any:
+        assert self.reserve_in is not None
+        return context.database.get_collection(self.reserve_in, write_concern=RESERVE_WRITE_CONCERN)
+
+    def _hold(self, context: WriteContext, proxy: Any, values: list[Any]) -> None:
+        scope = _scope.get()
+        documents = context.documents
+        if scope is not None and len(documents) == 1 and documents[0] is scope.document:
+            scope.held.extend((proxy, value) for value in values)
+
+    def _reserve(self, context: WriteContext, count: int) -> list[Any]:
+        """``count`` values, each reserved in the proxy collection (one round trip per round)."""
+        proxy = self._proxy(context)
+        namespace = _namespace(context, self)
+        values: list[Any] = [None] * count
+        attempts = [0] * count
+        pending = list(range(count))
+        reserved: list[Any] = []
+        try:
+            while pending:
+                candidates = [self.to_mongo(self._draw()) for _ in pending]
+                taken = _insert_reservations(proxy, candidates, namespace)
+                self._record(len(pending), len(taken))
+                still: list[int] = []
+                for position, slot in enumerate(pending):
+                    attempts[slot] += 1
+                    if position not in taken:
+                        values[slot] = candidates[position]
+                        reserved.append(candidates[position])
+                    elif attempts[slot] > self.max_retries:
+                        raise self._exhausted(
+                            attempts[slot], f" in the proxy collection {self.reserve_in!r}"
+                        )
+                    else:
+                        still.append(slot)
+                pending = still
+        except BaseException:
+            _release(proxy, reserved)
+            raise
+        self._hold(context, proxy, reserved)
+        return values
+
+    # -- MongoEngine's field contract -----------------------------------------------------------
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        super().__set_name__(owner, name)
+        if self.reserve_in is not None and isinstance(owner, type) and issubclass(owner, Document):
+            _install_release(owner)
+
+    def coerce(self, value: Any) -> Any:
+        """The canonical form of a loosely typed value (see the space); junk unchanged."""
+        return self._space.coerce(value)
+
+    def to_python(self, value: Any) -> Any:
+        """The stored value as the Python value (ints and strings are stored as they are)."""
+        return None if value is None else self._space.coerce(value)
+
+    def to_mongo(self, value: Any) -> Any:
+        """The value to store; raises ValidationError for a value outside the space."""
+        checked = self._space.coerce(value)
+        if self._space.problem(checked) is not None:
+            self.validate(value)
+        return checked
+
+    def validate(self, value: Any, clean: bool = True) -> None:
+        """Raise ``ValidationError`` unless ``value`` is in the field's space."""
+        problem = self._space.problem(self._space.coerce(value))
+        if problem is not None:
+            self.error(
+                f"{value!r} is not a valid id for {self._label}: {problem}; expected "
+                f"{self._space.description}"
+            )
+
+    def prepare_query_value(self, op: str, value: Any) -> Any:
+        """Query values in stored form; anything not in the space simply matches nothing."""
+        if value is None or isinstance(value, (bool, dict)):
+            return value
+        if isinstance(value, (list, tuple, set)):
+            return [self._space.coerce(item) for item in value]
+        return self._space.coerce(value)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _space_from(
+    *,
+    digits: int | None,
+    min_value: int | None,
+    max_value: int | None,
+    length: int | None,
+    alphabet: str | None,
+    prefix: str | None,
+    luhn: bool,
+    space: ValueSpace | None,
+) -> ValueSpace:
+    """The one value space the arguments describe (see :class:`RandomUniqueField`)."""
+    if not isinstance(luhn, bool):
+        raise TypeError(f"luhn must be a bool, not {luhn!r}")
+    given = [
+        name
+        for name, present in (
+            ("digits", digits is not None),
+            ("min_value/max_value", min_value is not None or max_value is not None),
+            ("length", length is not None),
+            ("space", space is not None),
+        )
+        if present
+    ]
+    if len(given) != 1:
+        raise ValueError(
+            f"{' and '.join(given) or 'no value space'} given: expected exactly one of digits=N, "
+            "min_value=A with max_value=B, length=N (with alphabet, prefix) or space=..."
+        )
+    if length is None and (alphabet is not None or prefix is not None):
+        raise ValueError(
+            f"alphabet={alphabet!r}, prefix={prefix!r} apply to string ids: expected length=N"
+        )
+    if space is not None:
+        if not isinstance(space, ValueSpace):
+            raise TypeError(f"space must be a ValueSpace, not {space!r}")
+        if luhn:
+            raise ValueError("luhn=True with space=...: the space decides its own check digit")
+        return space
+    if digits is not None:
+        return IntegerSpace.of_digits(digits, luhn=luhn)
+    if length is not None:
+        return StringSpace(
+            length, "crockford32" if alphabet is None else alphabet, prefix=prefix or "", luhn=luhn
+        )
+    if min_value is None or max_value is None:
+        raise ValueError(f"min_value={min_value!r}, max_value={max_value!r}: expected both bounds")
+    if luhn:
+        raise ValueError(
+            f"luhn=True with min_value={min_value!r}, max_value={max_value!r}: a check digit "
+            "changes the range; expected digits=N (the check digit is the last of the N)"
+        )
+    return IntegerSpace(min_value, max_value)
+
+
+def _check_collection_name(name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"reserve_in must be a collection name (str), not {name!r}")
+    if not name or "$" in name or "\0" in name or name.startswith(("system.", ".")):
+        raise ValueError(
+            f"reserve_in={name!r} is not a usable collection name: expected a non-empty name "
+            "without '$' that does not start with 'system.'"
+        )
+
+
+def _collection_of(context: WriteContext | None, document: BaseDocument | None = None) -> Any:
+    """The collection the write goes to: the document's, in the write's database."""
+    if document is None and context is not None and context.documents:
+        document = context.documents[0]
+    if document is not None:
+        collection = document._get_collection()
+    else:
+        assert context is not None
+        collection = context.document_class._get_collection()
+    if context is None:
+        return collection
+    database = context.database
+    # The usual case; mongomock builds a new Collection object per look-up (about 15 us).
+    if collection.database is database:
+        return collection
+    return database[collection.name]
+
+
+def _namespace(context: WriteContext, field: RandomUniqueField) -> str:
+    """What a reservation records as its owner: ``"<collection>.<db_field>"``."""
+    return f"{_collection_of(context).name}.{field.db_field}"
+
+
+def _insert_reservations(proxy: Any, values: list[Any], namespace: str) -> set[int]:
+    """Insert a reservation per value; return the positions whose value was already reserved.
+
+    Raises:
+        OperationError: the proxy collection refused a reservation for another reason.
+    """
+    now = _dt.datetime.now(_dt.timezone.utc)
+    documents = [{"_id": value, "ns": namespace, "at": now} for value in values]
+    try:
+        proxy.insert_many(documents, ordered=False)
+    except pymongo.errors.BulkWriteError as error:
+        details = error.details
+        problems = [
+            e for e in details.get("writeErrors", []) if e.get("code") not in _DUPLICATE_KEY_CODES
+        ]
+        taken = {int(e["index"]) for e in details.get("writeErrors", [])}
+        if problems or details.get("writeConcernErrors"):
+            _release(proxy, [value for i, value in enumerate(values) if i not in taken])
+            raise OperationError(
+                f"could not reserve values in {proxy.name!r} ({details})"
+            ) from error
+        return taken
+    return set()
+
+
+def _verdict_from_details(details: Any, db_field: str) -> bool | None:
+    """From the server's ``keyPattern``: whether the index was exactly ``db_field``'s."""
+    if not isinstance(details, dict):
+        return None
+    pattern = details.get("keyPattern")
+    if not isinstance(pattern, dict):
+        return None
+    return list(pattern) == [db_field]
+
+
+def _verdict_from_message(message: str, names: Iterable[str]) -> bool | None:
+    """From ``index: <name> dup key`` in the message: whether it names one of ``names``."""
+    match = _INDEX_IN_MESSAGE.search(message)
+    if match is None:
+        return None
+    name = match.group("name").rsplit(".$", 1)[-1]
+    return name in set(names)
+
+
+__all__ = [
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_WARN_COLLISION_RATE",
+    "RandomFieldStats",
+    "RandomUniqueField",
+    "UniqueIndexMissingError",
+]

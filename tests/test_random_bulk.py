@@ -1,0 +1,221 @@
+"""RandomUniqueField in ``Model.objects.insert([...])``: unordered insert, only the documents that
+collided on the field are regenerated and re-inserted, every document comes back exactly once,
+and failures that cannot be retried are raised after the others are written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mongoengine as me
+import pytest
+from mongoengine import signals
+from mongoengine.errors import BulkWriteError, NotUniqueError
+from test_random_unique import Script, codes, model, stored
+
+from mongoengine_ids.errors import BulkNotUniqueError, RetriesExhaustedError
+from mongoengine_ids.random_unique import RandomFieldStats, RandomUniqueField
+from mongoengine_ids.writepath import PartialBulkInsertError, PartialBulkNotUniqueError
+
+
+def test_forced_collisions_every_document_exactly_once(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Thing = model(script)
+    Thing(name="old").save()  # value 1
+    # Round 1 draws for the four documents: 1 (taken by "old"), 2, 2 (taken by document 1 of
+    # this very batch), 3. Round 2 regenerates documents 0 and 2 only, in one call: 4, 5.
+    script.then(0, 1, 1, 2, 3, 4)
+    batch = [Thing(name=f"n{i}") for i in range(4)]
+    inserted = Thing.objects.insert(batch)
+
+    assert [doc.name for doc in inserted] == ["n0", "n1", "n2", "n3"]
+    assert [doc.code for doc in inserted] == [4, 2, 5, 3]
+    assert [doc.code for doc in batch] == [4, 2, 5, 3]
+    assert len({doc.pk for doc in inserted}) == 4
+    assert [doc.pk for doc in inserted] == [doc.pk for doc in batch]
+    assert script.draws == 7
+    assert Thing.code.stats() == RandomFieldStats(attempts=7, collisions=2, exhausted=0)
+    raw = {doc["name"]: doc["code"] for doc in mongoengine_db.things.find()}
+    assert raw == {"old": 1, "n0": 4, "n1": 2, "n2": 5, "n3": 3}
+    assert mongoengine_db.things.count_documents({}) == 5
+
+
+def test_a_single_document_is_retried_too(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Thing = model(script)
+    Thing().save()
+    script.then(0, 0, 6)
+    thing = Thing.objects.insert(Thing(name="one"))
+    assert thing.code == 7
+    assert script.draws == 4
+    assert codes(mongoengine_db.things) == [1, 7]
+
+
+def test_load_bulk_false_returns_the_ids_in_order(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Thing = model(script)
+    Thing().save()
+    script.then(0, 1, 2)
+    batch = [Thing(name="a"), Thing(name="b")]
+    ids = Thing.objects.insert(batch, load_bulk=False)
+    assert ids == [batch[0].pk, batch[1].pk]
+    assert [mongoengine_db.things.find_one({"_id": i})["code"] for i in ids] == [3, 2]
+
+
+def test_other_index_fails_after_the_others_are_written(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Thing = model(script)
+    Thing(email="taken@example.com").save()
+    script.then(1, 2, 3)
+    batch = [Thing(name="a"), Thing(name="b", email="taken@example.com"), Thing(name="c")]
+    with pytest.raises(PartialBulkNotUniqueError) as raised:
+        Thing.objects.insert(batch)
+
+    error = raised.value
+    # caught as what MongoEngine raises for a bulk duplicate, and as this package's error
+    assert isinstance(error, NotUniqueError)
+    assert isinstance(error, BulkWriteError)
+    assert isinstance(error, BulkNotUniqueError)
+    assert "1 of 3 documents were not inserted (the other 2 were): #1:" in str(error)
+    [(position, document, cause)] = error.failed
+    assert (position, document) == (1, batch[1])
+    assert isinstance(cause, NotUniqueError)
+    assert not isinstance(cause, RetriesExhaustedError)
+    assert error.inserted == [batch[0], batch[2]]
+    assert script.draws == 4  # no retry
+    assert Thing.code.stats().collisions == 0
+    # the failed document is as before insert(); the others are written, with their pk set
+    assert batch[1].code is None
+    assert batch[1].pk is None
+    assert (batch[0].code, batch[2].code) == (2, 4)
+    assert {
+        doc["name"]: doc["code"] for doc in mongoengine_db.things.find({"name": {"$ne": None}})
+    } == {
+        "a": 2,
+        "c": 4,
+    }
+    assert mongoengine_db.things.find_one({"_id": batch[0].pk})["name"] == "a"
+    assert mongoengine_db.things.count_documents({}) == 3
+
+
+def test_exhaustion_in_a_batch(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Thing = model(script, max_retries=1)
+    Thing().save()
+    # document 0 draws 1 (taken) twice; document 1 draws 2
+    script.then(0, 1, 0)
+    batch = [Thing(name="unlucky"), Thing(name="fine")]
+    with pytest.raises(PartialBulkNotUniqueError) as raised:
+        Thing.objects.insert(batch)
+
+    [(position, document, cause)] = raised.value.failed
+    assert (position, document) == (0, batch[0])
+    assert isinstance(cause, RetriesExhaustedError)
+    assert "all 2 attempts" in str(cause)
+    assert "all 2 attempts" in str(raised.value)
+    assert batch[0].code is None
+    assert Thing.code.stats() == RandomFieldStats(attempts=4, collisions=2, exhausted=1)
+    assert {doc["code"]: doc.get("name") for doc in mongoengine_db.things.find()} == {
+        1: None,
+        2: "fine",
+    }
+
+
+def test_single_document_failure_raises_its_own_error(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Thing = model(script, max_retries=1)
+    Thing().save()
+    script.then(0, 0)
+    with pytest.raises(RetriesExhaustedError):
+        Thing.objects.insert(Thing())
+    assert codes(mongoengine_db.things) == [1]
+
+
+def test_primary_key_batch_never_overwrites(mongoengine_db: Any) -> None:
+    script = Script(0)
+
+    class Keyed(me.Document):
+        id = RandomUniqueField(digits=1, primary_key=True, rng=script)
+        name = me.StringField()
+        meta = {"collection": "keyed"}
+
+    Keyed(name="keep").save()
+    script.then(0, 2, 1)
+    inserted = Keyed.objects.insert([Keyed(name="a"), Keyed(name="b")])
+    assert [(doc.pk, doc.name) for doc in inserted] == [(2, "a"), (3, "b")]
+    assert stored(mongoengine_db.keyed) == [
+        {"_id": 1, "name": "keep"},
+        {"_id": 2, "name": "a"},
+        {"_id": 3, "name": "b"},
+    ]
+
+
+def test_only_the_collided_field_of_only_those_documents_is_regenerated(
+    mongoengine_db: Any,
+) -> None:
+    number_script = Script(0)
+    letter_script = Script(0)
+
+    class Pair(me.Document):
+        number = RandomUniqueField(digits=1, rng=number_script)
+        letter = RandomUniqueField(length=1, alphabet="ABCD", rng=letter_script)
+        meta = {"collection": "pairs"}
+
+    Pair().save()  # 1, "A"
+    number_script.then(1, 2)  # 2, 3: free
+    letter_script.then(1, 0, 2)  # "B"; "A" (taken) then "C"
+    inserted = Pair.objects.insert([Pair(), Pair()])
+    assert [(doc.number, doc.letter) for doc in inserted] == [(2, "B"), (3, "C")]
+    assert number_script.draws == 3  # never redrawn
+    assert letter_script.draws == 4
+    assert sorted((d["number"], d["letter"]) for d in mongoengine_db.pairs.find()) == [
+        (1, "A"),
+        (2, "B"),
+        (3, "C"),
+    ]
+
+
+def test_assigned_values_are_inserted_ordered_as_before(mongoengine_db: Any) -> None:
+    """No value generated for a retrying field: MongoEngine's ordered insert, unchanged."""
+    Thing = model(Script(0))
+    Thing().save()
+    batch = [Thing(code=5), Thing(code=1), Thing(code=6)]
+    with pytest.raises(BulkNotUniqueError) as raised:
+        Thing.objects.insert(batch)
+    assert not isinstance(raised.value, PartialBulkInsertError)
+    assert codes(mongoengine_db.things) == [1, 5]  # ordered: stopped at the duplicate
+
+
+def test_signals_fire_once_with_the_final_documents(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Thing = model(script)
+    Thing().save()
+    script.then(0, 1, 2)
+    seen: list[tuple[str, list[Any]]] = []
+
+    def pre(sender: Any, documents: list[Any], **kwargs: Any) -> None:
+        seen.append(("pre", [doc.code for doc in documents]))
+
+    def post(sender: Any, documents: list[Any], **kwargs: Any) -> None:
+        seen.append(("post", [doc.code for doc in documents]))
+
+    signals.pre_bulk_insert.connect(pre, sender=Thing)
+    signals.post_bulk_insert.connect(post, sender=Thing)
+    try:
+        Thing.objects.insert([Thing(), Thing()])
+    finally:
+        signals.pre_bulk_insert.disconnect(pre, sender=Thing)
+        signals.post_bulk_insert.disconnect(post, sender=Thing)
+    assert seen == [("pre", [None, None]), ("post", [3, 2])]
+
+
+def test_wrong_documents_are_refused_before_anything_is_drawn(mongoengine_db: Any) -> None:
+    script = Script()
+    Thing = model(script)
+
+    class Other(me.Document):
+        pass
+
+    with pytest.raises(me.OperationError, match="aren't instances"):
+        Thing.objects.insert([Thing(), Other()])
+    assert script.draws == 0
+    assert mongoengine_db.things.count_documents({}) == 0

@@ -1,0 +1,162 @@
+"""RandomUniqueField(reserve_in=...): each value is reserved in a proxy collection keyed by
+``_id`` before the document is written (sharded collections, where a unique index on the field
+cannot be enforced); a failed write releases its reservation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mongoengine as me
+import pytest
+from mongoengine.errors import NotUniqueError
+from test_random_unique import Script, codes
+
+from mongoengine_ids.errors import RetriesExhaustedError
+from mongoengine_ids.random_unique import RandomFieldStats, RandomUniqueField
+from mongoengine_ids.writepath import PartialBulkNotUniqueError
+
+
+def proxied(script: Script, **options: Any) -> type[me.Document]:
+    class Order(me.Document):
+        code = RandomUniqueField(digits=1, rng=script, reserve_in="order_codes", **options)
+        email = me.StringField(unique=True, sparse=True)
+        meta = {"collection": "orders"}
+
+    return Order
+
+
+def reserved(db: Any) -> list[Any]:
+    return sorted(doc["_id"] for doc in db.order_codes.find())
+
+
+def test_value_is_reserved_then_written(mongoengine_db: Any) -> None:
+    Order = proxied(Script(4))
+    order = Order()
+    order.save()
+
+    assert order.code == 5
+    reservation = mongoengine_db.order_codes.find_one({"_id": 5})
+    assert reservation["ns"] == "orders.code"
+    assert "at" in reservation
+    assert codes(mongoengine_db.orders) == [5]
+    # the document collection needs no unique index on the field (it could not have one)
+    assert "code_1" not in mongoengine_db.orders.index_information()
+
+
+def test_taken_reservation_is_retried(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Order = proxied(script)
+    Order().save()
+    script.then(0, 0, 1)
+    order = Order()
+    order.save()
+
+    assert order.code == 2
+    assert script.draws == 4
+    assert Order.code.stats() == RandomFieldStats(attempts=4, collisions=2, exhausted=0)
+    assert reserved(mongoengine_db) == [1, 2]
+    assert codes(mongoengine_db.orders) == [1, 2]
+
+
+def test_failed_write_releases_its_reservation(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Order = proxied(script)
+    Order(email="a@example.com").save()
+    script.then(1)
+    duplicate = Order(email="a@example.com")
+    with pytest.raises(NotUniqueError):
+        duplicate.save()
+
+    assert duplicate.code is None
+    assert reserved(mongoengine_db) == [1]  # 2 was reserved, then released
+    assert codes(mongoengine_db.orders) == [1]
+    # the value is free again: the next document may take it
+    script.then(1)
+    again = Order(email="b@example.com")
+    again.save()
+    assert again.code == 2
+    assert reserved(mongoengine_db) == [1, 2]
+
+
+def test_exhausted_reservations(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Order = proxied(script, max_retries=1)
+    Order().save()
+    script.then(0, 0)
+    unlucky = Order()
+    with pytest.raises(RetriesExhaustedError) as raised:
+        unlucky.save()
+
+    assert "in the proxy collection 'order_codes'" in str(raised.value)
+    assert "all 2 attempts" in str(raised.value)
+    assert unlucky.code is None
+    assert reserved(mongoengine_db) == [1]
+    assert codes(mongoengine_db.orders) == [1]
+
+
+def test_assigned_values_are_reserved(mongoengine_db: Any) -> None:
+    script = Script()
+    Order = proxied(script)
+    Order(code=7).save()
+    assert reserved(mongoengine_db) == [7]
+    with pytest.raises(NotUniqueError, match=r"Order.code: \[7\] already reserved"):
+        Order(code=7).save()
+    assert reserved(mongoengine_db) == [7]  # the first document's reservation stays
+    assert codes(mongoengine_db.orders) == [7]
+    # a drawn value never lands on an assigned one
+    script.then(6, 4)  # 7: taken in the proxy; then 5
+    order = Order()
+    order.save()
+    assert order.code == 5
+    assert reserved(mongoengine_db) == [5, 7]
+
+
+def test_assigned_value_of_a_failed_save_is_released(mongoengine_db: Any) -> None:
+    Order = proxied(Script())
+    Order(code=3, email="a@example.com").save()
+    with pytest.raises(NotUniqueError):
+        Order(code=4, email="a@example.com").save()
+    assert reserved(mongoengine_db) == [3]
+
+
+def test_primary_key_in_proxy_mode(mongoengine_db: Any) -> None:
+    script = Script(0)
+
+    class Shipment(me.Document):
+        id = RandomUniqueField(digits=1, primary_key=True, rng=script, reserve_in="shipment_ids")
+        name = me.StringField()
+        meta = {"collection": "shipments"}
+
+    Shipment(name="first").save()
+    # 1 is reserved; a document written before the proxy existed holds 2: both are skipped
+    mongoengine_db.shipments.insert_one({"_id": 2, "name": "legacy"})
+    script.then(0, 1, 2)
+    shipment = Shipment(name="second")
+    shipment.save()
+    assert shipment.pk == 3
+    assert sorted(doc["_id"] for doc in mongoengine_db.shipment_ids.find()) == [1, 2, 3]
+    assert {doc["_id"]: doc["name"] for doc in mongoengine_db.shipments.find()} == {
+        1: "first",
+        2: "legacy",
+        3: "second",
+    }
+
+
+def test_bulk_insert_reserves_and_releases(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Order = proxied(script)
+    Order(email="a@example.com").save()
+    # reservations for the 3 documents: 1 (taken), 2, 2 (taken within the batch), then 3 and 4
+    script.then(0, 1, 1, 2, 3)
+    batch = [Order(), Order(email="a@example.com"), Order()]
+    with pytest.raises(PartialBulkNotUniqueError) as raised:
+        Order.objects.insert(batch)
+
+    [(position, document, _)] = raised.value.failed
+    assert (position, document) == (1, batch[1])
+    assert batch[1].code is None
+    assert [batch[0].code, batch[2].code] == [3, 4]
+    assert Order.code.stats() == RandomFieldStats(attempts=6, collisions=2, exhausted=0)
+    # the failed document's value (2) is released; the written ones stay reserved
+    assert reserved(mongoengine_db) == [1, 3, 4]
+    assert codes(mongoengine_db.orders) == [1, 3, 4]

@@ -1,0 +1,108 @@
+"""Value spaces of RandomUniqueField: Luhn golden vectors and properties, index <-> value."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mongoengine_ids.random_space import (
+    BASE62,
+    CROCKFORD32,
+    IntegerSpace,
+    StringSpace,
+    luhn_check_index,
+    luhn_valid,
+)
+
+
+@pytest.mark.parametrize(
+    ("payload", "check"),
+    [
+        ("7992739871", 3),  # the textbook example
+        ("4539148803436467"[:-1], 7),  # a Visa test number
+        ("0", 0),
+        ("1", 8),  # 1 doubled = 2; 2 + 8 = 10
+        ("9", 1),  # 9 doubled = 18 -> 1 + 8 = 9; 9 + 1 = 10
+    ],
+)
+def test_luhn_decimal_vectors(payload: str, check: int) -> None:
+    codes = [int(char) for char in payload]
+    assert luhn_check_index(codes, 10) == check
+    assert luhn_valid([*codes, check], 10)
+
+
+@given(
+    base=st.sampled_from([10, 32, 62, 2, 6]),
+    data=st.data(),
+)
+def test_luhn_mod_n_catches_every_single_character_error(base: int, data: st.DataObject) -> None:
+    codes = data.draw(st.lists(st.integers(0, base - 1), min_size=1, max_size=12))
+    full = [*codes, luhn_check_index(codes, base)]
+    assert luhn_valid(full, base)
+    position = data.draw(st.integers(0, len(full) - 1))
+    replacement = data.draw(st.integers(0, base - 1).filter(lambda c: c != full[position]))
+    corrupted = list(full)
+    corrupted[position] = replacement
+    assert not luhn_valid(corrupted, base)
+
+
+@given(index=st.integers(0, 9 * 10**14 - 1))
+def test_integer_luhn_space_values_are_valid_and_distinct_from_neighbours(index: int) -> None:
+    space = IntegerSpace.of_digits(16, luhn=True)
+    value = space.value(index)
+    assert len(str(value)) == 16
+    assert space.problem(value) is None
+    assert space.problem(value + 1 if value % 10 != 9 else value - 1) is not None
+
+
+@given(
+    alphabet=st.sampled_from(["decimal", "crockford32", "base62"]),
+    length=st.integers(1, 12),
+    luhn=st.booleans(),
+    data=st.data(),
+)
+def test_string_space_index_maps_to_a_valid_value(
+    alphabet: str, length: int, luhn: bool, data: st.DataObject
+) -> None:
+    if luhn and length < 2:
+        length = 2
+    space = StringSpace(length, alphabet, prefix="P-", luhn=luhn)
+    index = data.draw(st.integers(0, space.size - 1))
+    value = space.value(index)
+    assert value.startswith("P-")
+    assert len(value) == 2 + length
+    assert space.problem(value) is None
+
+
+def test_string_space_is_a_bijection_on_a_small_space() -> None:
+    space = StringSpace(3, "wxyz", luhn=True)
+    values = [space.value(index) for index in range(space.size)]
+    assert len(set(values)) == space.size == 16
+    assert all(space.problem(value) is None for value in values)
+
+
+def test_luhn_needs_an_even_alphabet() -> None:
+    # with 7 characters, doubling maps 1 and 4 to the same digit sum: errors would slip through
+    with pytest.raises(ValueError, match=r"alphabet='abcdefg' has 7 characters"):
+        StringSpace(4, "abcdefg", luhn=True)
+    assert StringSpace(4, "abcdefg").size == 7**4  # without a check character, any size
+
+
+def test_alphabets() -> None:
+    assert len(CROCKFORD32) == 32
+    assert not set("ILOU") & set(CROCKFORD32)
+    assert len(BASE62) == len(set(BASE62)) == 62
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("X-0000", "it does not start with 'P-'"),
+        ("P-000", "it has 3 characters after the prefix, not 4"),
+        ("P-00U0", "'U' not in the alphabet"),  # U is not Crockford
+        (1234, "not a str"),
+    ],
+)
+def test_string_problems(value: object, problem: str) -> None:
+    assert StringSpace(4, prefix="P-").problem(value) == problem

@@ -1,0 +1,568 @@
+"""RandomUniqueField on save(): value spaces, forced collisions counted exactly, other indexes,
+exhaustion, primary keys, several fields, the unique index, statistics.
+
+Collisions are forced with tiny spaces (``digits=1``: the values 1 to 9) and scripted randomness
+(:class:`Script`), so every candidate and every retry is known in advance. Each test asserts the
+raw documents in the database, not only the Python attributes.
+
+The helpers here (:class:`Script`, :func:`stored`) are also used by the other
+``test_random_*`` modules.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+import mongoengine as me
+import pymongo
+import pytest
+from _support import TEST_URI, real_server
+from mongoengine.errors import NotUniqueError, ValidationError
+
+from mongoengine_ids.errors import RetriesExhaustedError
+from mongoengine_ids.random_unique import (
+    DEFAULT_MAX_RETRIES,
+    RandomFieldStats,
+    RandomUniqueField,
+    UniqueIndexMissingError,
+)
+
+
+class Script:
+    """A ``randbelow(n)`` returning the scripted indexes in order; records every ``n`` asked.
+
+    With ``digits=1`` index ``i`` is the value ``i + 1``.
+    """
+
+    def __init__(self, *indexes: int) -> None:
+        self.indexes = list(indexes)
+        self.calls: list[int] = []
+
+    def __call__(self, n: int) -> int:
+        self.calls.append(n)
+        if not self.indexes:
+            raise AssertionError(f"draw #{len(self.calls)} was not scripted (n={n})")
+        return self.indexes.pop(0)
+
+    def then(self, *indexes: int) -> Script:
+        """Script the draws of the next write; returns self."""
+        self.indexes.extend(indexes)
+        return self
+
+    @property
+    def draws(self) -> int:
+        return len(self.calls)
+
+
+def stored(collection: Any, *fields: str) -> list[dict[str, Any]]:
+    """The raw documents, projected on ``fields`` (``_id`` always included), sorted by ``_id``."""
+    projection = dict.fromkeys(fields, 1) if fields else None
+    return sorted(collection.find({}, projection), key=lambda doc: repr(doc["_id"]))
+
+
+def codes(collection: Any, field: str = "code") -> list[Any]:
+    """The stored values of ``field``, sorted."""
+    return sorted(doc[field] for doc in collection.find({}, {field: 1}))
+
+
+def model(script: Script, **options: Any) -> type[me.Document]:
+    """A fresh model: ``code`` random over 1..9 with ``script``, ``email`` unique, ``name``."""
+
+    class Thing(me.Document):
+        code = RandomUniqueField(digits=1, rng=script, **options)
+        email = me.StringField(unique=True, sparse=True)
+        name = me.StringField()
+        meta = {"collection": "things"}
+
+    return Thing
+
+
+# -- value spaces ---------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("mongoengine_db")
+@pytest.mark.parametrize(
+    ("options", "index", "expected"),
+    [
+        # digits=N: exactly N digits, no leading zero
+        ({"digits": 1}, 0, 1),
+        ({"digits": 6}, 0, 100_000),
+        ({"digits": 6}, 899_999, 999_999),
+        # a Luhn check digit is the last of the N: payload 799273987 -> 7992739871 + check 3
+        ({"digits": 11, "luhn": True}, 7_992_739_871 - 1_000_000_000, 79_927_398_713),
+        ({"min_value": -5, "max_value": 5}, 0, -5),
+        ({"min_value": -5, "max_value": 5}, 10, 5),
+        # strings: base-N digits of the index, most significant first, zero-padded
+        ({"length": 4, "alphabet": "decimal"}, 42, "0042"),
+        ({"length": 3}, 32 * 32 + 31, "10Z"),
+        ({"length": 2, "alphabet": "base62"}, 61, "0z"),
+        ({"length": 2, "alphabet": "xy"}, 2, "yx"),
+        ({"length": 4, "alphabet": "decimal", "prefix": "INV-"}, 7, "INV-0007"),
+        # Luhn mod 10 over decimal strings: "7992739871" + "3"
+        ({"length": 11, "alphabet": "decimal", "luhn": True}, 7_992_739_871, "79927398713"),
+    ],
+)
+def test_values_of_each_space(options: dict[str, Any], index: int, expected: Any) -> None:
+    class Thing(me.Document):
+        code = RandomUniqueField(rng=Script(index), **options)
+
+    thing = Thing()
+    thing.save()
+    assert thing.code == expected
+    assert Thing._get_collection().find_one({"_id": thing.pk})["code"] == expected
+
+
+@pytest.mark.parametrize(
+    ("options", "size"),
+    [
+        ({"digits": 1}, 9),
+        ({"digits": 12}, 9 * 10**11),
+        ({"digits": 16, "luhn": True}, 9 * 10**14),
+        ({"min_value": 0, "max_value": 0}, 1),
+        ({"length": 8}, 32**8),
+        ({"length": 8, "alphabet": "base62", "luhn": True}, 62**7),
+        ({"length": 3, "alphabet": "decimal", "prefix": "A-"}, 1000),
+    ],
+)
+def test_space_size(options: dict[str, Any], size: int) -> None:
+    assert RandomUniqueField(**options).space_size == size
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "quoted"),
+    [
+        ({}, ValueError, "no value space"),
+        ({"digits": 3, "length": 3}, ValueError, "digits and length"),
+        ({"digits": 0}, ValueError, "digits=0"),
+        ({"digits": 19}, ValueError, "digits=19"),  # 10**19 - 1 does not fit int64
+        ({"digits": 1, "luhn": True}, ValueError, "digits=1"),  # no room for a payload
+        ({"digits": "6"}, TypeError, "'6'"),
+        ({"digits": True}, TypeError, "True"),
+        ({"min_value": 5, "max_value": 1}, ValueError, "min_value=5"),
+        ({"min_value": 5}, ValueError, "max_value=None"),
+        ({"min_value": 0, "max_value": 2**63}, ValueError, str(2**63)),
+        ({"min_value": 0, "max_value": 9, "luhn": True}, ValueError, "digits=N"),
+        ({"length": 0}, ValueError, "length=0"),
+        ({"length": 4, "alphabet": "aa"}, ValueError, "'aa'"),  # repeated character
+        ({"length": 4, "alphabet": "a"}, ValueError, "'a'"),  # one character is no randomness
+        ({"length": 4, "alphabet": ""}, ValueError, "''"),  # empty
+        ({"digits": 4, "prefix": "X"}, ValueError, "prefix='X'"),  # prefixes are for strings
+        ({"length": 4, "prefix": 7}, TypeError, "7"),
+        ({"digits": 4, "luhn": "yes"}, TypeError, "'yes'"),
+        ({"digits": 4, "max_retries": -1}, ValueError, "max_retries=-1"),
+        ({"digits": 4, "max_retries": 1.5}, TypeError, "1.5"),
+        ({"digits": 4, "rng": 42}, TypeError, "rng=42"),
+        ({"digits": 4, "reserve_in": ""}, ValueError, "reserve_in=''"),
+        ({"digits": 4, "reserve_in": "a$b"}, ValueError, "'a$b'"),
+        ({"digits": 4, "reserve_in": 3}, TypeError, "3"),
+        ({"digits": 4, "warn_collision_rate": 2}, ValueError, "warn_collision_rate=2"),
+        # without the unique index, a collision would be written silently
+        ({"digits": 4, "unique": False}, ValueError, "unique=False"),
+        ({"digits": 4, "unique_with": "name"}, ValueError, "unique_with='name'"),
+    ],
+)
+def test_bad_arguments(options: dict[str, Any], error: type[Exception], quoted: str) -> None:
+    with pytest.raises(error, match=None) as raised:
+        RandomUniqueField(**options)
+    assert quoted in str(raised.value)
+
+
+def test_randomness_sources() -> None:
+    class Fixed:
+        def randbelow(self, n: int) -> int:
+            return n - 1
+
+    assert RandomUniqueField(digits=2, rng=Fixed())._draw() == 99
+    assert RandomUniqueField(digits=2, rng=lambda n: 0)._draw() == 10
+    assert 10 <= RandomUniqueField(digits=2, rng=secrets)._draw() <= 99
+    assert 10 <= RandomUniqueField(digits=2)._draw() <= 99  # secrets.randbelow by default
+
+
+def test_rng_out_of_range_is_an_error() -> None:
+    field = RandomUniqueField(digits=1, rng=lambda n: n)
+    with pytest.raises(ValueError, match=r"returned 9: expected an int from 0 to 8"):
+        field._draw()
+
+
+@pytest.mark.usefixtures("mongoengine_db")
+def test_assigned_value_is_kept_and_validated() -> None:
+    script = Script()
+    Thing = model(script)
+    thing = Thing(code=7)
+    thing.save()
+    assert script.draws == 0
+    assert stored(Thing._get_collection(), "code") == [{"_id": thing.pk, "code": 7}]
+    with pytest.raises(ValidationError, match=r"10 is not a valid id for Thing.code: out of range"):
+        Thing(code=10).save()
+    with pytest.raises(ValidationError, match=r"'x' is not a valid id .*not an int"):
+        Thing(code="x").save()
+
+
+@pytest.mark.usefixtures("mongoengine_db")
+def test_crockford_values_are_read_leniently() -> None:
+    class Ticket(me.Document):
+        code = RandomUniqueField(length=3, prefix="T-", rng=Script(32 + 1))
+
+    ticket = Ticket()
+    ticket.save()
+    assert ticket.code == "T-011"
+    # lower case, and I/L/O read as 1/1/0, as Crockford's base32 prescribes
+    assert Ticket.objects(code="T-0il").get().pk == ticket.pk
+    assert Ticket.objects(code__in=["T-OLI"]).count() == 1
+    assert Ticket(code="T-0l1").code == "T-011"
+
+
+@pytest.mark.usefixtures("mongoengine_db")
+def test_luhn_value_is_validated() -> None:
+    class Card(me.Document):
+        number = RandomUniqueField(digits=11, luhn=True)
+
+    Card(number=79_927_398_713).validate()
+    with pytest.raises(ValidationError, match=r"79927398714 .* not the Luhn check digit"):
+        Card(number=79_927_398_714).validate()
+
+
+# -- collisions on save() ------------------------------------------------------------------------
+
+
+def test_forced_collisions_are_retried_and_counted(mongoengine_db: Any) -> None:
+    script = Script(0)  # first document: value 1
+    Thing = model(script)
+    first = Thing(name="first")
+    first.save()
+    # second document: 1 (taken), 1 (taken), then 2
+    script.then(0, 0, 1)
+    second = Thing(name="second")
+    second.save()
+
+    assert (first.code, second.code) == (1, 2)
+    assert script.calls == [9, 9, 9, 9]  # four draws over the 9 values, no more
+    assert Thing.code.stats() == RandomFieldStats(attempts=4, collisions=2, exhausted=0)
+    assert stored(mongoengine_db.things, "code", "name") == sorted(
+        [
+            {"_id": first.pk, "code": 1, "name": "first"},
+            {"_id": second.pk, "code": 2, "name": "second"},
+        ],
+        key=lambda doc: repr(doc["_id"]),
+    )
+
+
+def test_collision_on_another_index_is_not_retried(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Thing = model(script)
+    Thing(email="a@example.com").save()
+    # the random value is free, the email is not: no retry, the plain error
+    script.then(1)
+    duplicate = Thing(email="a@example.com")
+    with pytest.raises(NotUniqueError) as raised:
+        duplicate.save()
+
+    assert not isinstance(raised.value, RetriesExhaustedError)
+    assert script.draws == 2  # one per save(): nothing was retried
+    assert Thing.code.stats() == RandomFieldStats(attempts=2, collisions=0, exhausted=0)
+    assert duplicate.code is None  # not written: as before save()
+    assert codes(mongoengine_db.things) == [1]
+
+
+def test_both_indexes_colliding_retries_then_raises_the_other(mongoengine_db: Any) -> None:
+    """Our value and the email are both taken: the retry finds a free value, then the email
+    collision is raised (never written twice, never retried forever)."""
+    script = Script(0)
+    Thing = model(script)
+    Thing(email="a@example.com").save()
+    script.then(0, 4)
+    with pytest.raises(NotUniqueError) as raised:
+        Thing(email="a@example.com").save()
+
+    assert not isinstance(raised.value, RetriesExhaustedError)
+    # mongomock reports no index, and the probe finds value 1 taken: one retry. A server may
+    # name the email index first: no retry. Either way the email collision is what is raised.
+    assert script.draws == 3 if TEST_URI is None else script.draws in (2, 3)
+    assert codes(mongoengine_db.things) == [1]
+
+
+def test_retries_run_out(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Thing = model(script, max_retries=2)
+    Thing().save()
+    script.then(0, 0, 0)
+    unlucky = Thing()
+    with pytest.raises(RetriesExhaustedError) as raised:
+        unlucky.save()
+
+    message = str(raised.value)
+    assert isinstance(raised.value, NotUniqueError)
+    assert "Thing.code" in message
+    assert "all 3 attempts" in message
+    assert "max_retries=2" in message
+    assert "9 values (integers from 1 to 9)" in message
+    assert script.draws == 4  # 1 + the 3 attempts of the unlucky document, and no more
+    assert Thing.code.stats() == RandomFieldStats(attempts=4, collisions=3, exhausted=1)
+    assert isinstance(raised.value.__cause__, NotUniqueError)
+    assert unlucky.code is None
+    assert codes(mongoengine_db.things) == [1]
+
+
+def test_zero_retries_raises_the_collision(mongoengine_db: Any) -> None:
+    script = Script(0, 0)
+    Thing = model(script, max_retries=0)
+    Thing().save()
+    with pytest.raises(NotUniqueError):
+        Thing().save()
+    assert script.draws == 2
+    assert codes(mongoengine_db.things) == [1]
+
+
+def test_default_max_retries() -> None:
+    assert RandomUniqueField(digits=4).max_retries == DEFAULT_MAX_RETRIES == 16
+    assert RandomUniqueField(digits=4).collision_retries == DEFAULT_MAX_RETRIES
+
+
+# -- primary key ---------------------------------------------------------------------------------
+
+
+def make_keyed(script: Script, **options: Any) -> type[me.Document]:
+    class Keyed(me.Document):
+        id = RandomUniqueField(digits=1, primary_key=True, rng=script, **options)
+        name = me.StringField()
+        meta = {"collection": "keyed"}
+
+    return Keyed
+
+
+def test_primary_key_collision_never_overwrites(mongoengine_db: Any) -> None:
+    script = Script(0)
+    Keyed = make_keyed(script)
+    Keyed(name="first").save()
+    script.then(0, 1)
+    second = Keyed(name="second")
+    second.save()
+
+    assert second.pk == 2
+    assert script.draws == 3
+    assert stored(mongoengine_db.keyed) == [
+        {"_id": 1, "name": "first"},
+        {"_id": 2, "name": "second"},
+    ]
+    assert Keyed.id.stats() == RandomFieldStats(attempts=3, collisions=1, exhausted=0)
+
+
+def test_primary_key_without_retries_raises_and_keeps_the_original(mongoengine_db: Any) -> None:
+    script = Script(0, 0)
+    Keyed = make_keyed(script, max_retries=0)
+    Keyed(name="first").save()
+    second = Keyed(name="second")
+    with pytest.raises(NotUniqueError):
+        second.save()
+    assert second.pk is None
+    assert stored(mongoengine_db.keyed) == [{"_id": 1, "name": "first"}]
+
+
+def test_primary_key_declares_no_extra_index(mongoengine_db: Any) -> None:
+    Keyed = make_keyed(Script(0))
+    Keyed().save()
+    assert list(mongoengine_db.keyed.index_information()) == ["_id_"]
+
+
+# -- several random fields -----------------------------------------------------------------------
+
+
+def test_several_random_fields_retry_only_the_one_that_collided(mongoengine_db: Any) -> None:
+    number_script = Script(0)
+    letter_script = Script(0)
+
+    class Pair(me.Document):
+        number = RandomUniqueField(digits=1, rng=number_script)
+        letter = RandomUniqueField(length=1, alphabet="AB", rng=letter_script)
+        meta = {"collection": "pairs"}
+
+    Pair().save()  # number 1, letter "A"
+    number_script.then(1)  # 2: free
+    letter_script.then(0, 1)  # "A": taken, then "B"
+    pair = Pair()
+    pair.save()
+
+    assert (pair.number, pair.letter) == (2, "B")
+    assert number_script.draws == 2  # the number was not drawn again
+    assert letter_script.draws == 3
+    assert Pair.number.stats() == RandomFieldStats(attempts=2, collisions=0, exhausted=0)
+    assert Pair.letter.stats() == RandomFieldStats(attempts=3, collisions=1, exhausted=0)
+    assert [(d["number"], d["letter"]) for d in mongoengine_db.pairs.find().sort("number")] == [
+        (1, "A"),
+        (2, "B"),
+    ]
+
+
+# -- the unique index ----------------------------------------------------------------------------
+
+
+def test_unique_index_is_created_on_first_use(mongoengine_db: Any) -> None:
+    Thing = model(Script(0, 1))
+    Thing.objects.count()  # first access: MongoEngine creates the declared indexes
+    mongoengine_db.things.drop_indexes()  # ...and someone drops them
+    Thing().save()  # the field notices on its first write and creates its own again
+    info = mongoengine_db.things.index_information()
+    assert {"key": [("code", 1)], "unique": True} in [
+        {key: spec[key] for key in ("key", "unique") if key in spec} for spec in info.values()
+    ]
+    Thing().save()
+    assert codes(mongoengine_db.things) == [1, 2]
+
+
+def test_missing_index_without_auto_create_is_an_error(mongoengine_db: Any) -> None:
+    script = Script(0)
+
+    class Manual(me.Document):
+        code = RandomUniqueField(digits=1, rng=script)
+        meta = {"collection": "manual", "auto_create_index": False}
+
+    manual = Manual()
+    with pytest.raises(UniqueIndexMissingError) as raised:
+        manual.save()
+    message = str(raised.value)
+    assert "Manual.code" in message
+    assert "no unique index on 'code'" in message
+    assert "auto_create_index" in message
+    assert manual.code is None
+    assert mongoengine_db.manual.count_documents({}) == 0
+    assert script.draws == 0  # checked before anything is drawn
+
+    # A non-unique index is not enough either.
+    mongoengine_db.manual.create_index([("code", pymongo.ASCENDING)], name="plain")
+    with pytest.raises(UniqueIndexMissingError):
+        Manual().save()
+
+    # Once the index exists, writes go through (a missing index is not remembered).
+    mongoengine_db.manual.create_index([("code", pymongo.ASCENDING)], unique=True, name="u")
+    Manual().save()
+    assert codes(mongoengine_db.manual) == [1]
+
+
+# -- statistics ----------------------------------------------------------------------------------
+
+
+def test_filling_space_is_warned_about_once(
+    mongoengine_db: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # 1,000 values; the first document takes value 0; the next two draw it again first.
+    script = Script(0, 0, 1, 0, 2, *range(3, 100))
+
+    class Thing(me.Document):
+        code = RandomUniqueField(min_value=0, max_value=999, rng=script)
+        meta = {"collection": "things"}
+
+    with caplog.at_level(logging.WARNING, logger="mongoengine_ids.random_unique"):
+        for _ in range(100):
+            Thing().save()
+
+    assert Thing.code.stats() == RandomFieldStats(attempts=102, collisions=2, exhausted=0)
+    assert Thing.code.stats().collision_rate == pytest.approx(2 / 102)
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 1  # once per window, not once per collision
+    assert "Thing.code: 2 of the last 100 attempts (2.0%)" in warnings[0]
+    assert "space of 1,000 values is about 2% full" in warnings[0]
+    assert mongoengine_db.things.count_documents({}) == 100
+
+
+def test_no_warning_below_the_threshold(
+    mongoengine_db: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    script = Script(0, 0, *range(1, 120))
+
+    class Thing(me.Document):
+        code = RandomUniqueField(min_value=0, max_value=999, rng=script)
+
+    with caplog.at_level(logging.WARNING, logger="mongoengine_ids.random_unique"):
+        for _ in range(120):
+            Thing().save()
+    assert Thing.code.stats() == RandomFieldStats(attempts=121, collisions=1, exhausted=0)
+    assert caplog.records == []
+    Thing.code.reset_stats()
+    assert Thing.code.stats() == RandomFieldStats(0, 0, 0)
+
+
+# -- which index collided ------------------------------------------------------------------------
+
+
+def _duplicate(message: str, details: dict[str, Any] | None) -> NotUniqueError:
+    error = NotUniqueError(f"Tried to save duplicate unique keys ({message})")
+    error.__cause__ = pymongo.errors.DuplicateKeyError(message, 11000, details)
+    return error
+
+
+@pytest.mark.parametrize(
+    ("message", "details", "expected"),
+    [
+        # keyPattern decides, whatever the database holds (the value 5 is not stored: a probe
+        # would have said no)
+        ("E11000", {"keyPattern": {"code": 1}, "keyValue": {"code": 5}}, True),
+        # another index: not ours, although the value 1 is stored (a probe would have said yes)
+        ("E11000", {"keyPattern": {"email": 1}, "keyValue": {"email": "a"}}, False),
+        # a compound index that includes the field does not make it unique: not ours
+        ("E11000", {"keyPattern": {"code": 1, "email": 1}}, False),
+        # no details: the index name in the message (4.2+ and older formats)
+        (
+            "E11000 duplicate key error collection: db.things index: code_1 dup key: { code: 5 }",
+            None,
+            True,
+        ),
+        ("E11000 duplicate key error index: db.things.$code_1 dup key: { : 5 }", None, True),
+        (
+            "E11000 duplicate key error collection: db.things index: email_1 dup key: { }",
+            None,
+            False,
+        ),
+    ],
+)
+def test_collision_is_attributed_by_details_then_message(
+    message: str, details: dict[str, Any] | None, expected: bool, mongoengine_db: Any
+) -> None:
+    Thing = model(Script(0))
+    Thing(email="a").save()  # value 1 stored; creates the indexes
+    candidate = Thing(code=5 if expected else 1)
+    assert Thing.code.is_collision(_duplicate(message, details), candidate) is expected
+
+
+def test_collision_falls_back_to_a_probe(mongoengine_db: Any) -> None:
+    """mongomock gives neither keyPattern nor an index name: the value is looked up."""
+    Thing = model(Script(0))
+    Thing().save()
+    plain = "E11000 Duplicate Key Error"
+    assert Thing.code.is_collision(_duplicate(plain, None), Thing(code=1)) is True
+    assert Thing.code.is_collision(_duplicate(plain, None), Thing(code=2)) is False
+
+
+@real_server
+def test_server_details_decide_the_retry(mongoengine_db: Any) -> None:
+    """A real mongod sends keyPattern/keyValue: the verdict comes from them, not a probe."""
+    script = Script(0)
+    Thing = model(script)
+    Thing(email="a").save()
+    collection = mongoengine_db.things
+    with pytest.raises(pymongo.errors.DuplicateKeyError) as ours:
+        collection.insert_one({"code": 1})
+    assert ours.value.details is not None
+    assert ours.value.details["keyPattern"] == {"code": 1}
+    with pytest.raises(pymongo.errors.DuplicateKeyError) as theirs:
+        collection.insert_one({"code": 3, "email": "a"})
+    assert theirs.value.details["keyPattern"] == {"email": 1}
+
+    def wrapped(error: pymongo.errors.DuplicateKeyError) -> NotUniqueError:
+        outer = NotUniqueError(str(error))
+        outer.__cause__ = error
+        return outer
+
+    # Documents chosen so that a probe would answer the opposite of the details.
+    assert Thing.code.is_collision(wrapped(ours.value), Thing(code=9)) is True
+    assert Thing.code.is_collision(wrapped(theirs.value), Thing(code=1)) is False
+
+    # And end to end: one retry for our index, none for the email's.
+    script.then(0, 1)
+    Thing().save()
+    script.then(2)
+    with pytest.raises(NotUniqueError):
+        Thing(email="a").save()
+    assert script.draws == 4
+    assert codes(collection) == [1, 2]
