@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from .errors import (
     BulkNotUniqueError,
+    CorruptedCounterError,
+    ExplicitValueError,
     IdSpaceExhaustedError,
     InvalidIdError,
     MongoEngineIdsError,
+    PartialBulkInsertError,
+    PartialBulkNotUniqueError,
     RetriesExhaustedError,
+    UniqueIndexMissingError,
 )
 from .fields import LocalityUUIDField, UUIDValueField
 from .locality import LocalityUUID, LocalityUUIDGenerator
-from .sequence import CorruptedCounterError, ExplicitValueError, Sequence, SequenceField
+from .random_unique import RandomFieldStats, RandomUniqueField
+from .sequence import Sequence, SequenceField
 from .standard import UUID4Field, UUID7Field, UUID7Generator
 from .writepath import GeneratedField, WriteContext, current_write
 
@@ -34,6 +40,10 @@ __all__ = [
     "LocalityUUIDField",
     "LocalityUUIDGenerator",
     "MongoEngineIdsError",
+    "PartialBulkInsertError",
+    "PartialBulkNotUniqueError",
+    "RandomFieldStats",
+    "RandomUniqueField",
     "RetriesExhaustedError",
     "Sequence",
     "SequenceField",
@@ -41,6 +51,7 @@ __all__ = [
     "UUID7Field",
     "UUID7Generator",
     "UUIDValueField",
+    "UniqueIndexMissingError",
     "WriteContext",
     "__version__",
     "current_write",

@@ -7,7 +7,12 @@ existing code already catches: a bad id is a :class:`ValueError`, running out of
 
 from __future__ import annotations
 
-from mongoengine.errors import BulkWriteError, NotUniqueError
+from typing import TYPE_CHECKING
+
+from mongoengine.errors import BulkWriteError, NotUniqueError, OperationError, ValidationError
+
+if TYPE_CHECKING:
+    from mongoengine.document import Document
 
 
 class MongoEngineIdsError(Exception):
@@ -26,6 +31,23 @@ class RetriesExhaustedError(MongoEngineIdsError, NotUniqueError):  # type: ignor
     """Every attempt to write a fresh random value collided with an existing one."""
 
 
+class CorruptedCounterError(MongoEngineIdsError, ValueError):
+    """A counter document is not what the sequence wrote: ``next`` not an integer, bounds
+    missing or inconsistent. Nothing is handed out from it until it is repaired."""
+
+
+class ExplicitValueError(ValidationError, MongoEngineIdsError):  # type: ignore[misc]
+    """A document was saved with an explicit value for a field that forbids them
+    (``allow_explicit=False``); caught as MongoEngine's ``ValidationError`` too."""
+
+    def __init__(self, message: str, *, field_name: str | None = None) -> None:
+        ValidationError.__init__(self, message, field_name=field_name)
+
+
+class UniqueIndexMissingError(MongoEngineIdsError, OperationError):  # type: ignore[misc]
+    """A random field's unique index does not exist and may not be created automatically."""
+
+
 def invalid_id(value: object, kind: str, accepted: str) -> InvalidIdError:
     """Build the one "invalid id" error, quoting the bad value and what is accepted."""
     return InvalidIdError(f"{value!r} is not a valid {kind}: expected {accepted}")
@@ -34,3 +56,28 @@ def invalid_id(value: object, kind: str, accepted: str) -> InvalidIdError:
 class BulkNotUniqueError(MongoEngineIdsError, NotUniqueError, BulkWriteError):  # type: ignore[misc]
     """A bulk insert hit duplicate keys; caught as NotUniqueError and as MongoEngine's
     BulkWriteError (what ``QuerySet.insert`` raised for it)."""
+
+
+class PartialBulkInsertError(MongoEngineIdsError, BulkWriteError):  # type: ignore[misc]
+    """Some documents of a bulk insert were not written; all the others were.
+
+    Attributes:
+        failed: (position in the batch, document, error) for each document not written; the
+            document's generated values are cleared, as before ``insert()``.
+        inserted: the documents that were written, in batch order (their pk is set).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        failed: list[tuple[int, Document, Exception]],
+        inserted: list[Document],
+    ) -> None:
+        super().__init__(message)
+        self.failed = failed
+        self.inserted = inserted
+
+
+class PartialBulkNotUniqueError(PartialBulkInsertError, BulkNotUniqueError):
+    """A :class:`PartialBulkInsertError` where every failure is a duplicate key (or a
+    :class:`RetriesExhaustedError`): also a ``NotUniqueError``."""

@@ -23,23 +23,20 @@ assigned" (``shared/seeds/001_...``). What this module adds to the naive loop:
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import logging
 import re
 import threading
 from collections.abc import Iterable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final
 
 import pymongo
 import pymongo.errors
 from mongoengine.base import BaseDocument
-from mongoengine.document import Document
 from mongoengine.errors import NotUniqueError, OperationError
 from pymongo.write_concern import WriteConcern
 
-from .errors import MongoEngineIdsError, RetriesExhaustedError
+from .errors import RetriesExhaustedError, UniqueIndexMissingError
 from .random_space import IntegerSpace, Randomness, StringSpace, ValueSpace, randbelow_of
 from .writepath import GeneratedField, WriteContext, current_write, on_reset
 
@@ -72,10 +69,6 @@ _DUPLICATE_KEY_CODES: Final = (11000, 11001)
 #: ``... index: code_1 dup key: ...`` (4.2+) or ``... index: db.coll.$code_1 dup key: ...``.
 _INDEX_IN_MESSAGE: Final = re.compile(r"index: (?P<name>\S+) dup key")
 _ID_INDEX: Final = "_id_"
-
-
-class UniqueIndexMissingError(MongoEngineIdsError, OperationError):  # type: ignore[misc]
-    """A random field's unique index does not exist and may not be created automatically."""
 
 
 # -- statistics ---------------------------------------------------------------------------------
@@ -183,63 +176,10 @@ def _unique_on(spec: dict[str, Any], db_field: str) -> bool:
     return bool(spec.get("unique")) and keys == [db_field] and "partialFilterExpression" not in spec
 
 
-# -- proxy reservations of one save() -----------------------------------------------------------
-
-
-class _ReleaseScope:
-    """The reservations made for one document's ``save()``, released if it fails."""
-
-    __slots__ = ("document", "held", "taken")
-
-    def __init__(self, document: BaseDocument) -> None:
-        self.document = document
-        self.held: list[tuple[Any, Any]] = []  # (proxy collection, stored value)
-        self.taken: set[Any] = set()
-
-    def release(self) -> None:
-        by_proxy: dict[int, tuple[Any, list[Any]]] = {}
-        for proxy, value in self.held:
-            if value not in self.taken:
-                by_proxy.setdefault(id(proxy), (proxy, []))[1].append(value)
-        self.held.clear()
-        for proxy, values in by_proxy.values():
-            _release(proxy, values)
-
-
-_scope: ContextVar[_ReleaseScope | None] = ContextVar("mongoengine_ids_reservations", default=None)
-_RELEASE_INSTALLED: Final = "_mongoengine_ids_release_installed"
-
-
 def _release(proxy: Any, values: list[Any]) -> None:
     """Delete the reservations of ``values``: they were never written, so nobody else holds them."""
     if values:
         proxy.delete_many({"_id": {"$in": values}})
-
-
-def _install_release(owner: type[Document]) -> None:
-    """Wrap ``owner.save`` so that a failed save releases the reservations it made.
-
-    Outside the shared save wrapper (which retries): a reservation whose value collided in the
-    document collection stays (the value is taken), every other one of a failed save goes.
-    """
-    if any(_RELEASE_INSTALLED in vars(klass) for klass in owner.__mro__):
-        return
-    original = owner.save
-
-    @functools.wraps(original)
-    def save(self: Document, *args: Any, **kwargs: Any) -> Any:
-        scope = _ReleaseScope(self)
-        token = _scope.set(scope)
-        try:
-            return original(self, *args, **kwargs)
-        except BaseException:
-            scope.release()
-            raise
-        finally:
-            _scope.reset(token)
-
-    owner.save = save
-    setattr(owner, _RELEASE_INSTALLED, True)
 
 
 # -- the field ----------------------------------------------------------------------------------
@@ -441,7 +381,6 @@ class RandomUniqueField(GeneratedField):
                 f"{self._label}: {shown!r} already reserved in {self.reserve_in!r}: "
                 "expected values no other document holds"
             )
-        self._hold(context, proxy, held)
 
     def release_values(self, context: WriteContext, values: list[Any]) -> None:
         """With ``reserve_in``, release the reservations of values that were not written."""
@@ -476,9 +415,6 @@ class RandomUniqueField(GeneratedField):
             verdict = collection.find_one({self.db_field: stored}, {"_id": 1}) is not None
         if verdict:
             self._record(0, 1)
-            scope = _scope.get()
-            if scope is not None and scope.document is document:
-                scope.taken.add(stored)  # in use: keep its reservation
         return verdict
 
     def retries_exhausted(
@@ -569,12 +505,6 @@ class RandomUniqueField(GeneratedField):
         assert self.reserve_in is not None
         return context.database.get_collection(self.reserve_in, write_concern=RESERVE_WRITE_CONCERN)
 
-    def _hold(self, context: WriteContext, proxy: Any, values: list[Any]) -> None:
-        scope = _scope.get()
-        documents = context.documents
-        if scope is not None and len(documents) == 1 and documents[0] is scope.document:
-            scope.held.extend((proxy, value) for value in values)
-
     def _reserve(self, context: WriteContext, count: int) -> list[Any]:
         """``count`` values, each reserved in the proxy collection (one round trip per round)."""
         proxy = self._proxy(context)
@@ -604,15 +534,9 @@ class RandomUniqueField(GeneratedField):
         except BaseException:
             _release(proxy, reserved)
             raise
-        self._hold(context, proxy, reserved)
         return values
 
     # -- MongoEngine's field contract -----------------------------------------------------------
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        super().__set_name__(owner, name)
-        if self.reserve_in is not None and isinstance(owner, type) and issubclass(owner, Document):
-            _install_release(owner)
 
     def coerce(self, value: Any) -> Any:
         """The canonical form of a loosely typed value (see the space); junk unchanged."""

@@ -41,7 +41,13 @@ from mongoengine.errors import NotUniqueError, ValidationError
 from pymongo import ReturnDocument, WriteConcern
 from pymongo.read_preferences import ReadPreference
 
-from .errors import IdSpaceExhaustedError, InvalidIdError, MongoEngineIdsError, invalid_id
+from .errors import (
+    CorruptedCounterError,
+    ExplicitValueError,
+    IdSpaceExhaustedError,
+    InvalidIdError,
+    invalid_id,
+)
 from .writepath import GeneratedField, WriteContext, on_reset
 
 if TYPE_CHECKING:
@@ -82,19 +88,6 @@ RETRYABLE_ERRORS: Final = (pymongo.errors.ConnectionFailure, pymongo.errors.WTim
 
 
 # -- errors -------------------------------------------------------------------------------------
-
-
-class CorruptedCounterError(MongoEngineIdsError, ValueError):
-    """A counter document is not what the sequence wrote: ``next`` not an integer, bounds
-    missing or inconsistent. Nothing is handed out from it until it is repaired."""
-
-
-class ExplicitValueError(ValidationError, MongoEngineIdsError):  # type: ignore[misc]
-    """A document was saved with an explicit value for a field that forbids them
-    (``allow_explicit=False``); caught as MongoEngine's ``ValidationError`` too."""
-
-    def __init__(self, message: str, *, field_name: str | None = None) -> None:
-        ValidationError.__init__(self, message, field_name=field_name)
 
 
 def _corrupted(document_id: object, collection: str, problem: str) -> CorruptedCounterError:

@@ -35,7 +35,11 @@ from mongoengine.document import Document
 from mongoengine.errors import BulkWriteError, NotUniqueError, OperationError
 from mongoengine.queryset import QuerySet
 
-from .errors import BulkNotUniqueError, MongoEngineIdsError
+from .errors import (
+    BulkNotUniqueError,
+    PartialBulkInsertError,
+    PartialBulkNotUniqueError,
+)
 
 if TYPE_CHECKING:
     from pymongo.database import Database
@@ -143,7 +147,6 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         The values came from :meth:`new_values` or were announced to :meth:`note_assigned`;
         values that :meth:`is_collision` attributed to this field are not passed (they are
         taken). A field that reserved values elsewhere releases them here. Default: nothing.
-        Called by bulk ``insert()``; not (yet) by ``save()``.
         """
 
     def coerce(self, value: Any) -> Any:
@@ -245,12 +248,17 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
         created = self._created
         context = WriteContext(type(self), (self,), lambda: self._get_collection().database)
         pending = [entry for entry in fields if data.get(entry[0]) is None]
+        assigned: list[tuple[GeneratedField, Any]] = []
         if created and len(pending) < len(fields):
-            for name, field in fields:
-                if data.get(name) is not None:
-                    field.note_assigned(context, [data[name]])
-        if not pending:
-            return original(self, *args, **kwargs)
+            try:
+                for name, field in fields:
+                    value = data.get(name)
+                    if value is not None:
+                        field.note_assigned(context, [value])
+                        assigned.append((field, value))
+            except BaseException:
+                _give_back(context, data, [], assigned)
+                raise
         id_field = self._meta["id_field"]
         for name, _ in pending:
             if name == id_field:
@@ -259,12 +267,11 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                     args = (True, *args[1:])
                 else:
                     kwargs["force_insert"] = True
-        if not created:
-            # An existing document gaining a generated value: MongoEngine writes changed fields
-            # only, so mark the fields before to_mongo() fills them in.
-            for name, _ in pending:
+            if not created:
+                # An existing document gaining a generated value: MongoEngine writes changed
+                # fields only, so mark the field before to_mongo() fills it in.
                 self._mark_as_changed(name)
-        attempts = 1
+        attempts: dict[str, int] = {}  # per field: one field's retries don't use up another's
         while True:
             token = _active.set(context)
             try:
@@ -274,17 +281,22 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                     _collided_field(error, self, pending) if created and self._created else None
                 )
                 if culprit is None:
-                    _forget(data, pending)
+                    _give_back(context, data, pending, assigned)
                     raise
                 name, field = culprit
-                if attempts > field.collision_retries:
-                    _forget(data, pending)
-                    raise field.retries_exhausted(error, self, attempts) from error
-                attempts += 1
-                data[name] = None  # the next to_mongo() generates a fresh value
+                tried = attempts.get(name, 1)
+                if tried <= field.collision_retries:
+                    attempts[name] = tried + 1
+                    data[name] = None  # the next to_mongo() generates a fresh value
+                    continue
+                _give_back(context, data, pending, assigned, taken=name)
+                exhausted = field.retries_exhausted(error, self, tried)
+                if exhausted is error:
+                    raise
+                raise exhausted from error
             except BaseException:
                 if not (created and not self._created):  # not written: as it was before save()
-                    _forget(data, pending)
+                    _give_back(context, data, pending, assigned)
                 raise
             finally:
                 _active.reset(token)
@@ -301,9 +313,26 @@ def _collided_field(
     return None
 
 
-def _forget(data: dict[str, Any], pending: list[tuple[str, GeneratedField]]) -> None:
-    for name, _ in pending:
+def _give_back(
+    context: WriteContext,
+    data: dict[str, Any],
+    pending: list[tuple[str, GeneratedField]],
+    assigned: list[tuple[GeneratedField, Any]],
+    *,
+    taken: str | None = None,
+) -> None:
+    """Undo a save() that wrote nothing: clear generated values, release what was reserved.
+
+    Releasing a reservation this save() made is always safe: nobody else holds it. ``taken``
+    names the field whose value collided: that value is in use, so it stays reserved.
+    """
+    for name, field in pending:
+        value = data.get(name)
         data[name] = None
+        if value is not None and name != taken:
+            field.release_values(context, [field.coerce(value)])
+    for field, value in assigned:
+        field.release_values(context, [value])
 
 
 # -- bulk insert --------------------------------------------------------------------------------
@@ -415,31 +444,6 @@ class GeneratingQuerySetMixin:
             self._document, documents=results, loaded=True, **signal_kwargs
         )
         return results[0] if return_one else results
-
-
-class PartialBulkInsertError(MongoEngineIdsError, BulkWriteError):  # type: ignore[misc]
-    """Some documents of a bulk insert were not written; all the others were.
-
-    Attributes:
-        failed: (position in the batch, document, error) for each document not written; the
-            document's generated values are cleared, as before ``insert()``.
-        inserted: the documents that were written, in batch order (their pk is set).
-    """
-
-    def __init__(
-        self,
-        message: str,
-        failed: list[tuple[int, Document, Exception]],
-        inserted: list[Document],
-    ) -> None:
-        super().__init__(message)
-        self.failed = failed
-        self.inserted = inserted
-
-
-class PartialBulkNotUniqueError(PartialBulkInsertError, BulkNotUniqueError):
-    """A :class:`PartialBulkInsertError` where every failure is a duplicate key (or a
-    :class:`~mongoengine_ids.errors.RetriesExhaustedError`): also a ``NotUniqueError``."""
 
 
 #: Failed documents named in a partial-insert message; the rest are in ``failed``.

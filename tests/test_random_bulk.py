@@ -12,9 +12,13 @@ from mongoengine import signals
 from mongoengine.errors import BulkWriteError, NotUniqueError
 from test_random_unique import Script, codes, model, stored
 
-from mongoengine_ids.errors import BulkNotUniqueError, RetriesExhaustedError
+from mongoengine_ids.errors import (
+    BulkNotUniqueError,
+    PartialBulkInsertError,
+    PartialBulkNotUniqueError,
+    RetriesExhaustedError,
+)
 from mongoengine_ids.random_unique import RandomFieldStats, RandomUniqueField
-from mongoengine_ids.writepath import PartialBulkInsertError, PartialBulkNotUniqueError
 
 
 def test_forced_collisions_every_document_exactly_once(mongoengine_db: Any) -> None:

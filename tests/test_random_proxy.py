@@ -11,9 +11,8 @@ import pytest
 from mongoengine.errors import NotUniqueError
 from test_random_unique import Script, codes
 
-from mongoengine_ids.errors import RetriesExhaustedError
+from mongoengine_ids.errors import PartialBulkNotUniqueError, RetriesExhaustedError
 from mongoengine_ids.random_unique import RandomFieldStats, RandomUniqueField
-from mongoengine_ids.writepath import PartialBulkNotUniqueError
 
 
 def proxied(script: Script, **options: Any) -> type[me.Document]:

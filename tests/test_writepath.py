@@ -439,3 +439,59 @@ def test_bulk_insert_rejects_foreign_documents_before_generating(mongoengine_db:
     with pytest.raises(me.OperationError, match="aren't instances of"):
         Ticket.objects.insert([Ticket(), Other()])  # type: ignore[list-item]
     assert field.calls == []
+
+
+class ScriptedUniqueField(GeneratedField):
+    """Hands out scripted values; retries once when its own value is already stored."""
+
+    collision_retries = 1
+
+    def __init__(self, values: list[int], **kwargs: Any) -> None:
+        self.script = list(values)
+        self.released: list[Any] = []
+        super().__init__(unique=True, **kwargs)
+
+    def new_values(self, context: WriteContext, count: int) -> list[Any]:
+        return [self.script.pop(0) for _ in range(count)]
+
+    def is_collision(self, error: me.NotUniqueError, document: Any) -> bool:
+        value = document._data.get(self.name)
+        return document._get_collection().find_one({self.db_field: value}) is not None
+
+    def release_values(self, context: WriteContext, values: list[Any]) -> None:
+        self.released.extend(values)
+
+
+def test_each_field_has_its_own_retry_budget(mongoengine_db: Any) -> None:
+    class Pair(me.Document):
+        a = ScriptedUniqueField([1, 2])
+        b = ScriptedUniqueField([1, 2])
+
+    Pair._get_collection().insert_many([{"a": 1, "b": 90}, {"a": 91, "b": 1}])
+    pair = Pair().save()  # a collides once, then b collides once: one retry each
+    assert (pair.a, pair.b) == (2, 2)
+    assert Pair.a.script == Pair.b.script == []
+    assert Pair.objects(a=2, b=2).count() == 1
+
+
+def test_a_failed_save_releases_generated_values_except_the_collided_one(
+    mongoengine_db: Any,
+) -> None:
+    class Pair(me.Document):
+        a = ScriptedUniqueField([1, 1])
+        b = ScriptedUniqueField([7, 8])
+        name = me.StringField(unique=True)
+
+    Pair._get_collection().insert_one({"a": 1, "b": 90, "name": "x"})
+    with pytest.raises(me.NotUniqueError) as info:
+        Pair(name="y").save()
+    assert info.value.__cause__ is not info.value  # the default: the last error, as it was
+    # a's two values collided (kept: in use); b's value was never written: released.
+    assert Pair.a.released == []
+    assert Pair.b.released == [7]
+    # Another unique index: nothing claimed, every generated value released.
+    Pair.a.script, Pair.b.script = [5], [6]
+    with pytest.raises(me.NotUniqueError):
+        Pair(name="x").save()
+    assert (Pair.a.released, Pair.b.released) == ([5], [7, 6])
+    assert Pair.objects.count() == 1
