@@ -31,6 +31,8 @@ from .cli import EXIT_FAILURE, EXIT_USAGE, CommandError
 from .decode import describe
 from .fields import LocalityUUIDField
 from .locality import LocalityUUIDGenerator
+from .random_unique import RandomUniqueField
+from .sequence import SequenceField
 
 if TYPE_CHECKING:
     from pymongo.database import Database
@@ -275,12 +277,63 @@ def generated_key_never_replaces(demo: Demo) -> None:
     )
 
 
+def leased_sequence(demo: Demo) -> None:
+    """SequenceField: account numbers from leased counter ranges, one round trip per block."""
+    demo.heading("SequenceField(primary_key=True, batch_size=1000, digits=12): leased ranges")
+    counters = f"demo_counters_{demo.run_id}"
+    demo.collections.append(counters)
+
+    class DemoAccount(Document):  # type: ignore[misc]
+        id = SequenceField(
+            primary_key=True, batch_size=1000, digits=12, zero_pad=True, collection_name=counters
+        )
+        owner = StringField(required=True)
+        meta = demo.meta("account")
+
+    first = DemoAccount(owner="Ada").save()
+    batch = DemoAccount.objects.insert([DemoAccount(owner=name) for name in ("Bo", "Cy", "Di")])
+    rows = [[account.owner, str(account.id)] for account in (first, *batch)]
+    demo.say("DemoAccount(owner=...).save(), then objects.insert() of three more:")
+    demo.say()
+    demo.table(["owner", "id"], rows)
+    demo.say()
+    counter = DemoAccount._get_db()[counters].find_one()
+    demo.say(f"The counter document: {counter!r}.")
+    demo.say(
+        "One findAndModify $inc leased values 1 to 1000 for this process; the saves and the bulk "
+        "insert took theirs from that block without another round trip. Values left in the block "
+        "when the process ends are never used: gaps, never duplicates."
+    )
+
+
+def random_codes(demo: Demo) -> None:
+    """RandomUniqueField: random codes under a unique index, a collision retried."""
+    demo.heading("RandomUniqueField(length=8): random codes, retried on a collision")
+
+    class DemoVoucher(Document):  # type: ignore[misc]
+        code = RandomUniqueField(length=8)
+        amount = StringField(required=True)
+        meta = demo.meta("voucher")
+
+    vouchers = [DemoVoucher(amount=amount).save() for amount in ("5 EUR", "10 EUR", "20 EUR")]
+    demo.table(["amount", "code"], [[v.amount, str(v.code)] for v in vouchers])
+    demo.say()
+    stats = DemoVoucher.code.stats()
+    demo.say(
+        f"Crockford base32, 8 characters: {32**8:,} values under a unique index the field created. "
+        f"Attempts so far: {stats.attempts}, collisions: {stats.collisions}; a collision on this "
+        "field's own index is retried with a fresh value, any other duplicate key is raised."
+    )
+
+
 #: The sections of the demo, in order.
 SECTIONS: Final[tuple[Section, ...]] = (
     saved_one_by_one,
     inserted_in_bulk,
     stored_form,
     generated_key_never_replaces,
+    leased_sequence,
+    random_codes,
 )
 
 
