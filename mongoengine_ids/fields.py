@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from typing import Any, ClassVar
@@ -12,7 +13,17 @@ from . import constants as C
 from .locality import ACCEPTED_TEXT, LocalityUUID, LocalityUUIDGenerator, Mode, _int_from_uuid_value
 from .writepath import GeneratedField, WriteContext
 
-_LOWER_HEX_STRING_LENGTH = 36
+# Guards the lazy creation of the fields' generators; made anew in a forked child, where a
+# lock held by another thread at fork time would stay held forever.
+_generator_lock = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    global _generator_lock
+    _generator_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 class UUIDValueField(GeneratedField):
@@ -27,6 +38,8 @@ class UUIDValueField(GeneratedField):
 
     value_class: ClassVar[type[uuid.UUID]] = uuid.UUID
     kind: ClassVar[str] = "UUID"
+    #: The version nibble (high half of byte 6) every stored value must carry; None: any.
+    _version_nibble: ClassVar[int | None] = None
 
     def __init__(self, *, as_string: bool = False, **kwargs: Any) -> None:
         if not isinstance(as_string, bool):
@@ -59,8 +72,15 @@ class UUIDValueField(GeneratedField):
         return None if value is None else self.coerce(value)
 
     def to_mongo(self, value: Any) -> Any:
-        if type(value) is Binary and not self.as_string and value.subtype == C.BSON_UUID_SUBTYPE:
-            # Already stored form: what generate() left in the document's data.
+        if (
+            type(value) is Binary
+            and not self.as_string
+            and value.subtype == C.BSON_UUID_SUBTYPE
+            and len(value) == C.UUID_BYTES
+            and self._version_nibble in (None, value[6] >> 4)
+        ):
+            # Already stored form: what generate() left in the document's data. insert() does
+            # not validate, so the version is still checked here (one byte, not a parse).
             return value
         checked = self.coerce(value)
         if not isinstance(checked, self.value_class):
@@ -107,6 +127,7 @@ class LocalityUUIDField(UUIDValueField):
 
     value_class = LocalityUUID
     kind = "Locality UUID"
+    _version_nibble = C.LOCALITY_VERSION
 
     def _from_number(self, number: int) -> LocalityUUID:
         if (number >> C.LOCALITY_VERSION_SHIFT) & C.LOCALITY_VERSION_MASK != C.LOCALITY_VERSION:
@@ -134,7 +155,6 @@ class LocalityUUIDField(UUIDValueField):
             )
         self.mode: Mode = mode or (generator.mode if generator is not None else "spread")
         self._generator = generator
-        self._generator_lock = threading.Lock()
         super().__init__(as_string=as_string, **kwargs)
 
     @property
@@ -142,7 +162,7 @@ class LocalityUUIDField(UUIDValueField):
         """The generator of this field (made on first use: reading the MAC can be slow)."""
         generator = self._generator
         if generator is None:
-            with self._generator_lock:
+            with _generator_lock:
                 # Two generators in one process would share pid and node: make exactly one.
                 if self._generator is None:
                     self._generator = LocalityUUIDGenerator(mode=self.mode)

@@ -500,6 +500,9 @@ class LocalityUUIDGenerator:
 
 
 def _reinit_generators_in_child() -> None:
+    # A lock another thread held at fork time stays held forever in the child: make new ones.
+    global _machine_mac_lock
+    _machine_mac_lock = threading.Lock()
     for generator in list(_generators):
         generator._after_fork_in_child()
 

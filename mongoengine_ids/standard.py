@@ -150,6 +150,7 @@ class UUID4Field(_StandardUUIDField):
     """
 
     version = 4
+    _version_nibble = 4
 
     def new_values(self, context: WriteContext, count: int) -> list[Any]:
         return [uuid.uuid4() for _ in range(count)]
@@ -166,6 +167,7 @@ class UUID7Field(_StandardUUIDField):
     """
 
     version = 7
+    _version_nibble = 7
 
     def __init__(self, *, generator: UUID7Generator | None = None, **kwargs: Any) -> None:
         if generator is not None and not isinstance(generator, UUID7Generator):

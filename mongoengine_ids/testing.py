@@ -30,11 +30,18 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mongoengine
-import pytest
 from mongoengine.connection import DEFAULT_CONNECTION_NAME
 
 from .sequence_wrappers import Hook, instrumented_client_class
 from .writepath import reset_process_state
+
+try:
+    from pytest import fixture  # noqa: PT013 - one name, and no pytest needed without it
+except ModuleNotFoundError:  # connected() and connected_threadsafe() need no pytest
+
+    def fixture(function: Any) -> Any:  # type: ignore[no-redef]
+        return function
+
 
 Connect = Callable[..., Any]
 
@@ -91,14 +98,14 @@ def connected(uri: str | None = None) -> Iterator[Connect]:
         connections.close()
 
 
-@pytest.fixture
+@fixture
 def mongoengine_connect() -> Iterator[Connect]:
     """Connect MongoEngine aliases to fresh mongomock databases for this test."""
     with connected() as connect:
         yield connect
 
 
-@pytest.fixture
+@fixture
 def mongoengine_db(mongoengine_connect: Connect) -> Any:
     """MongoEngine's default alias on a fresh mongomock database, for this test."""
     return mongoengine_connect()
@@ -146,7 +153,7 @@ def connected_threadsafe(uri: str | None = None, *, hook: Hook | None = None) ->
         connections.close()
 
 
-@pytest.fixture
+@fixture
 def mongoengine_connect_threadsafe() -> Iterator[Connect]:
     """``mongoengine_connect`` with atomic mongomock operations (for concurrency tests)."""
     with connected_threadsafe() as connect:

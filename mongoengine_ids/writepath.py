@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from pymongo.database import Database
 
 _INSTALLED = "_mongoengine_ids_installed"
+_MIXIN_INSTALLED = "_mongoengine_ids_mixin_installed"
 _DUPLICATE_KEY_CODES = (11000, 11001)
 
 
@@ -56,7 +57,7 @@ class WriteContext:
         documents: the documents of this write (one for ``save()``, the batch for ``insert()``).
     """
 
-    __slots__ = ("_database", "document_class", "documents")
+    __slots__ = ("_database", "document_class", "documents", "written")
 
     def __init__(
         self,
@@ -67,6 +68,9 @@ class WriteContext:
         self.document_class = document_class
         self.documents = documents
         self._database = database
+        #: Set once save() has written the document; whatever fails later (a cascade, a
+        #: post_save handler) must neither retry nor undo the generated values.
+        self.written = False
 
     @property
     def database(self) -> Database[Any]:
@@ -168,15 +172,17 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         return self.new_stored_value(context)
 
     def __set_name__(self, owner: type, name: str) -> None:
-        if isinstance(owner, type) and issubclass(owner, Document):
+        if issubclass(owner, Document):
             install(owner)
-        elif isinstance(owner, type) and issubclass(owner, BaseDocument):
+        elif issubclass(owner, BaseDocument):
             # Saving the parent document would leave the value missing, silently.
             raise TypeError(
                 f"{type(self).__name__} {name!r} generates its value when a Document is saved "
-                f"and cannot be declared on {owner.__name__!r}, an {owner.__mro__[1].__name__}: "
+                f"and cannot be declared on {owner.__name__!r}, an embedded document: "
                 "declare it on the top-level Document, or assign values to a plain field"
             )
+        else:
+            install_on_subclasses(owner)  # a mixin: hook the Documents made from it
 
     def __get__(self, instance: Any, owner: type) -> Any:
         if instance is None:
@@ -218,11 +224,20 @@ def generated_fields(document_class: type[BaseDocument]) -> tuple[tuple[str, Gen
 
 def install(owner: type[Document]) -> None:
     """Install the write-path hook on ``owner``; idempotent, inherited by subclasses."""
+    # Inserting through a parent's queryset (Root.objects.insert([Sub()])) must generate too:
+    # the owner and the ancestors whose collection it shares, never Document itself.
+    for klass in owner.__mro__:
+        if not issubclass(klass, Document) or klass is Document or "_meta" not in vars(klass):
+            continue
+        meta = vars(klass)["_meta"]
+        if klass is owner or meta.get("allow_inheritance"):
+            meta["queryset_class"] = generating_queryset(meta.get("queryset_class", QuerySet))
     if any(_INSTALLED in vars(klass) for klass in owner.__mro__):
         return
     owner.save = _wrap_save(owner.save)
-    meta = owner._meta
-    meta["queryset_class"] = generating_queryset(meta.get("queryset_class", QuerySet))
+    for name in _WRITE_METHODS:
+        if hasattr(owner, name):
+            setattr(owner, name, _record_write(getattr(owner, name)))
     previous_hook = owner.__dict__.get("__init_subclass__")
 
     def __init_subclass__(cls: type[Document], /, **kwargs: Any) -> None:
@@ -236,6 +251,44 @@ def install(owner: type[Document]) -> None:
 
     owner.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
     setattr(owner, _INSTALLED, True)
+
+
+def install_on_subclasses(mixin: type[Any]) -> None:
+    """Install the hook on every Document made from ``mixin``, a plain class declaring a field.
+
+    MongoEngine copies the fields of plain mixin classes into the models built from them, but
+    the field only ever sees the mixin: hook the models as they are created.
+    """
+    if _MIXIN_INSTALLED in vars(mixin):
+        return
+    previous_hook = mixin.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls: type[Any], /, **kwargs: Any) -> None:
+        if previous_hook is not None:
+            previous_hook.__func__(cls, **kwargs)
+        else:
+            super(mixin, cls).__init_subclass__(**kwargs)
+        if issubclass(cls, Document):
+            install(cls)
+
+    mixin.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+    setattr(mixin, _MIXIN_INSTALLED, True)
+
+
+#: MongoEngine's methods that write a saved document; wrapped to record that the write happened.
+_WRITE_METHODS = ("_save_create", "_save_update")
+
+
+def _record_write(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def write(self: Document, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        context = _active.get()
+        if context is not None and context.documents[0] is self:
+            context.written = True
+        return result
+
+    return write
 
 
 def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -277,9 +330,9 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 return original(self, *args, **kwargs)
             except NotUniqueError as error:
-                culprit = (
-                    _collided_field(error, self, pending) if created and self._created else None
-                )
+                if _written(context, created, self):
+                    raise  # e.g. a cascaded save failed: this document is in the database
+                culprit = _collided_field(error, self, pending) if created else None
                 if culprit is None:
                     _give_back(context, data, pending, assigned)
                     raise
@@ -295,13 +348,19 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                     raise
                 raise exhausted from error
             except BaseException:
-                if not (created and not self._created):  # not written: as it was before save()
+                if not _written(context, created, self):  # as it was before save()
                     _give_back(context, data, pending, assigned)
                 raise
             finally:
                 _active.reset(token)
 
     return save
+
+
+def _written(context: WriteContext, created: bool, document: Document) -> bool:
+    # Recorded by the wrapped _save_create/_save_update; MongoEngine clears _created only at
+    # the very end of save(), after cascades and post_save.
+    return context.written or (created and not document._created)
 
 
 def _collided_field(
@@ -347,9 +406,7 @@ def generating_queryset(base: type[QuerySet]) -> type[QuerySet]:
     try:
         return _queryset_classes[base]
     except KeyError:
-        klass = type(
-            base.__name__, (GeneratingQuerySetMixin, base), {"__module__": base.__module__}
-        )
+        klass = type(f"Generating{base.__name__}", (GeneratingQuerySetMixin, base), {})
         _queryset_classes[base] = klass
         return klass
 
@@ -438,7 +495,8 @@ class GeneratingQuerySetMixin:
             signals.post_bulk_insert.send(
                 self._document, documents=docs, loaded=False, **signal_kwargs
             )
-            return ids[0] if return_one else ids
+            pks = [doc.pk for doc in docs]  # Python values (LocalityUUID, not the stored Binary)
+            return pks[0] if return_one else pks
         results = _reload(self, ids)
         signals.post_bulk_insert.send(
             self._document, documents=results, loaded=True, **signal_kwargs
@@ -470,12 +528,16 @@ def _insert_once(
     *,
     ordered: bool,
 ) -> list[Any]:
-    """One ``insert_many`` (MongoEngine's behaviour); unwritten documents are put back."""
+    """One ``insert_many`` (MongoEngine's behaviour); unwritten documents are put back, the
+    written ones (the first ``nInserted`` of an ordered batch) get their pk."""
+    raw: list[Any] = []
     try:
         raw = [doc.to_mongo() for doc in docs]
         return _insert_raw(collection, raw, write_concern, ordered=ordered)
     except BaseException as error:
-        written = _inserted_count(error)
+        written = _inserted_count(error) if raw else 0
+        for doc, son in zip(docs[:written], raw, strict=False):
+            doc.pk = son["_id"]  # in the database now: a later save() must update it
         _unwind(context, docs, generated, range(written, len(docs)))
         raise
 

@@ -158,3 +158,16 @@ def test_field_mode_makes_one_generator_per_field(mongoengine_db: Any) -> None:
     assert Event.id.generator.mode == "sequential"
     first, second = Event().save(), Event().save()
     assert second.id.sequential_counter == (first.id.sequential_counter + 1) % 2**32
+
+
+def test_bulk_insert_checks_binary_values_it_does_not_validate(mongoengine_db: Any) -> None:
+    # QuerySet.insert() never calls validate(): to_mongo() is the last line of defence.
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+
+    random_uuid = uuid.uuid4()
+    with pytest.raises(me.ValidationError, match="version nibble b"):
+        Place.objects.insert([Place(id=Binary(random_uuid.bytes, 4))])
+    with pytest.raises(me.ValidationError, match="version nibble b"):
+        Place(id=Binary(random_uuid.bytes, 4)).save(validate=False)
+    assert list(mongoengine_db["place"].find()) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 USER_TESTS = """
@@ -50,3 +52,26 @@ def test_plugin_fixtures_give_each_test_a_clean_mongomock(pytester: pytest.Pytes
     # A subprocess, so that the plugin is found through its pytest11 entry point, as for users.
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
     result.assert_outcomes(passed=4)
+
+
+def test_connected_works_without_pytest(pytester: pytest.Pytester) -> None:
+    script = pytester.makepyfile(
+        no_pytest="""
+        import sys
+        sys.modules["pytest"] = None  # as if pytest were not installed
+        import mongoengine as me
+        from mongoengine_ids import LocalityUUIDField
+        from mongoengine_ids.testing import connected
+
+        class Place(me.Document):
+            id = LocalityUUIDField(primary_key=True)
+
+        with connected() as connect:
+            connect()
+            Place().save()
+            print("saved", Place.objects.count())
+        """
+    )
+    result = pytester.run(sys.executable, str(script))
+    assert result.ret == 0, result.stderr.str()
+    assert result.stdout.lines == ["saved 1"]

@@ -329,7 +329,7 @@ def test_embedded_documents_are_refused_at_class_definition() -> None:
     error = info.value if isinstance(info.value, TypeError) else info.value.__cause__
     assert isinstance(error, TypeError)
     assert "'ref' generates its value when a Document is saved" in str(error)
-    assert "'Line', an EmbeddedDocument" in str(error)
+    assert "'Line', an embedded document" in str(error)
 
 
 def test_no_global_patching_of_mongoengine(mongoengine_db: Any) -> None:
@@ -380,9 +380,9 @@ def test_bulk_insert_of_uuid_keys_returns_the_documents(mongoengine_db: Any) -> 
     assert one.name == "single"
     assert type(one.id) is LocalityUUID
     ids = Place.objects.insert([Place(name="x")], load_bulk=False)
-    assert ids == [Binary(LocalityUUID(ids[0]).bytes, 4)]
-    assert {d["_id"] for d in raw(Place)} == {Binary(d.id.bytes, 4) for d in [*docs, one]} | {
-        ids[0]
+    assert [type(pk) for pk in ids] == [LocalityUUID]
+    assert {d["_id"] for d in raw(Place)} == {
+        Binary(pk.bytes, 4) for pk in [*(d.id for d in docs), one.id, *ids]
     }
 
 
@@ -423,7 +423,13 @@ def test_failed_bulk_insert_keeps_ids_of_written_documents_only(mongoengine_db: 
     assert isinstance(info.value, BulkNotUniqueError)
     assert isinstance(info.value, me.errors.BulkWriteError)
     assert [doc.id is not None for doc in docs] == [True, True, False, False]
+    assert [doc._created for doc in docs] == [False, False, True, True]
     assert [d["name"] for d in raw(Place)] == ["existing", "p0", "p1"]
+    # A written document saves as an update; the others insert with fresh ids.
+    docs[0].name = "p0 renamed"
+    docs[0].save()
+    docs[2].save()
+    assert [d["name"] for d in raw(Place)] == ["existing", "p0 renamed", "p1", "p2"]
     assert raw(Place)[0]["_id"] == Binary(third.bytes, 4)
 
 
@@ -495,3 +501,60 @@ def test_a_failed_save_releases_generated_values_except_the_collided_one(
         Pair(name="x").save()
     assert (Pair.a.released, Pair.b.released) == ([5], [7, 6])
     assert Pair.objects.count() == 1
+
+
+class Note(me.Document):
+    """Referenced by Entry with cascade, to fail after Entry itself is written."""
+
+    text = me.StringField(unique=True)
+
+
+def test_a_failure_after_the_write_keeps_the_id_and_never_writes_twice(
+    mongoengine_db: Any,
+) -> None:
+    class Entry(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        note = me.ReferenceField(Note)
+
+    Note(text="taken").save()
+    clashing = Note(text="free").save()
+    clashing.text = "taken"  # the cascade's update of this note will hit the unique index
+    entry = Entry(note=clashing)
+    with pytest.raises(me.NotUniqueError):
+        entry.save(cascade=True)
+    # Entry was written before the cascade failed: its id stays, and no retry wrote it again.
+    assert entry.id is not None
+    assert [doc["_id"] for doc in raw(Entry)] == [Binary(entry.id.bytes, 4)]
+    clashing.text = "free again"
+    entry.save(cascade=True)
+    assert [doc["_id"] for doc in raw(Entry)] == [Binary(entry.id.bytes, 4)]
+
+
+class StampMixin:
+    """A plain mixin declaring a generated field."""
+
+    ref = LocalityUUIDField()
+
+
+def test_a_field_declared_on_a_plain_mixin_is_generated(mongoengine_db: Any) -> None:
+    class Stamped(StampMixin, me.Document):
+        name = me.StringField()
+
+    one = Stamped(name="a").save()
+    many = Stamped.objects.insert([Stamped(name="b"), Stamped(name="c")])
+    assert all(type(doc.ref) is LocalityUUID for doc in [one, *many])
+    assert [type(doc["ref"]) for doc in raw(Stamped)] == [Binary] * 3
+
+
+def test_inserting_a_subclass_through_the_parent_generates(mongoengine_db: Any) -> None:
+    class Root(me.Document):
+        meta = {"allow_inheritance": True}
+        name = me.StringField()
+
+    class Leaf(Root):
+        ref = LocalityUUIDField()
+
+    Root.objects.insert([Leaf(name="a"), Root(name="b")])
+    stored = {doc["name"]: doc for doc in raw(Root)}
+    assert isinstance(stored["a"]["ref"], Binary)
+    assert "ref" not in stored["b"]
