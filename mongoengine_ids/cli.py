@@ -37,6 +37,7 @@ _SUBCOMMAND_MODULES: Final = (
     "mongoengine_ids.demo",
     "mongoengine_ids.decode",
     "mongoengine_ids.bench",
+    "mongoengine_ids.compare",
     "mongoengine_ids.sequence_cli",
 )
 
