@@ -57,7 +57,7 @@ class WriteContext:
         documents: the documents of this write (one for ``save()``, the batch for ``insert()``).
     """
 
-    __slots__ = ("_database", "document_class", "documents", "written")
+    __slots__ = ("_database", "document_class", "documents", "serialising", "written")
 
     def __init__(
         self,
@@ -71,6 +71,8 @@ class WriteContext:
         #: Set once save() has written the document; whatever fails later (a cascade, a
         #: post_save handler) must neither retry nor undo the generated values.
         self.written = False
+        #: The document whose to_mongo() is running (generate() is told nothing of it).
+        self.serialising: BaseDocument | None = None
 
     @property
     def database(self) -> Database[Any]:
@@ -164,9 +166,16 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     # -- MongoEngine's hooks --------------------------------------------------------------------
 
     def generate(self) -> Any:
-        """MongoEngine's auto-generation hook; produces a value only inside a write."""
+        """MongoEngine's auto-generation hook; produces a value only inside a write, and only
+        for a document of that write."""
         context = _active.get()
         if context is None:
+            return None
+        # A signal handler or a log line may serialise some other document in the middle of
+        # this write: its field must stay empty, or its own save() would take the value as
+        # assigned and replace whatever document holds it. (insert() fills in the values of
+        # its documents before serialising them, so only save()'s one document gets here.)
+        if context.serialising is not context.documents[0]:
             return None
         # MongoEngine stores what generate() returns without passing it through to_mongo().
         return self.new_stored_value(context)
@@ -235,6 +244,7 @@ def install(owner: type[Document]) -> None:
     if any(_INSTALLED in vars(klass) for klass in owner.__mro__):
         return
     owner.save = _wrap_save(owner.save)
+    owner.to_mongo = _record_serialising(owner.to_mongo)
     for name in _WRITE_METHODS:
         if hasattr(owner, name):
             setattr(owner, name, _record_write(getattr(owner, name)))
@@ -277,6 +287,22 @@ def install_on_subclasses(mixin: type[Any]) -> None:
 
 #: MongoEngine's methods that write a saved document; wrapped to record that the write happened.
 _WRITE_METHODS = ("_save_create", "_save_update")
+
+
+def _record_serialising(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def to_mongo(self: Document, *args: Any, **kwargs: Any) -> Any:
+        context = _active.get()
+        if context is None:
+            return original(self, *args, **kwargs)
+        outer = context.serialising
+        context.serialising = self
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            context.serialising = outer
+
+    return to_mongo
 
 
 def _record_write(original: Callable[..., Any]) -> Callable[..., Any]:

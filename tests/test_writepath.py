@@ -558,3 +558,33 @@ def test_inserting_a_subclass_through_the_parent_generates(mongoengine_db: Any) 
     stored = {doc["name"]: doc for doc in raw(Root)}
     assert isinstance(stored["a"]["ref"], Binary)
     assert "ref" not in stored["b"]
+
+
+def test_serialising_another_document_during_a_save_never_gives_it_an_id(
+    mongoengine_db: Any,
+) -> None:
+    # A post_save handler logging an unsaved document: to_json() runs inside Order's save().
+    from mongoengine import signals
+
+    class Invoice(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        text = me.StringField()
+
+    class Order(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+
+    pending = Invoice(text="for the order")
+    logged: list[str] = []
+
+    def log_invoice(sender: Any, document: Any, **kwargs: Any) -> None:
+        logged.append(pending.to_json(json_options=RELAXED_JSON_OPTIONS))
+
+    signals.post_save.connect(log_invoice, sender=Order)
+    try:
+        Order().save()
+    finally:
+        signals.post_save.disconnect(log_invoice, sender=Order)
+    assert logged == ['{"text": "for the order"}']
+    assert pending.id is None
+    pending.save()
+    assert [doc["text"] for doc in raw(Invoice)] == ["for the order"]
