@@ -79,8 +79,21 @@ class _Connections:
                 with contextlib.suppress(Exception):
                     mongoengine.get_connection(alias).drop_database(name)
             mongoengine.disconnect(alias)
+        _forget_cached_collections({alias for alias, _ in self._aliases})
         self._aliases.clear()
         reset_process_state()
+
+
+def _forget_cached_collections(aliases: set[str]) -> None:
+    # MongoEngine's disconnect() finds the models to reset by class name in its registry, so a
+    # model whose name another model reused (two tests' "Place") keeps a collection of the
+    # closed client, and the next test writes to the old database. Reset every model class.
+    stack = list(mongoengine.Document.__subclasses__())
+    while stack:
+        model = stack.pop()
+        stack.extend(model.__subclasses__())
+        if model._meta.get("db_alias", DEFAULT_CONNECTION_NAME) in aliases:
+            model._collection = None
 
 
 @contextlib.contextmanager

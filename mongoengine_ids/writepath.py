@@ -327,18 +327,25 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
         created = self._created
         context = WriteContext(type(self), (self,), lambda: self._get_collection().database)
         pending = [entry for entry in fields if data.get(entry[0]) is None]
+        unconfirmed = _unconfirmed(self)
         assigned: list[tuple[GeneratedField, Any]] = []
         if created and len(pending) < len(fields):
             try:
                 for name, field in fields:
                     value = data.get(name)
-                    if value is not None:
+                    # An unconfirmed value is this document's own from an interrupted save().
+                    if value is not None and name not in unconfirmed:
                         field.note_assigned(context, [value])
                         assigned.append((field, value))
             except BaseException:
                 _give_back(context, data, [], assigned)
                 raise
         id_field = self._meta["id_field"]
+        if id_field in unconfirmed:
+            # An earlier save() of this document may have written it: insert, so that if it
+            # did, this one fails with NotUniqueError instead of writing it twice.
+            kwargs = _forcing_insert(args, kwargs)
+            args = ()
         for name, _ in pending:
             if name == id_field:
                 # The pk will be generated: insert, never replace a document that has it.
@@ -354,7 +361,10 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
         while True:
             token = _active.set(context)
             try:
-                return original(self, *args, **kwargs)
+                result = original(self, *args, **kwargs)
+                if unconfirmed:
+                    del vars(self)[_UNCONFIRMED]
+                return result
             except NotUniqueError as error:
                 if _written(context, created, self):
                     raise  # e.g. a cascaded save failed: this document is in the database
@@ -373,14 +383,62 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                 if exhausted is error:
                     raise
                 raise exhausted from error
-            except BaseException:
-                if not _written(context, created, self):  # as it was before save()
+            except BaseException as error:
+                if _written(context, created, self):
+                    raise
+                if _outcome_unknown(error):
+                    # The server may have applied the write: keep every value (and whatever
+                    # was reserved for it), and make the next save() insert, not replace.
+                    _mark_unconfirmed(self, unconfirmed | {name for name, _ in pending})
+                else:  # certainly not written: as it was before save()
                     _give_back(context, data, pending, assigned)
                 raise
             finally:
                 _active.reset(token)
 
     return save
+
+
+#: Errors after which a write may or may not have been applied: the reply was lost, or the
+#: write concern timed out after the primary applied it.
+_OUTCOME_UNKNOWN = (pymongo.errors.ConnectionFailure, pymongo.errors.WriteConcernError)
+
+#: Instance attribute: names of generated fields whose values an interrupted write may have
+#: stored. (Kept out of _data: MongoEngine serialises that.)
+_UNCONFIRMED = "_mongoengine_ids_unconfirmed"
+
+
+def _outcome_unknown(error: BaseException) -> bool:
+    """Whether ``error`` (or what MongoEngine wrapped in it) leaves the write's fate unknown."""
+    seen: BaseException | None = error
+    for _ in range(4):  # MongoEngine wraps pymongo's error once; a little slack beyond that
+        if seen is None:
+            return False
+        if isinstance(seen, _OUTCOME_UNKNOWN):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _unconfirmed(document: BaseDocument) -> frozenset[str]:
+    state = getattr(document, "__dict__", None)
+    return frozenset() if state is None else state.get(_UNCONFIRMED, frozenset())
+
+
+def _mark_unconfirmed(document: BaseDocument, names: Iterable[str]) -> None:
+    state = getattr(document, "__dict__", None)
+    if state is not None:  # a model with __slots__ keeps MongoEngine's semantics
+        state[_UNCONFIRMED] = frozenset(names)
+
+
+def _forcing_insert(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """save()'s arguments as keywords, with force_insert=True."""
+    if args:
+        kwargs = {**dict(zip(_SAVE_POSITIONAL, args, strict=False)), **kwargs}
+    return {**kwargs, "force_insert": True}
+
+
+_SAVE_POSITIONAL = ("force_insert", "validate", "clean", "write_concern", "cascade")
 
 
 def _written(context: WriteContext, created: bool, document: Document) -> bool:
@@ -455,9 +513,6 @@ class GeneratingQuerySetMixin:
     _document: ClassVar[type[Document]]
     _collection: Any
 
-    #: Whether insert_many stops at the first error (MongoEngine's behaviour).
-    insert_ordered: ClassVar[bool] = True
-
     def insert(
         self,
         doc_or_docs: Document | Iterable[Document],
@@ -504,14 +559,7 @@ class GeneratingQuerySetMixin:
             if _retries_collisions(generated):
                 ids = _insert_retrying(context, collection, docs, generated, write_concern or {})
             else:
-                ids = _insert_once(
-                    context,
-                    collection,
-                    docs,
-                    generated,
-                    write_concern or {},
-                    ordered=self.insert_ordered,
-                )
+                ids = _insert_once(context, collection, docs, generated, write_concern or {})
         finally:
             _active.reset(token)
 
@@ -551,16 +599,19 @@ def _insert_once(
     docs: list[Document],
     generated: list[tuple[int, Document, str]],
     write_concern: dict[str, Any],
-    *,
-    ordered: bool,
 ) -> list[Any]:
-    """One ``insert_many`` (MongoEngine's behaviour); unwritten documents are put back, the
-    written ones (the first ``nInserted`` of an ordered batch) get their pk."""
+    """One ordered ``insert_many`` (MongoEngine's behaviour); unwritten documents are put back,
+    the written ones (the first ``nInserted``) get their pk. If the outcome is unknown (a lost
+    reply), every document keeps its values and inserts, never replaces, on its next save()."""
     raw: list[Any] = []
     try:
         raw = [doc.to_mongo() for doc in docs]
-        return _insert_raw(collection, raw, write_concern, ordered=ordered)
+        return _insert_raw(collection, raw, write_concern, ordered=True)
     except BaseException as error:
+        if raw and _outcome_unknown(error):
+            for _, doc, name in generated:
+                _mark_unconfirmed(doc, _unconfirmed(doc) | {name})
+            raise
         written = _inserted_count(error) if raw else 0
         for doc, son in zip(docs[:written], raw, strict=False):
             doc.pk = son["_id"]  # in the database now: a later save() must update it
@@ -584,13 +635,17 @@ def _insert_retrying(
     taken: set[tuple[int, str]] = set()  # (position, field): the value collided, it is in use
     attempts: dict[tuple[int, str], int] = {}
     concern_errors: list[Any] = []
-    pending: list[int] = list(range(len(docs)))
+    pending: list[int] = list(range(len(docs)))  # never written (yet), or fate unknown
+    raw: list[Any] = []
+    inserting = False
     try:
         raw = [doc.to_mongo() for doc in docs]
         while pending:
+            inserting = True
             write_errors, concern = _insert_unordered(
                 collection, [raw[position] for position in pending], write_concern
             )
+            inserting = False
             concern_errors.extend(concern)
             retry: dict[int, tuple[str, GeneratedField, list[int]]] = {}
             for index, write_error in write_errors:
@@ -606,12 +661,17 @@ def _insert_retrying(
                 if count > field.collision_retries:
                     taken.add((position, name))
                     exhausted = field.retries_exhausted(error, doc, count)
-                    exhausted.__cause__ = error
+                    if exhausted is not error:
+                        exhausted.__cause__ = error
                     failed[position] = exhausted
                     continue
                 attempts[(position, name)] = count + 1
                 retry.setdefault(id(field), (name, field, []))[2].append(position)
-            again: set[int] = set()
+            # From here on only the documents to retry are unwritten: if making their fresh
+            # values fails, the rest of this round stays written.
+            pending = sorted(
+                {position for _, _, positions in retry.values() for position in positions}
+            )
             for name, field, positions in retry.values():
                 # Only this field of only these documents: the others keep what they were given.
                 batch = [docs[position] for position in positions]
@@ -619,14 +679,22 @@ def _insert_retrying(
                 values = field.new_values(retry_context, len(positions))
                 for position, value in zip(positions, values, strict=True):
                     docs[position]._data[name] = value
-                again.update(positions)
-            pending = sorted(again)
             for position in pending:
                 raw[position] = docs[position].to_mongo()
-    except BaseException:
-        # Pending documents were not written (or their fate is unknown: not released then).
+    except BaseException as error:
+        unwritten = set(pending) | set(failed)
+        for position, son in enumerate(raw):
+            if position not in unwritten:
+                docs[position].pk = son["_id"]  # written in an earlier round
         _unwind(context, docs, generated, failed, taken)
-        _unwind(context, docs, generated, pending, release=False)
+        if inserting and _outcome_unknown(error):
+            # The server may have written them: keep their values, insert (never replace) on
+            # their next save().
+            for position in pending:
+                names = names_of.get(position, set())
+                _mark_unconfirmed(docs[position], _unconfirmed(docs[position]) | names)
+        else:
+            _unwind(context, docs, generated, pending, release=False)
         raise
     if failed:
         _unwind(context, docs, generated, failed, taken)

@@ -44,6 +44,20 @@ def test_more_aliases(mongoengine_connect):
 def test_disconnected_after_each_test():
     import mongoengine.connection as connection
     assert connection._connections == {}
+
+
+def test_a_local_model_reusing_the_name(mongoengine_db):
+    globals()["Place"](name="module").save()  # caches this test's collection on the class
+
+    class Place(me.Document):  # MongoEngine's registry now maps "Place" to this class
+        title = me.StringField()
+
+    Place(title="local").save()
+
+
+def test_the_module_model_writes_to_this_tests_database(mongoengine_db):
+    place = Place(name="c").save()
+    assert list(mongoengine_db["place"].find()) == [{"_id": Binary(place.id.bytes, 4), "name": "c"}]
 """
 
 
@@ -51,7 +65,7 @@ def test_plugin_fixtures_give_each_test_a_clean_mongomock(pytester: pytest.Pytes
     pytester.makepyfile(test_user=USER_TESTS)
     # A subprocess, so that the plugin is found through its pytest11 entry point, as for users.
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=6)
 
 
 def test_connected_works_without_pytest(pytester: pytest.Pytester) -> None:

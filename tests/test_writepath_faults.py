@@ -1,0 +1,116 @@
+"""Writes whose outcome is unknown (a lost reply, a write-concern timeout): never a duplicate.
+
+Faults are injected into mongomock calls (``connected_threadsafe(hook=...)``); a real server
+cannot be made to lose a reply on demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import mongoengine as me
+import pymongo.errors
+import pytest
+from bson.binary import Binary
+
+from mongoengine_ids import LocalityUUIDField
+from mongoengine_ids.testing import connected_threadsafe
+
+
+class Faults:
+    """Raise ``error`` on the next ``method`` call of ``collection``, after or before it ran."""
+
+    def __init__(self) -> None:
+        self.plan: tuple[str, str, BaseException, bool] | None = None
+
+    def arm(self, collection: str, method: str, error: BaseException, *, applied: bool) -> None:
+        self.plan = (collection, method, error, applied)
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        plan = self.plan
+        if plan is None or (collection, method) != plan[:2]:
+            return call()
+        self.plan = None
+        if plan[3]:
+            call()  # the server applied it; the reply is lost
+        raise plan[2]
+
+
+@pytest.fixture
+def faults() -> Iterator[tuple[Faults, Any]]:
+    injected = Faults()
+    with connected_threadsafe(hook=injected) as connect:
+        yield injected, connect()
+
+
+ERRORS = [
+    pymongo.errors.AutoReconnect("connection reset by peer"),
+    pymongo.errors.WTimeoutError("waiting for replication timed out", 64, {}),
+]
+
+
+class Place(me.Document):
+    id = LocalityUUIDField(primary_key=True)
+    name = me.StringField()
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=lambda e: type(e).__name__)
+def test_applied_but_unconfirmed_save_never_writes_twice(
+    faults: tuple[Faults, Any], error: BaseException
+) -> None:
+    injected, db = faults
+    injected.arm("place", "insert_one", error, applied=True)
+    place = Place(name="a")
+    with pytest.raises((pymongo.errors.PyMongoError, me.OperationError)):
+        place.save()
+    first_id = place.id
+    assert first_id is not None  # kept: the write may have happened
+    with pytest.raises(me.NotUniqueError):  # it did: the retry inserts, and says so
+        place.save()
+    assert list(db["place"].find()) == [{"_id": Binary(first_id.bytes, 4), "name": "a"}]
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=lambda e: type(e).__name__)
+def test_unapplied_and_unconfirmed_save_is_written_once_on_retry(
+    faults: tuple[Faults, Any], error: BaseException
+) -> None:
+    injected, db = faults
+    injected.arm("place", "insert_one", error, applied=False)
+    place = Place(name="a")
+    with pytest.raises((pymongo.errors.PyMongoError, me.OperationError)):
+        place.save()
+    first_id = place.id
+    place.save()  # the same id, inserted now
+    assert place.id == first_id
+    assert list(db["place"].find()) == [{"_id": Binary(first_id.bytes, 4), "name": "a"}]
+    place.name = "b"
+    place.save()  # confirmed: an ordinary update from now on
+    assert list(db["place"].find()) == [{"_id": Binary(first_id.bytes, 4), "name": "b"}]
+
+
+def test_a_certain_failure_gives_the_id_back(faults: tuple[Faults, Any]) -> None:
+    injected, db = faults
+    injected.arm("place", "insert_one", pymongo.errors.OperationFailure("bad", 2), applied=False)
+    place = Place(name="a")
+    with pytest.raises(me.OperationError):
+        place.save()
+    assert place.id is None
+    place.save()
+    assert db["place"].count_documents({}) == 1
+
+
+def test_unconfirmed_bulk_insert_keeps_ids_and_never_writes_twice(
+    faults: tuple[Faults, Any],
+) -> None:
+    injected, db = faults
+    injected.arm("place", "insert_many", pymongo.errors.AutoReconnect("reset"), applied=True)
+    docs = [Place(name=f"p{i}") for i in range(3)]
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        Place.objects.insert(docs)
+    ids = [doc.id for doc in docs]
+    assert None not in ids
+    for doc in docs:
+        with pytest.raises(me.NotUniqueError):
+            doc.save()
+    assert sorted(d["name"] for d in db["place"].find()) == ["p0", "p1", "p2"]
