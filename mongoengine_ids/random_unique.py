@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import os
 import re
 import threading
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -98,6 +100,7 @@ class _Counters:
     """Thread-safe counts, and the windowed rate that triggers the "space is filling" warning."""
 
     __slots__ = (
+        "__weakref__",
         "_lock",
         "attempts",
         "collisions",
@@ -109,6 +112,7 @@ class _Counters:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        _all_counters.add(self)
         self.attempts = 0
         self.collisions = 0
         self.exhausted = 0
@@ -168,6 +172,19 @@ def _forget_indexes() -> None:
 
 #: Bumped when the index cache is cleared: a field's remembered collection is then stale.
 _index_generation = 0
+
+_all_counters: weakref.WeakSet[_Counters] = weakref.WeakSet()
+
+
+def _new_locks_in_child() -> None:
+    # A lock held by another thread at fork time would stay held forever in the child.
+    global _index_lock
+    _index_lock = threading.Lock()
+    for counters in list(_all_counters):
+        counters._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_locks_in_child)
 
 
 def _unique_on(spec: dict[str, Any], db_field: str) -> bool:

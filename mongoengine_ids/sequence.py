@@ -807,6 +807,9 @@ def _after_fork_in_child() -> None:
     global _live_lock
     _live_lock = threading.Lock()
     for sequence in list(_live_sequences):
+        store = getattr(sequence, "_store", None)
+        if isinstance(store, CounterStore):
+            store._lock = threading.Lock()
         sequence._reset_state()
     for field in list(_live_fields):
         field._reset_after_fork()

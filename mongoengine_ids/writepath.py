@@ -469,13 +469,18 @@ def _give_back(
     Releasing a reservation this save() made is always safe: nobody else holds it. ``taken``
     names the field whose value collided: that value is in use, so it stays reserved.
     """
-    for name, field in pending:
-        value = data.get(name)
+    # Clear first: a release that fails (the network) must not leave an unwritten generated
+    # value behind, which the next save() would take for an assigned one.
+    releases = [(field, data.get(name)) for name, field in pending if name != taken]
+    for name, _ in pending:
         data[name] = None
-        if value is not None and name != taken:
-            field.release_values(context, [field.coerce(value)])
-    for field, value in assigned:
-        field.release_values(context, [value])
+    releases += assigned
+    for field, value in releases:
+        if value is not None:
+            try:
+                field.release_values(context, [field.coerce(value)])
+            except Exception:  # a leaked reservation, never a duplicate: keep the first error
+                _logger.warning("could not release %r of %s", value, field.name, exc_info=True)
 
 
 # -- bulk insert --------------------------------------------------------------------------------
