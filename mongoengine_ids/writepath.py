@@ -68,8 +68,8 @@ class WriteContext:
         self.document_class = document_class
         self.documents = documents
         self._database = database
-        #: Set once save() has written the document; whatever fails later (a cascade, a
-        #: post_save handler) must neither retry nor undo the generated values.
+        #: Set when save() cascades, which it does only after writing the document: whatever
+        #: fails later must neither retry nor undo the generated values.
         self.written = False
         #: The document whose to_mongo() is running (generate() is told nothing of it).
         self.serialising: BaseDocument | None = None
@@ -245,9 +245,7 @@ def install(owner: type[Document]) -> None:
         return
     owner.save = _wrap_save(owner.save)
     owner.to_mongo = _record_serialising(owner.to_mongo)
-    for name in _WRITE_METHODS:
-        if hasattr(owner, name):
-            setattr(owner, name, _record_write(getattr(owner, name)))
+    owner.cascade_save = _record_cascade(owner.cascade_save)
     previous_hook = owner.__dict__.get("__init_subclass__")
 
     def __init_subclass__(cls: type[Document], /, **kwargs: Any) -> None:
@@ -285,10 +283,6 @@ def install_on_subclasses(mixin: type[Any]) -> None:
     setattr(mixin, _MIXIN_INSTALLED, True)
 
 
-#: MongoEngine's methods that write a saved document; wrapped to record that the write happened.
-_WRITE_METHODS = ("_save_create", "_save_update")
-
-
 def _record_serialising(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def to_mongo(self: Document, *args: Any, **kwargs: Any) -> Any:
@@ -305,16 +299,17 @@ def _record_serialising(original: Callable[..., Any]) -> Callable[..., Any]:
     return to_mongo
 
 
-def _record_write(original: Callable[..., Any]) -> Callable[..., Any]:
+def _record_cascade(original: Callable[..., Any]) -> Callable[..., Any]:
+    # save() cascades right after its write, before it sets the pk (which is what tells a
+    # written document from an unwritten one otherwise). Only cascading saves pay for this.
     @functools.wraps(original)
-    def write(self: Document, *args: Any, **kwargs: Any) -> Any:
-        result = original(self, *args, **kwargs)
+    def cascade_save(self: Document, *args: Any, **kwargs: Any) -> Any:
         context = _active.get()
         if context is not None and context.documents[0] is self:
             context.written = True
-        return result
+        return original(self, *args, **kwargs)
 
-    return write
+    return cascade_save
 
 
 def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -442,8 +437,8 @@ _SAVE_POSITIONAL = ("force_insert", "validate", "clean", "write_concern", "casca
 
 
 def _written(context: WriteContext, created: bool, document: Document) -> bool:
-    # Recorded by the wrapped _save_create/_save_update; MongoEngine clears _created only at
-    # the very end of save(), after cascades and post_save.
+    # Right after its write, save() sets the pk, which turns _created off; only a cascade runs
+    # between the two, and the wrapped cascade_save() records that.
     return context.written or (created and not document._created)
 
 
