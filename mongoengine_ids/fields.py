@@ -11,7 +11,7 @@ from bson.binary import Binary
 
 from . import constants as C
 from .locality import ACCEPTED_TEXT, LocalityUUID, LocalityUUIDGenerator, Mode, _int_from_uuid_value
-from .writepath import GeneratedField, WriteContext
+from .writepath import GeneratedField, WriteContext, current_write
 
 # Guards the lazy creation of the fields' generators; made anew in a forked child, where a
 # lock held by another thread at fork time would stay held forever.
@@ -63,6 +63,9 @@ class UUIDValueField(GeneratedField):
         try:
             if kind is Binary and value.subtype == C.BSON_UUID_SUBTYPE and len(value) == 16:
                 # The stored form, read back after every save: skip the general parser.
+                context = current_write()
+                if context is not None and context.last_stored is value:
+                    return context.last_value
                 return self._from_number(int.from_bytes(value, "big"))
             return self._build(value)
         except (ValueError, TypeError):
@@ -177,9 +180,14 @@ class LocalityUUIDField(UUIDValueField):
         # save()'s path: about 2 us less than new_values() + to_mongo() (measured 1.21x -> ~1.15x
         # of a default ObjectId save on mongomock).
         value = self.generator.generate()
-        if self.as_string:
-            return str(value)
-        return Binary(value.int.to_bytes(16, "big"), C.BSON_UUID_SUBTYPE)
+        stored: Binary | str = (
+            str(value)
+            if self.as_string
+            else Binary(value.int.to_bytes(16, "big"), C.BSON_UUID_SUBTYPE)
+        )
+        # save() reads the inserted _id back through to_python(): hand it this very value.
+        context.last_stored, context.last_value = stored, value
+        return stored
 
 
 __all__ = ["ACCEPTED_TEXT", "LocalityUUIDField", "UUIDValueField"]

@@ -57,7 +57,15 @@ class WriteContext:
         documents: the documents of this write (one for ``save()``, the batch for ``insert()``).
     """
 
-    __slots__ = ("_database", "document_class", "documents", "serialising", "written")
+    __slots__ = (
+        "_database",
+        "document_class",
+        "documents",
+        "last_stored",
+        "last_value",
+        "serialising",
+        "written",
+    )
 
     def __init__(
         self,
@@ -73,6 +81,10 @@ class WriteContext:
         self.written = False
         #: The document whose to_mongo() is running (generate() is told nothing of it).
         self.serialising: BaseDocument | None = None
+        #: The last value a field generated for save(), stored and Python forms: MongoEngine
+        #: converts the inserted _id back, and a field may answer from here.
+        self.last_stored: Any = None
+        self.last_value: Any = None
 
     @property
     def database(self) -> Database[Any]:
