@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .fields import UUIDValueField
-from .locality import Clock
+from .locality import Clock, _int_from_uuid_value
 from .writepath import WriteContext
 
 V7_COUNTER_BITS: Final = 42
@@ -128,8 +128,6 @@ class _StandardUUIDField(UUIDValueField):
         if isinstance(value, uuid.UUID):
             result = value
         else:
-            from .locality import _int_from_uuid_value
-
             result = uuid.UUID(int=_int_from_uuid_value(value))
         if result.variant != uuid.RFC_4122 or result.version != self.version:
             raise ValueError(

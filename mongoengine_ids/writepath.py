@@ -12,10 +12,12 @@ MongoEngine itself:
   replacing the existing document, MongoEngine issue 1472), and puts the document back as it
   was if the write fails;
 * a ``queryset_class`` whose ``insert()`` asks each field for the ids of the whole batch in one
-  call, so that a counter leases once per bulk insert.
+  call, so that a counter leases once per bulk insert;
+* ``to_mongo`` and ``cascade_save`` wrappers that tell ``generate()`` which document is being
+  serialised and tell ``save()`` that its write has happened.
 
-Both are installed by :meth:`GeneratedField.__set_name__` on the class that declares the field,
-and are inherited by its subclasses.
+All are installed by :meth:`GeneratedField.__set_name__` on the class that declares the field
+(or on each Document made from a plain mixin declaring it), and inherited by its subclasses.
 """
 
 from __future__ import annotations
@@ -258,18 +260,13 @@ def install(owner: type[Document]) -> None:
     owner.save = _wrap_save(owner.save)
     owner.to_mongo = _record_serialising(owner.to_mongo)
     owner.cascade_save = _record_cascade(owner.cascade_save)
-    previous_hook = owner.__dict__.get("__init_subclass__")
 
-    def __init_subclass__(cls: type[Document], /, **kwargs: Any) -> None:
+    def wrap_queryset(cls: type[Any]) -> None:
         # A subclass may name its own queryset_class in meta: give it our insert() too.
-        if previous_hook is not None:
-            previous_hook.__func__(cls, **kwargs)
-        else:
-            super(owner, cls).__init_subclass__(**kwargs)
-        sub_meta = cls._meta
-        sub_meta["queryset_class"] = generating_queryset(sub_meta.get("queryset_class", QuerySet))
+        meta = cls._meta
+        meta["queryset_class"] = generating_queryset(meta.get("queryset_class", QuerySet))
 
-    owner.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+    _on_subclass(owner, wrap_queryset)
     setattr(owner, _INSTALLED, True)
 
 
@@ -281,18 +278,28 @@ def install_on_subclasses(mixin: type[Any]) -> None:
     """
     if _MIXIN_INSTALLED in vars(mixin):
         return
-    previous_hook = mixin.__dict__.get("__init_subclass__")
 
-    def __init_subclass__(cls: type[Any], /, **kwargs: Any) -> None:
-        if previous_hook is not None:
-            previous_hook.__func__(cls, **kwargs)
-        else:
-            super(mixin, cls).__init_subclass__(**kwargs)
+    def install_on_documents(cls: type[Any]) -> None:
         if issubclass(cls, Document):
             install(cls)
 
-    mixin.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+    _on_subclass(mixin, install_on_documents)
     setattr(mixin, _MIXIN_INSTALLED, True)
+
+
+def _on_subclass(klass: type[Any], hook: Callable[[type[Any]], None]) -> None:
+    """Run ``hook(subclass)`` for every subclass of ``klass`` created from now on, after the
+    ``__init_subclass__`` that ``klass`` (or its bases) already had."""
+    previous = klass.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls: type[Any], /, **kwargs: Any) -> None:
+        if previous is not None:
+            previous.__func__(cls, **kwargs)
+        else:
+            super(klass, cls).__init_subclass__(**kwargs)
+        hook(cls)
+
+    klass.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
 
 
 def _record_serialising(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -348,18 +355,14 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                 _give_back(context, data, [], assigned)
                 raise
         id_field = self._meta["id_field"]
-        if id_field in unconfirmed:
-            # An earlier save() of this document may have written it: insert, so that if it
-            # did, this one fails with NotUniqueError instead of writing it twice.
-            kwargs = _forcing_insert(args, kwargs)
-            args = ()
+        # A generated pk is inserted, never written over a document that has it; so is one an
+        # interrupted save() may have written (if it did, NotUniqueError, not a second copy).
+        if id_field in unconfirmed or any(name == id_field for name, _ in pending):
+            if args:
+                args = (True, *args[1:])  # force_insert is save()'s first parameter
+            else:
+                kwargs["force_insert"] = True
         for name, _ in pending:
-            if name == id_field:
-                # The pk will be generated: insert, never replace a document that has it.
-                if args:
-                    args = (True, *args[1:])
-                else:
-                    kwargs["force_insert"] = True
             if not created:
                 # An existing document gaining a generated value: MongoEngine writes changed
                 # fields only, so mark the field before to_mongo() fills it in.
@@ -436,16 +439,6 @@ def _mark_unconfirmed(document: BaseDocument, names: Iterable[str]) -> None:
     state = getattr(document, "__dict__", None)
     if state is not None:  # a model with __slots__ keeps MongoEngine's semantics
         state[_UNCONFIRMED] = frozenset(names)
-
-
-def _forcing_insert(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """save()'s arguments as keywords, with force_insert=True."""
-    if args:
-        kwargs = {**dict(zip(_SAVE_POSITIONAL, args, strict=False)), **kwargs}
-    return {**kwargs, "force_insert": True}
-
-
-_SAVE_POSITIONAL = ("force_insert", "validate", "clean", "write_concern", "cascade")
 
 
 def _written(context: WriteContext, created: bool, document: Document) -> bool:

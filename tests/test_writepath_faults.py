@@ -114,3 +114,17 @@ def test_unconfirmed_bulk_insert_keeps_ids_and_never_writes_twice(
         with pytest.raises(me.NotUniqueError):
             doc.save()
     assert sorted(d["name"] for d in db["place"].find()) == ["p0", "p1", "p2"]
+
+
+def test_force_insert_false_cannot_replace_after_an_unconfirmed_save(
+    faults: tuple[Faults, Any],
+) -> None:
+    injected, db = faults
+    injected.arm("place", "insert_one", pymongo.errors.AutoReconnect("reset"), applied=True)
+    place = Place(name="a")
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        place.save()
+    place.name = "b"
+    with pytest.raises(me.NotUniqueError):
+        place.save(False, True, True, None, None, None)  # force_insert=False, positionally
+    assert [doc["name"] for doc in db["place"].find()] == ["a"]
