@@ -94,7 +94,9 @@ class UUIDValueField(GeneratedField):
         return str(value) if self.as_string else Binary(value.bytes, C.BSON_UUID_SUBTYPE)
 
     def validate(self, value: Any) -> None:
-        if isinstance(value, self.value_class):
+        # MongoEngine validates _data as it is, which may hold the stored form (a value kept
+        # by an interrupted save(), or one generate() left there).
+        if isinstance(self.coerce(value), self.value_class):
             return
         try:
             self._build(value)
