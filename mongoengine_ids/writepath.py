@@ -3,18 +3,19 @@
 MongoEngine offers one hook for generated values: a field with ``_auto_gen = True`` has its
 ``generate()`` called from ``to_mongo()`` whenever its value is missing. ``to_mongo()`` also runs
 for ``to_json()`` and other reads, and ``generate()`` is told nothing of the document, its
-database or the batch it belongs to. So this module adds, per model class and without touching
-MongoEngine itself:
+database or the batch it belongs to. So this package never generates there. It adds, per model
+class and without touching MongoEngine itself:
 
-* a ``save()`` wrapper that opens a :class:`WriteContext` for the document being saved (only
-  inside one does ``generate()`` produce a value), writes a generated primary key with insert
-  semantics (``force_insert``: a collision raises ``NotUniqueError`` instead of silently
-  replacing the existing document, MongoEngine issue 1472), and puts the document back as it
-  was if the write fails;
+* a ``save()`` wrapper that opens a :class:`WriteContext` for the document being saved, writes a
+  generated primary key with insert semantics (``force_insert``: a collision raises
+  ``NotUniqueError`` instead of silently replacing the existing document, MongoEngine issue
+  1472), and puts the document back as it was if the write fails;
+* a ``validate()`` wrapper: ``save()`` validates the document right after ``pre_save`` and
+  serialises it right after that, so this is where the missing values are filled in, for that
+  one document only (``save(validate=False)`` still fills them in, and skips the validation);
 * a ``queryset_class`` whose ``insert()`` asks each field for the ids of the whole batch in one
   call, so that a counter leases once per bulk insert;
-* ``to_mongo`` and ``cascade_save`` wrappers that tell ``generate()`` which document is being
-  serialised and tell ``save()`` that its write has happened.
+* a ``cascade_save`` wrapper that tells ``save()`` its write has happened.
 
 All are installed by :meth:`GeneratedField.__set_name__` on the class that declares the field
 (or on each Document made from a plain mixin declaring it), and inherited by its subclasses.
@@ -63,9 +64,9 @@ class WriteContext:
         "_database",
         "document_class",
         "documents",
-        "last_stored",
-        "last_value",
-        "serialising",
+        "filling",
+        "pending",
+        "validating",
         "written",
     )
 
@@ -81,12 +82,11 @@ class WriteContext:
         #: Set when save() cascades, which it does only after writing the document: whatever
         #: fails later must neither retry nor undo the generated values.
         self.written = False
-        #: The document whose to_mongo() is running (generate() is told nothing of it).
-        self.serialising: BaseDocument | None = None
-        #: The last value a field generated for save(), stored and Python forms: MongoEngine
-        #: converts the inserted _id back, and a field may answer from here.
-        self.last_stored: Any = None
-        self.last_value: Any = None
+        #: save() only: the document whose validate() fills in the generated values (None once
+        #: they are), the (name, field) pairs to fill, and whether the caller asked to validate.
+        self.filling: Any = None  # a Document
+        self.pending: list[tuple[str, GeneratedField]] = []
+        self.validating = True
 
     @property
     def database(self) -> Database[Any]:
@@ -180,19 +180,14 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     # -- MongoEngine's hooks --------------------------------------------------------------------
 
     def generate(self) -> Any:
-        """MongoEngine's auto-generation hook; produces a value only inside a write, and only
-        for a document of that write."""
-        context = _active.get()
-        if context is None:
-            return None
-        # A signal handler or a log line may serialise some other document in the middle of
-        # this write: its field must stay empty, or its own save() would take the value as
-        # assigned and replace whatever document holds it. (insert() fills in the values of
-        # its documents before serialising them, so only save()'s one document gets here.)
-        if context.serialising is not context.documents[0]:
-            return None
-        # MongoEngine stores what generate() returns without passing it through to_mongo().
-        return self.new_stored_value(context)
+        """MongoEngine's auto-generation hook, called by ``to_mongo()``: never produces a value.
+
+        ``to_mongo()`` serves reads too (``to_json()``, a log line in a signal handler) and does
+        not say which document it serialises, so values are filled in by ``save()`` (in the
+        validation step) and ``insert()`` instead. ``_auto_gen`` stays set: MongoEngine's
+        ``validate()`` then accepts the empty value of a required field (a primary key).
+        """
+        return None
 
     def __set_name__(self, owner: type, name: str) -> None:
         if issubclass(owner, Document):
@@ -245,6 +240,30 @@ def generated_fields(document_class: type[BaseDocument]) -> tuple[tuple[str, Gen
     return found
 
 
+class _SavePlan:
+    """What ``save()`` needs to know of a model class, worked out once."""
+
+    __slots__ = ("fields", "generated_id")
+
+    def __init__(self, document_class: type[BaseDocument]) -> None:
+        self.fields = generated_fields(document_class)
+        id_field = document_class._meta.get("id_field")
+        #: The name of the primary key if this package generates it, else None.
+        self.generated_id: str | None = (
+            id_field if any(name == id_field for name, _ in self.fields) else None
+        )
+
+
+_PLAN_ATTR = "_mongoengine_ids_save_plan"
+
+
+def _save_plan(document_class: type[BaseDocument]) -> _SavePlan:
+    # Cached on the class itself, like generated_fields().
+    plan = _SavePlan(document_class)
+    setattr(document_class, _PLAN_ATTR, plan)
+    return plan
+
+
 def install(owner: type[Document]) -> None:
     """Install the write-path hook on ``owner``; idempotent, inherited by subclasses."""
     # Inserting through a parent's queryset (Root.objects.insert([Sub()])) must generate too:
@@ -258,15 +277,19 @@ def install(owner: type[Document]) -> None:
     if any(_INSTALLED in vars(klass) for klass in owner.__mro__):
         return
     owner.save = _wrap_save(owner.save)
-    owner.to_mongo = _record_serialising(owner.to_mongo)
+    owner.validate = _wrap_validate(owner.validate)
     owner.cascade_save = _record_cascade(owner.cascade_save)
 
-    def wrap_queryset(cls: type[Any]) -> None:
+    def hook_subclass(cls: type[Any]) -> None:
         # A subclass may name its own queryset_class in meta: give it our insert() too.
         meta = cls._meta
         meta["queryset_class"] = generating_queryset(meta.get("queryset_class", QuerySet))
+        # And it may override validate() (itself or through a mixin), even without calling
+        # super(): the values are filled in around whichever validate() save() calls.
+        if not getattr(cls.validate, _FILLS, False):
+            cls.validate = _wrap_validate(cls.validate)
 
-    _on_subclass(owner, wrap_queryset)
+    _on_subclass(owner, hook_subclass)
     setattr(owner, _INSTALLED, True)
 
 
@@ -302,20 +325,31 @@ def _on_subclass(klass: type[Any], hook: Callable[[type[Any]], None]) -> None:
     klass.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
 
 
-def _record_serialising(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def to_mongo(self: Document, *args: Any, **kwargs: Any) -> Any:
-        context = _active.get()
-        if context is None:
-            return original(self, *args, **kwargs)
-        outer = context.serialising
-        context.serialising = self
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            context.serialising = outer
+#: Marks the validate() wrappers, so that a subclass's own validate() is wrapped once.
+_FILLS = "_mongoengine_ids_fills"
 
-    return to_mongo
+
+def _wrap_validate(original: Callable[..., Any]) -> Callable[..., Any]:
+    # save() calls validate() after pre_save and right before it serialises the document, where
+    # MongoEngine itself would generate: fill in the values here, for the saved document only
+    # (a document validated or serialised by a signal handler in the meantime gets nothing).
+    @functools.wraps(original)
+    def validate(self: Document, *args: Any, **kwargs: Any) -> Any:
+        context = _active.get()
+        if context is None or context.filling is not self:
+            return original(self, *args, **kwargs)
+        context.filling = None
+        if context.validating:
+            original(self, *args, **kwargs)  # before filling in: clean() sees them missing
+        data = self._data
+        for name, field in context.pending:
+            if data.get(name) is None:  # a retry refills only the field that collided
+                # The stored form: to_mongo() passes it through, and it is what gets written.
+                data[name] = field.new_stored_value(context)
+        return None
+
+    setattr(validate, _FILLS, True)
+    return validate
 
 
 def _record_cascade(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -334,14 +368,19 @@ def _record_cascade(original: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def save(self: Document, *args: Any, **kwargs: Any) -> Any:
-        fields = generated_fields(type(self))
+        klass = type(self)
+        plan: _SavePlan = klass.__dict__.get(_PLAN_ATTR) or _save_plan(klass)
+        fields = plan.fields
         if not fields:
             return original(self, *args, **kwargs)
         data = self._data
         created = self._created
-        context = WriteContext(type(self), (self,), lambda: self._get_collection().database)
-        pending = [entry for entry in fields if data.get(entry[0]) is None]
-        unconfirmed = _unconfirmed(self)
+        context = WriteContext(klass, (self,), lambda: self._get_collection().database)
+        pending = context.pending = [entry for entry in fields if data.get(entry[0]) is None]
+        try:
+            unconfirmed: frozenset[str] = self.__dict__.get(_UNCONFIRMED, _NONE)
+        except AttributeError:  # a model with __slots__
+            unconfirmed = _NONE
         assigned: list[tuple[GeneratedField, Any]] = []
         if created and len(pending) < len(fields):
             try:
@@ -354,21 +393,24 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
             except BaseException:
                 _give_back(context, data, [], assigned)
                 raise
-        id_field = self._meta["id_field"]
         # A generated pk is inserted, never written over a document that has it; so is one an
         # interrupted save() may have written (if it did, NotUniqueError, not a second copy).
-        if id_field in unconfirmed or any(name == id_field for name, _ in pending):
-            if args:
-                args = (True, *args[1:])  # force_insert is save()'s first parameter
-            else:
-                kwargs["force_insert"] = True
-        for name, _ in pending:
-            if not created:
+        id_field = plan.generated_id
+        force_insert = id_field is not None and (
+            id_field in unconfirmed or data.get(id_field) is None
+        )
+        if args or kwargs:
+            args, context.validating = _save_arguments(args, kwargs, force_insert)
+        elif force_insert:
+            kwargs["force_insert"] = True
+        if not created:
+            for name, _ in pending:
                 # An existing document gaining a generated value: MongoEngine writes changed
-                # fields only, so mark the field before to_mongo() fills it in.
+                # fields only, so mark the field before validate() fills it in.
                 self._mark_as_changed(name)
         attempts: dict[str, int] = {}  # per field: one field's retries don't use up another's
         while True:
+            context.filling = self
             token = _active.set(context)
             try:
                 result = original(self, *args, **kwargs)
@@ -386,7 +428,7 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                 tried = attempts.get(name, 1)
                 if tried <= field.collision_retries:
                     attempts[name] = tried + 1
-                    data[name] = None  # the next to_mongo() generates a fresh value
+                    data[name] = None  # the next validate() fills in a fresh value
                     continue
                 _give_back(context, data, pending, assigned, taken=name)
                 exhausted = field.retries_exhausted(error, self, tried)
@@ -407,6 +449,27 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                 _active.reset(token)
 
     return save
+
+
+def _save_arguments(
+    args: tuple[Any, ...], kwargs: dict[str, Any], force_insert: bool
+) -> tuple[tuple[Any, ...], bool]:
+    """``save()``'s arguments for MongoEngine's: ``force_insert`` set if asked, ``validate``
+    always on (the validate() wrapper fills in the values, then validates only if the caller
+    asked). Returns the positional arguments (``kwargs`` is updated) and the caller's
+    ``validate``."""
+    # save(force_insert=False, validate=True, clean=True, ...)
+    if len(args) >= 2:
+        return (args[0] or force_insert, True, *args[2:]), bool(args[1])
+    if force_insert:
+        if args:
+            args = (True,)
+        else:
+            kwargs["force_insert"] = True
+    validating = kwargs.get("validate", True)
+    if validating is not True:
+        kwargs["validate"] = True
+    return args, bool(validating)
 
 
 #: Errors after which a write may or may not have been applied: the reply was lost, or the
@@ -430,9 +493,12 @@ def _outcome_unknown(error: BaseException) -> bool:
     return False
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 def _unconfirmed(document: BaseDocument) -> frozenset[str]:
     state = getattr(document, "__dict__", None)
-    return frozenset() if state is None else state.get(_UNCONFIRMED, frozenset())
+    return _NONE if state is None else state.get(_UNCONFIRMED, _NONE)
 
 
 def _mark_unconfirmed(document: BaseDocument, names: Iterable[str]) -> None:
