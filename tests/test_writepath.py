@@ -588,3 +588,139 @@ def test_serialising_another_document_during_a_save_never_gives_it_an_id(
     assert pending.id is None
     pending.save()
     assert [doc["text"] for doc in raw(Invoice)] == ["for the order"]
+
+
+# -- where save() fills the values in -----------------------------------------------------------
+
+
+def test_signals_and_clean_see_the_values_from_pre_save_post_validation_on(
+    mongoengine_db: Any,
+) -> None:
+    from mongoengine import signals
+
+    seen: list[tuple[str, Any, Any]] = []
+
+    class Ticket(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        number = CountingField()
+
+        def clean(self) -> None:
+            seen.append(("clean", self.id, self.number))
+
+    def record(stage: str) -> Any:
+        def handler(sender: Any, document: Any, **kwargs: Any) -> None:
+            seen.append((stage, document.id, document.number))
+
+        return handler
+
+    handlers = {
+        name: record(name) for name in ("pre_save", "pre_save_post_validation", "post_save")
+    }
+    for name, handler in handlers.items():
+        getattr(signals, name).connect(handler, sender=Ticket)
+    try:
+        ticket = Ticket().save()
+    finally:
+        for name, handler in handlers.items():
+            getattr(signals, name).disconnect(handler, sender=Ticket)
+    assert [stage for stage, _, _ in seen] == [
+        "pre_save",
+        "clean",
+        "pre_save_post_validation",
+        "post_save",
+    ]
+    assert seen[0][1:] == seen[1][1:] == (None, None)
+    assert seen[2][1:] == seen[3][1:] == (ticket.id, 1)
+    assert type(ticket.id) is LocalityUUID
+    assert raw(Ticket) == [{"_id": Binary(ticket.id.bytes, 4), "number": 1}]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [((), {"validate": False}), ((False, False), {}), ((True,), {"validate": False})],
+    ids=["keyword", "positional", "mixed"],
+)
+def test_save_without_validation_still_generates_and_skips_validation(
+    mongoengine_db: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField(required=True)
+
+    place = Place()
+    with pytest.raises(me.ValidationError, match="name"):
+        place.save()
+    assert place.id is None
+    place.save(*args, **kwargs)  # MongoEngine writes it without the required name
+    assert type(place.id) is LocalityUUID
+    assert raw(Place) == [{"_id": Binary(place.id.bytes, 4)}]
+
+
+def test_a_validate_override_gets_the_values_with_or_without_super(mongoengine_db: Any) -> None:
+    field = CountingField()
+    calls: list[str] = []
+
+    class Base(me.Document):
+        meta = {"allow_inheritance": True}
+        number = field
+        name = me.StringField(required=True)
+
+    class Calls(Base):
+        def validate(self, clean: bool = True) -> None:
+            calls.append(f"calls super, number={self.number}")
+            super().validate(clean)
+
+    class Skips(Base):
+        def validate(self, clean: bool = True) -> None:
+            calls.append(f"skips super, number={self.number}")
+
+    class Loose:
+        def validate(self, clean: bool = True) -> None:
+            calls.append(f"mixin, number={self.number}")  # type: ignore[attr-defined]
+
+    class Mixed(Loose, Base):
+        pass
+
+    with pytest.raises(me.ValidationError, match="name"):
+        Calls().save()
+    assert calls == ["calls super, number=None"]
+    saved = [Calls(name="a").save(), Skips().save(), Mixed().save()]
+    assert calls[1:] == [
+        "calls super, number=None",
+        "skips super, number=None",
+        "mixin, number=None",
+    ]
+    # One value each, from one new_values() call each: never filled twice.
+    assert [doc.number for doc in saved] == [1, 2, 3]
+    assert [count for _, count in field.calls] == [1, 1, 1]
+    assert sorted(doc["number"] for doc in raw(Base)) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("signal_name", ["pre_save", "pre_save_post_validation"])
+def test_validating_another_document_during_a_save_never_gives_it_an_id(
+    mongoengine_db: Any, signal_name: str
+) -> None:
+    from mongoengine import signals
+
+    signal = getattr(signals, signal_name)
+
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField()
+
+    other = Place(name="other")
+    checked: list[Any] = []
+
+    def check_other(sender: Any, document: Any, **kwargs: Any) -> None:
+        if document is not other:
+            other.validate()
+            checked.append((other.id, other.to_mongo().to_dict()))
+
+    signal.connect(check_other, sender=Place)
+    try:
+        saved = Place(name="saved").save()
+    finally:
+        signal.disconnect(check_other, sender=Place)
+    assert checked == [(None, {"name": "other"})]
+    assert other.id is None
+    assert raw(Place) == [{"_id": Binary(saved.id.bytes, 4), "name": "saved"}]
