@@ -97,48 +97,74 @@ class RandomFieldStats:
 
 
 class _Counters:
-    """Thread-safe counts, and the windowed rate that triggers the "space is filling" warning."""
+    """Counts, and the windowed rate behind the "space is filling" warning.
+
+    The common case, an attempt while the current window has seen no collision, takes no lock
+    (it cost 0.3 us of a save): each thread adds its attempts to a cell of its own, so no update
+    is lost, and the attempts are the sum over the cells. Collisions, and attempts while the
+    window holds any, are counted under the lock. Windows are the attempts numbered
+    ``k * STATS_WINDOW`` to ``(k + 1) * STATS_WINDOW - 1`` since the last reset.
+    """
 
     __slots__ = (
         "__weakref__",
+        "_cells",
+        "_local",
         "_lock",
-        "attempts",
         "collisions",
         "exhausted",
         "warned",
-        "window_attempts",
+        "window",
         "window_collisions",
     )
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         _all_counters.add(self)
-        self.attempts = 0
+        self._local = threading.local()
+        self._cells: list[list[int]] = []  # one [attempts] per thread that counted
         self.collisions = 0
         self.exhausted = 0
-        self.window_attempts = 0
+        self.window = 0
         self.window_collisions = 0
         self.warned = False
 
+    def _new_cell(self) -> list[int]:
+        cell = [0]
+        with self._lock:
+            self._local.cell = cell
+            self._cells.append(cell)
+        return cell
+
+    def _attempts(self) -> int:
+        return sum(cell[0] for cell in list(self._cells))
+
     def record(self, attempts: int, collisions: int, threshold: float) -> tuple[int, int] | None:
         """Count; return (window attempts, window collisions) when a warning is due."""
+        if attempts:
+            try:
+                cell = self._local.cell
+            except AttributeError:
+                cell = self._new_cell()
+            cell[0] += attempts  # this thread's cell: no other thread writes it
+        if not collisions and not self.window_collisions:
+            return None  # a window without collisions warns of nothing
         with self._lock:
-            self.attempts += attempts
+            total = self._attempts()
+            window = total // STATS_WINDOW
+            if window != self.window:
+                self.window, self.window_collisions, self.warned = window, 0, False
             self.collisions += collisions
-            self.window_attempts += attempts
             self.window_collisions += collisions
-            due = None
+            window_attempts = total - window * STATS_WINDOW
             if (
                 not self.warned
-                and self.window_attempts >= STATS_MIN_ATTEMPTS
-                and self.window_collisions > threshold * self.window_attempts
+                and window_attempts >= STATS_MIN_ATTEMPTS
+                and self.window_collisions > threshold * window_attempts
             ):
                 self.warned = True
-                due = (self.window_attempts, self.window_collisions)
-            if self.window_attempts >= STATS_WINDOW:
-                self.window_attempts = self.window_collisions = 0
-                self.warned = False
-            return due
+                return (window_attempts, self.window_collisions)
+            return None
 
     def count_exhausted(self) -> None:
         with self._lock:
@@ -146,12 +172,15 @@ class _Counters:
 
     def snapshot(self) -> RandomFieldStats:
         with self._lock:
-            return RandomFieldStats(self.attempts, self.collisions, self.exhausted)
+            return RandomFieldStats(self._attempts(), self.collisions, self.exhausted)
 
     def reset(self) -> None:
         with self._lock:
-            self.attempts = self.collisions = self.exhausted = 0
-            self.window_attempts = self.window_collisions = 0
+            # Fresh cells: a thread counting right now adds to a cell no longer summed.
+            self._local = threading.local()
+            self._cells = []
+            self.collisions = self.exhausted = 0
+            self.window = self.window_collisions = 0
             self.warned = False
 
 
@@ -220,7 +249,8 @@ class RandomUniqueField(GeneratedField):
         luhn: end the id with a Luhn check digit (Luhn mod N over the alphabet for strings).
         space: a :class:`~mongoengine_ids.random_space.ValueSpace` of your own.
         rng: where randomness comes from: ``randbelow(n)`` as a function, or an object with a
-            ``randbelow`` method. Default :func:`secrets.randbelow`. Inject one in tests.
+            ``randbelow`` method. Default :data:`~mongoengine_ids.random_space.SYSTEM_RANDOMNESS`
+            (``os.urandom``, read in blocks). Inject one in tests.
         max_retries: writes retried with a fresh value after a collision on this field, per
             document (default :data:`DEFAULT_MAX_RETRIES`). 0 means a collision raises
             ``NotUniqueError`` at once.
@@ -305,6 +335,8 @@ class RandomUniqueField(GeneratedField):
         self.warn_collision_rate = float(warn_collision_rate)
         self._counters = _Counters()
         self._checked: tuple[int, Any] | None = None
+        #: The last value drawn for save(): MongoEngine serialises it right after.
+        self._last_drawn: Any = None
         super().__init__(**kwargs)
 
     # -- the value space ------------------------------------------------------------------------
@@ -376,8 +408,12 @@ class RandomUniqueField(GeneratedField):
             if checked is None or checked[0] != _index_generation or checked[1] is not collection:
                 self._index_names(collection, context.document_class, create=True)
                 self._checked = (_index_generation, collection)
-        self._record(1, 0)
-        return self._draw()
+        due = self._counters.record(1, 0, self.warn_collision_rate)
+        if due is not None:
+            self._warn(due)
+        value = self._draw()
+        self._last_drawn = value  # to_mongo() of this very value skips the checks
+        return value
 
     def note_assigned(self, context: WriteContext, values: list[Any]) -> None:
         """With ``reserve_in``, reserve values the user assigned (a value taken is an error).
@@ -453,8 +489,10 @@ class RandomUniqueField(GeneratedField):
 
     def _record(self, attempts: int, collisions: int) -> None:
         due = self._counters.record(attempts, collisions, self.warn_collision_rate)
-        if due is None:
-            return
+        if due is not None:
+            self._warn(due)
+
+    def _warn(self, due: tuple[int, int]) -> None:
         window, collided = due
         fill = collided / window
         logger.warning(
@@ -565,6 +603,8 @@ class RandomUniqueField(GeneratedField):
 
     def to_mongo(self, value: Any) -> Any:
         """The value to store; raises ValidationError for a value outside the space."""
+        if value is self._last_drawn:
+            return value
         checked = self._space.coerce(value)
         if self._space.problem(checked) is not None:
             self.validate(value)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import threading
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,8 +13,10 @@ from hypothesis import strategies as st
 from mongoengine_ids.random_space import (
     BASE62,
     CROCKFORD32,
+    SYSTEM_RANDOMNESS,
     IntegerSpace,
     StringSpace,
+    SystemRandomness,
     luhn_check_index,
     luhn_valid,
 )
@@ -106,3 +112,81 @@ def test_alphabets() -> None:
 )
 def test_string_problems(value: object, problem: str) -> None:
     assert StringSpace(4, prefix="P-").problem(value) == problem
+
+
+# -- the default randomness ---------------------------------------------------------------------
+
+
+def test_system_randomness_rejects_the_biased_tail() -> None:
+    pool = SystemRandomness()
+    # 2**64 % 3 == 1: the word 2**64 - 1 lies past the last full multiple of 3 and is thrown
+    # away; the next word, 7, gives 7 % 3. (pop() takes words from the end.)
+    pool._words = [7, 2**64 - 1]
+    assert pool.randbelow(3) == 1
+    assert pool._words == []
+    pool._words = [5, 2**64 - 2]  # 2**64 - 2 is below the limit: kept, as (2**64 - 2) % 3
+    assert pool.randbelow(3) == (2**64 - 2) % 3
+    assert pool._words == [5]
+
+
+def test_system_randomness_covers_the_space_evenly() -> None:
+    pool = SystemRandomness()
+    draws = [pool.randbelow(10) for _ in range(100_000)]
+    counts = [draws.count(digit) for digit in range(10)]
+    # Chi-squared with 9 degrees of freedom: above 40 has probability about 5e-6 for a
+    # uniform source; an off-by-one or a biased reduction lands far above it.
+    chi2 = sum((count - 10_000) ** 2 / 10_000 for count in counts)
+    assert chi2 < 40, counts
+    assert set(draws) == set(range(10))
+
+
+@pytest.mark.parametrize("n", [1, 2, 2**63 + 1, 2**64, 2**64 + 1, 62**22])
+def test_system_randomness_stays_below_n(n: int) -> None:
+    pool = SystemRandomness()
+    assert all(0 <= pool.randbelow(n) < n for _ in range(2_000))
+
+
+def test_system_randomness_refuses_a_bound_that_is_not_positive() -> None:
+    with pytest.raises(ValueError, match="must be positive"):
+        SystemRandomness().randbelow(0)
+
+
+def test_threads_never_share_a_word() -> None:
+    pool = SystemRandomness()
+    threads, per_thread = 8, 20_000
+    drawn: list[list[int]] = [[] for _ in range(threads)]
+    barrier = threading.Barrier(threads)
+
+    def work(index: int) -> None:
+        barrier.wait()
+        drawn[index].extend(pool.randbelow(2**64) for _ in range(per_thread))
+
+    pool_threads = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    for thread in pool_threads:
+        thread.start()
+    for thread in pool_threads:
+        thread.join()
+    words = [word for words in drawn for word in words]
+    # 160,000 full 64-bit words: a repeat would mean a word was handed out twice.
+    assert len(words) == threads * per_thread
+    assert len(set(words)) == len(words)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_does_not_replay_the_parents_words() -> None:
+    SYSTEM_RANDOMNESS.randbelow(2**64)  # the parent holds a block of unread words now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            words = [SYSTEM_RANDOMNESS.randbelow(2**64) for _ in range(16)]
+            os.write(write, json.dumps(words).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    parent = [SYSTEM_RANDOMNESS.randbelow(2**64) for _ in range(16)]
+    assert len(child) == 16
+    assert set(child).isdisjoint(parent)

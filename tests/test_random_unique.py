@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 from typing import Any
 
 import mongoengine as me
@@ -22,6 +23,7 @@ from _support import TEST_URI, real_server
 from mongoengine.errors import NotUniqueError, ValidationError
 
 from mongoengine_ids.errors import RetriesExhaustedError
+from mongoengine_ids.random_space import SYSTEM_RANDOMNESS
 from mongoengine_ids.random_unique import (
     DEFAULT_MAX_RETRIES,
     RandomFieldStats,
@@ -177,7 +179,9 @@ def test_randomness_sources() -> None:
     assert RandomUniqueField(digits=2, rng=Fixed())._draw() == 99
     assert RandomUniqueField(digits=2, rng=lambda n: 0)._draw() == 10
     assert 10 <= RandomUniqueField(digits=2, rng=secrets)._draw() <= 99
-    assert 10 <= RandomUniqueField(digits=2)._draw() <= 99  # secrets.randbelow by default
+    default = RandomUniqueField(digits=2)
+    assert default._randbelow == SYSTEM_RANDOMNESS.randbelow  # os.urandom, read in blocks
+    assert 10 <= default._draw() <= 99
 
 
 def test_rng_out_of_range_is_an_error() -> None:
@@ -481,6 +485,31 @@ def test_no_warning_below_the_threshold(
     assert caplog.records == []
     Thing.code.reset_stats()
     assert Thing.code.stats() == RandomFieldStats(0, 0, 0)
+
+
+def test_counts_from_many_threads_are_exact() -> None:
+    field = RandomUniqueField(digits=3)
+    threads, per_thread = 8, 20_000
+    barrier = threading.Barrier(threads)
+
+    def work() -> None:
+        barrier.wait()
+        for _ in range(per_thread):
+            field._record(1, 0)
+        field._record(0, 1)
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    field._record(5, 0)  # and this thread's own count
+    assert field.stats() == RandomFieldStats(
+        attempts=threads * per_thread + 5, collisions=threads, exhausted=0
+    )
+    field.reset_stats()
+    field._record(2, 1)
+    assert field.stats() == RandomFieldStats(attempts=2, collisions=1, exhausted=0)
 
 
 # -- which index collided ------------------------------------------------------------------------
