@@ -7,7 +7,7 @@ random 12-digit id), on the embedded mongomock database or a server given with `
 * **bytes**: the BSON size of the stored ``_id`` value, and of its payload (a UUID is 16 bytes
   of payload in a 21-byte BSON binary value);
 * **generate/id**: the cost of making one id in stored form, as ``save()`` does (the field's
-  ``new_stored_value``; ``bson.ObjectId()`` for the default), counter round trips included;
+  ``new_value``; ``bson.ObjectId()`` for the default), counter round trips included;
 * **trips/1k ids**: database calls made by 1,000 ``save()`` calls beyond the 1,000 inserts
   themselves, counted by wrapping the client (mongomock) or with a command listener (server);
 * **saves/s**: ``save()`` of new documents, one at a time;
@@ -372,7 +372,7 @@ def _generator(candidate: Candidate) -> Callable[[], object]:
     field = model._fields["id"]
     document = model(name="generate")
     context = WriteContext(model, (document,), lambda: model._get_collection().database)
-    return functools.partial(field.new_stored_value, context)
+    return functools.partial(field.new_value, context)
 
 
 def _new_documents(model: Any, count: int) -> list[Any]:

@@ -393,7 +393,7 @@ class RandomUniqueField(GeneratedField):
         draw = self._draw
         return [draw() for _ in range(count)]
 
-    def new_stored_value(self, context: WriteContext) -> Any:
+    def new_value(self, context: WriteContext) -> Any:
         """One new value for ``save()``: drawn values are in stored form and in the space.
 
         The fast path of :meth:`new_values` for one document: the collection ``save()`` writes

@@ -140,9 +140,9 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """Return ``count`` new values, in Python form, for the documents of ``context``."""
         raise NotImplementedError
 
-    def new_stored_value(self, context: WriteContext) -> Any:
-        """One new value in stored form, for ``save()``; override to skip work on that path."""
-        return self.to_mongo(self.new_values(context, 1)[0])
+    def new_value(self, context: WriteContext) -> Any:
+        """One new value, in Python form, for ``save()``; override to skip work on that path."""
+        return self.new_values(context, 1)[0]
 
     def note_assigned(self, context: WriteContext, values: list[Any]) -> None:
         """Called before a new document is written with a value the user assigned.
@@ -209,7 +209,7 @@ class GeneratedField(BaseField):  # type: ignore[misc]
             return value
         coerced = self.coerce(value)
         if coerced is not value:
-            # to_mongo() leaves the stored form of a generated value in _data.
+            # A stored form written straight into _data is converted once, on its first read.
             instance._data[self.name] = coerced
         return coerced
 
@@ -345,8 +345,7 @@ def _wrap_validate(original: Callable[..., Any]) -> Callable[..., Any]:
         data = self._data
         for name, field in context.pending:
             if data.get(name) is None:  # a retry refills only the field that collided
-                # The stored form: to_mongo() passes it through, and it is what gets written.
-                data[name] = field.new_stored_value(context)
+                data[name] = field.new_value(context)
         return None
 
     setattr(validate, _FILLS, True)
