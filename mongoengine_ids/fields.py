@@ -86,6 +86,9 @@ class UUIDValueField(GeneratedField):
             return value  # validate() explains what is wrong with it
 
     def to_python(self, value: Any) -> Any:
+        last = self._last_generated
+        if value is last[0]:  # save() reading back the _id it just inserted
+            return last[1]
         return None if value is None else self.coerce(value)
 
     def to_mongo(self, value: Any) -> Any:

@@ -166,6 +166,14 @@ class _Counters:
                 return (window_attempts, self.window_collisions)
             return None
 
+    def count_attempt(self, threshold: float) -> tuple[int, int] | None:
+        """``record(1, 0, threshold)``, the one every save() makes, in fewer steps."""
+        try:
+            self._local.cell[0] += 1
+        except AttributeError:
+            self._new_cell()[0] += 1
+        return self.record(0, 0, threshold) if self.window_collisions else None
+
     def count_exhausted(self) -> None:
         with self._lock:
             self.exhausted += 1
@@ -337,7 +345,10 @@ class RandomUniqueField(GeneratedField):
         self._checked: tuple[int, Any] | None = None
         #: The last value drawn for save(): MongoEngine serialises it right after.
         self._last_drawn: Any = None
+        self._size = self._space.size
         super().__init__(**kwargs)
+        #: Whether the field's own unique index (or the _id index) decides collisions.
+        self._has_own_index = bool(self.primary_key or self.unique)
 
     # -- the value space ------------------------------------------------------------------------
 
@@ -360,7 +371,7 @@ class RandomUniqueField(GeneratedField):
         self._counters.reset()
 
     def _draw(self) -> Any:
-        size = self._space.size
+        size = self._size
         index = self._randbelow(size)
         if type(index) is not int or not 0 <= index < size:
             raise ValueError(
@@ -408,7 +419,7 @@ class RandomUniqueField(GeneratedField):
             if checked is None or checked[0] != _index_generation or checked[1] is not collection:
                 self._index_names(collection, context.document_class, create=True)
                 self._checked = (_index_generation, collection)
-        due = self._counters.record(1, 0, self.warn_collision_rate)
+        due = self._counters.count_attempt(self.warn_collision_rate)
         if due is not None:
             self._warn(due)
         value = self._draw()
@@ -509,10 +520,6 @@ class RandomUniqueField(GeneratedField):
         )
 
     # -- the unique index -----------------------------------------------------------------------
-
-    @property
-    def _has_own_index(self) -> bool:
-        return bool(self.primary_key or self.unique)
 
     def _index_names(
         self, collection: Any, document_class: type[BaseDocument], *, create: bool
