@@ -388,7 +388,7 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
             unconfirmed: frozenset[str] = self.__dict__.get(_UNCONFIRMED, _NONE)
         except AttributeError:  # a model with __slots__
             unconfirmed = _NONE
-        assigned: list[tuple[GeneratedField, Any]] = []
+        assigned: list[tuple[GeneratedField, Any]] = []  # values the user gave a new document
         if created and len(pending) < len(fields):
             try:
                 for name, field in fields:
@@ -417,7 +417,7 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                 # An existing document gaining a generated value: MongoEngine writes changed
                 # fields only, so mark the field before validate() fills it in.
                 self._mark_as_changed(name)
-        attempts: dict[str, int] = {}  # per field: one field's retries don't use up another's
+        attempts: dict[str, int] | None = None  # per field: one's retries don't use another's
         while True:
             context.filling = self
             token = _active.set(context)
@@ -434,6 +434,8 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                     _give_back(context, data, pending, assigned)
                     raise
                 name, field = culprit
+                if attempts is None:
+                    attempts = {}
                 tried = attempts.get(name, 1)
                 if tried <= field.collision_retries:
                     attempts[name] = tried + 1
