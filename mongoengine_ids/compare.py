@@ -722,7 +722,7 @@ def format_table(comparison: Comparison) -> str:
         "",
         "bytes: BSON size of the stored _id value (payload: without a binary value's 5-byte "
         "header).",
-        "generate/id: making one id in stored form, as save() does, counter round trips "
+        "generate/id: making one id (and its stored form) as save() does, counter round trips "
         f"included (best of {counts.generate_rounds} rounds).",
         f"trips/1k ids: database calls of {counts.trip_saves:,} save()s beyond one insert "
         "each, per 1,000.",
