@@ -101,9 +101,11 @@ class _Counters:
 
     The common case, an attempt while the current window has seen no collision, takes no lock
     (it cost 0.3 us of a save): each thread adds its attempts to a cell of its own, so no update
-    is lost, and the attempts are the sum over the cells. Collisions, and attempts while the
-    window holds any, are counted under the lock. Windows are the attempts numbered
-    ``k * STATS_WINDOW`` to ``(k + 1) * STATS_WINDOW - 1`` since the last reset.
+    is lost, and the attempts are the sum over the cells. The cell of a thread that has ended
+    is folded into ``retired`` (under the lock), so short-lived threads leave nothing behind.
+    Collisions, and attempts while the window holds any, are counted under the lock. Windows
+    are the attempts numbered ``k * STATS_WINDOW`` to ``(k + 1) * STATS_WINDOW - 1`` since the
+    last reset.
     """
 
     __slots__ = (
@@ -113,6 +115,7 @@ class _Counters:
         "_lock",
         "collisions",
         "exhausted",
+        "retired",
         "warned",
         "window",
         "window_collisions",
@@ -122,7 +125,8 @@ class _Counters:
         self._lock = threading.Lock()
         _all_counters.add(self)
         self._local = threading.local()
-        self._cells: list[list[int]] = []  # one [attempts] per thread that counted
+        self._cells: list[tuple[threading.Thread, list[int]]] = []  # (thread, [attempts])
+        self.retired = 0  # attempts of threads that have ended
         self.collisions = 0
         self.exhausted = 0
         self.window = 0
@@ -133,11 +137,19 @@ class _Counters:
         cell = [0]
         with self._lock:
             self._local.cell = cell
-            self._cells.append(cell)
+            self._cells.append((threading.current_thread(), cell))
         return cell
 
     def _attempts(self) -> int:
-        return sum(cell[0] for cell in list(self._cells))
+        """All attempts so far; call with the lock held."""
+        live = []
+        for thread, cell in self._cells:
+            if thread.is_alive():
+                live.append((thread, cell))
+            else:  # it will never count again: fold it in
+                self.retired += cell[0]
+        self._cells = live
+        return self.retired + sum(cell[0] for _, cell in live)
 
     def record(self, attempts: int, collisions: int, threshold: float) -> tuple[int, int] | None:
         """Count; return (window attempts, window collisions) when a warning is due."""
@@ -187,7 +199,7 @@ class _Counters:
             # Fresh cells: a thread counting right now adds to a cell no longer summed.
             self._local = threading.local()
             self._cells = []
-            self.collisions = self.exhausted = 0
+            self.retired = self.collisions = self.exhausted = 0
             self.window = self.window_collisions = 0
             self.warned = False
 

@@ -10,9 +10,9 @@ class and without touching MongoEngine itself:
   generated primary key with insert semantics (``force_insert``: a collision raises
   ``NotUniqueError`` instead of silently replacing the existing document, MongoEngine issue
   1472), and puts the document back as it was if the write fails;
-* a ``validate()`` wrapper: ``save()`` validates the document right after ``pre_save`` and
-  serialises it right after that, so this is where the missing values are filled in, for that
-  one document only (``save(validate=False)`` still fills them in, and skips the validation);
+* a ``to_mongo()`` wrapper: ``save()`` serialises the document right after ``pre_save`` and
+  ``validate()``, where MongoEngine itself would generate, so the missing values are filled in
+  at the first ``to_mongo()`` of the document being saved, and of no other document;
 * a ``queryset_class`` whose ``insert()`` asks each field for the ids of the whole batch in one
   call, so that a counter leases once per bulk insert;
 * a ``cascade_save`` wrapper that tells ``save()`` its write has happened.
@@ -24,6 +24,7 @@ All are installed by :meth:`GeneratedField.__set_name__` on the class that decla
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import re
 import weakref
@@ -66,11 +67,13 @@ class WriteContext:
     #: Set when save() cascades, which it does only after writing the document: whatever fails
     #: later must neither retry nor undo the generated values.
     written = False
-    #: save() only: the document whose validate() fills in the generated values (None once they
-    #: are), the (name, field) pairs to fill, and whether the caller asked to validate.
+    #: save() only: the document whose first to_mongo() fills in the generated values (None
+    #: once they are), and the (name, field) pairs to fill.
     filling: Any = None  # a Document
     pending: Sequence[tuple[str, GeneratedField]] = ()
-    validating = True
+    #: save() only: force_insert was set by this package, not by the caller (cascaded saves of
+    #: other documents must not inherit it).
+    forced_insert = False
 
     def __init__(
         self,
@@ -139,6 +142,15 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     def new_values(self, context: WriteContext, count: int) -> list[Any]:
         """Return ``count`` new values, in Python form, for the documents of ``context``."""
         raise NotImplementedError
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "new_stored_value" in vars(cls):
+            # Renamed: an override under the old name would be ignored, silently.
+            raise TypeError(
+                f"{cls.__name__}.new_stored_value() is no longer called: override "
+                "new_value(context), which returns the Python value"
+            )
 
     def new_value(self, context: WriteContext) -> Any:
         """One new value, in Python form, for ``save()``; override to skip work on that path."""
@@ -278,17 +290,17 @@ def install(owner: type[Document]) -> None:
     if any(_INSTALLED in vars(klass) for klass in owner.__mro__):
         return
     owner.save = _wrap_save(owner.save)
-    owner.validate = _wrap_validate(owner.validate)
+    owner.to_mongo = _fill_on_serialising(owner.to_mongo)
     owner.cascade_save = _record_cascade(owner.cascade_save)
 
     def hook_subclass(cls: type[Any]) -> None:
         # A subclass may name its own queryset_class in meta: give it our insert() too.
         meta = cls._meta
         meta["queryset_class"] = generating_queryset(meta.get("queryset_class", QuerySet))
-        # And it may override validate() (itself or through a mixin), even without calling
-        # super(): the values are filled in around whichever validate() save() calls.
-        if not getattr(cls.validate, _FILLS, False):
-            cls.validate = _wrap_validate(cls.validate)
+        # And it may override to_mongo() (itself or through a mixin), even without calling
+        # super(): the values are filled in before whichever to_mongo() save() calls.
+        if not getattr(cls.to_mongo, _FILLS, False):
+            cls.to_mongo = _fill_on_serialising(cls.to_mongo)
 
     _on_subclass(owner, hook_subclass)
     setattr(owner, _INSTALLED, True)
@@ -326,30 +338,29 @@ def _on_subclass(klass: type[Any], hook: Callable[[type[Any]], None]) -> None:
     klass.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
 
 
-#: Marks the validate() wrappers, so that a subclass's own validate() is wrapped once.
+#: Marks the to_mongo() wrappers, so that a subclass's own to_mongo() is wrapped once.
 _FILLS = "_mongoengine_ids_fills"
 
 
-def _wrap_validate(original: Callable[..., Any]) -> Callable[..., Any]:
-    # save() calls validate() after pre_save and right before it serialises the document, where
-    # MongoEngine itself would generate: fill in the values here, for the saved document only
-    # (a document validated or serialised by a signal handler in the meantime gets nothing).
+def _fill_on_serialising(original: Callable[..., Any]) -> Callable[..., Any]:
+    # save() serialises the document right after pre_save and validate(), and that is where
+    # MongoEngine itself would generate: fill in the values at the first to_mongo() of the
+    # document being saved. Another document serialised during the save (a to_json() in a
+    # signal handler) gets nothing. Also with save(validate=False), and with a save() override
+    # that serialises the document itself.
     @functools.wraps(original)
-    def validate(self: Document, *args: Any, **kwargs: Any) -> Any:
+    def to_mongo(self: Document, *args: Any, **kwargs: Any) -> Any:
         context = _active.get()
-        if context is None or context.filling is not self:
-            return original(self, *args, **kwargs)
-        context.filling = None
-        if context.validating:
-            original(self, *args, **kwargs)  # before filling in: clean() sees them missing
-        data = self._data
-        for name, field in context.pending:
-            if data.get(name) is None:  # a retry refills only the field that collided
-                data[name] = field.new_value(context)
-        return None
+        if context is not None and context.filling is self:
+            data = self._data
+            for name, field in context.pending:
+                if data.get(name) is None:  # a retry refills only the field that collided
+                    data[name] = field.new_value(context)
+            context.filling = None  # after the values: if one fails, nothing is half-filled
+        return original(self, *args, **kwargs)
 
-    setattr(validate, _FILLS, True)
-    return validate
+    setattr(to_mongo, _FILLS, True)
+    return to_mongo
 
 
 def _record_cascade(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -360,6 +371,10 @@ def _record_cascade(original: Callable[..., Any]) -> Callable[..., Any]:
         context = _active.get()
         if context is not None and context.documents[0] is self:
             context.written = True
+            if context.forced_insert and kwargs.get("force_insert"):
+                # MongoEngine passes save()'s force_insert on to the referenced documents:
+                # the one this package set concerns this document only.
+                kwargs["force_insert"] = False
         return original(self, *args, **kwargs)
 
     return cascade_save
@@ -368,6 +383,7 @@ def _record_cascade(original: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
     # Runs on every save() of the model: kept lean, since the work around a ~50 us mongomock
     # save shows up in the benchmark's ratios.
+    position = _force_insert_position(original)  # a model's own save() may differ
     @functools.wraps(original)
     def save(self: Document, *args: Any, **kwargs: Any) -> Any:
         plan: _SavePlan = type(self).__dict__.get(_PLAN_ATTR) or _save_plan(type(self))
@@ -406,12 +422,11 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
         force_insert = id_field is not None and (
             data.get(id_field) is None or id_field in unconfirmed
         )
-        if args or kwargs:
-            args, validating = _save_arguments(args, kwargs, force_insert)
-            if not validating:
-                context.validating = False
-        elif force_insert:
-            kwargs["force_insert"] = True
+        if force_insert:
+            if args or kwargs:
+                args = _force_insert(position, args, kwargs, context)
+            else:
+                kwargs["force_insert"] = context.forced_insert = True
         if not created:
             for name, _ in pending:
                 # An existing document gaining a generated value: MongoEngine writes changed
@@ -462,25 +477,41 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
     return save
 
 
-def _save_arguments(
-    args: tuple[Any, ...], kwargs: dict[str, Any], force_insert: bool
-) -> tuple[tuple[Any, ...], bool]:
-    """``save()``'s arguments for MongoEngine's: ``force_insert`` set if asked, ``validate``
-    always on (the validate() wrapper fills in the values, then validates only if the caller
-    asked). Returns the positional arguments (``kwargs`` is updated) and the caller's
-    ``validate``."""
-    # save(force_insert=False, validate=True, clean=True, ...)
-    if len(args) >= 2:
-        return (args[0] or force_insert, True, *args[2:]), bool(args[1])
-    if force_insert:
-        if args:
-            args = (True,)
-        else:
-            kwargs["force_insert"] = True
-    validating = kwargs.get("validate", True)
-    if validating is not True:
-        kwargs["validate"] = True
-    return args, bool(validating)
+def _force_insert(
+    position: int | None, args: tuple[Any, ...], kwargs: dict[str, Any], context: WriteContext
+) -> tuple[Any, ...]:
+    """Set ``force_insert`` in the arguments of a ``save()`` whose ``force_insert`` parameter
+    is at ``position`` (see :func:`_force_insert_position`); returns the positional arguments
+    (``kwargs`` is updated)."""
+    if position is not None and position < len(args):
+        if not args[position]:
+            context.forced_insert = True
+            args = (*args[:position], True, *args[position + 1 :])
+        return args
+    if not kwargs.get("force_insert"):
+        context.forced_insert = True
+        kwargs["force_insert"] = True  # an override must take **kwargs and pass them on
+    return args
+
+
+def _force_insert_position(save: Callable[..., Any]) -> int | None:
+    """The index of ``force_insert`` among the positional arguments of ``save`` after ``self``
+    (0 for MongoEngine's), or None if it cannot be given positionally."""
+    position: int | None = None
+    try:
+        parameters = list(inspect.signature(save).parameters.values())[1:]  # after self
+    except (TypeError, ValueError):  # pragma: no cover - a builtin or an odd callable
+        parameters = []
+    for index, parameter in enumerate(parameters):
+        if parameter.kind is parameter.VAR_POSITIONAL:
+            # save(self, *args, **kwargs) passing them on to MongoEngine's, whose first is it.
+            return index
+        if parameter.kind not in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            break
+        if parameter.name == "force_insert":
+            position = index
+            break
+    return position
 
 
 #: Errors after which a write may or may not have been applied: the reply was lost, or the

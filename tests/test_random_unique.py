@@ -512,6 +512,19 @@ def test_counts_from_many_threads_are_exact() -> None:
     assert field.stats() == RandomFieldStats(attempts=2, collisions=1, exhausted=0)
 
 
+def test_threads_that_ended_leave_their_counts_and_no_cells() -> None:
+    field = RandomUniqueField(digits=3)
+    for _ in range(200):  # a thread per request
+        thread = threading.Thread(target=lambda: [field._record(1, 0) for _ in range(10)])
+        thread.start()
+        thread.join()
+    assert field.stats() == RandomFieldStats(attempts=2_000, collisions=0, exhausted=0)
+    assert field._counters._cells == []  # folded into one total, not kept per thread
+    field._record(1, 0)
+    assert field.stats().attempts == 2_001
+    assert len(field._counters._cells) == 1  # this thread's
+
+
 # -- which index collided ------------------------------------------------------------------------
 
 

@@ -724,3 +724,127 @@ def test_validating_another_document_during_a_save_never_gives_it_an_id(
     assert checked == [(None, {"name": "other"})]
     assert other.id is None
     assert raw(Place) == [{"_id": Binary(saved.id.bytes, 4), "name": "saved"}]
+
+
+def test_a_save_override_that_skips_validation_still_generates(mongoengine_db: Any) -> None:
+    class Fast(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField()
+
+        def save(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs["validate"] = False  # "we validate at the API layer"
+            return super().save(*args, **kwargs)
+
+    fast = Fast(name="x").save()
+    assert type(fast.id) is LocalityUUID
+    assert raw(Fast) == [{"_id": Binary(fast.id.bytes, 4), "name": "x"}]
+
+
+def test_a_pre_save_handler_that_catches_a_validation_error_changes_nothing(
+    mongoengine_db: Any,
+) -> None:
+    from mongoengine import signals
+
+    class Task(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        status = me.StringField(choices=["draft", "ready"], required=True)
+
+    def default_status(sender: Any, document: Any, **kwargs: Any) -> None:
+        try:
+            document.validate()
+        except me.ValidationError:
+            document.status = "draft"
+
+    signals.pre_save.connect(default_status, sender=Task)
+    try:
+        task = Task().save()
+    finally:
+        signals.pre_save.disconnect(default_status, sender=Task)
+    assert type(task.id) is LocalityUUID
+    assert raw(Task) == [{"_id": Binary(task.id.bytes, 4), "status": "draft"}]
+
+
+def test_cascading_passes_on_the_callers_arguments_not_the_forced_insert(
+    mongoengine_db: Any,
+) -> None:
+    class Note(me.Document):
+        text = me.StringField(max_length=3)
+
+    class Entry(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        note = me.ReferenceField(Note)
+
+    note = Note(text="ok").save()
+    note.text = "new"
+    # The entry's key is generated, so the entry is force-inserted; the note already exists
+    # and is updated by the cascade, as MongoEngine does.
+    entry = Entry(note=note).save(cascade=True)
+    note.text = "far too long"  # and save(validate=False) reaches the cascade unchanged
+    second = Entry(note=note).save(validate=False, cascade=True)
+    assert [doc["text"] for doc in Note._get_collection().find()] == ["far too long"]
+    assert sorted(doc["_id"] for doc in raw(Entry)) == sorted(
+        [Binary(entry.id.bytes, 4), Binary(second.id.bytes, 4)]
+    )
+
+
+def test_a_save_override_with_its_own_positional_parameters(mongoengine_db: Any) -> None:
+    seen: list[tuple[Any, Any, Any]] = []
+
+    class Audited(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField()
+
+        def save(self, actor: Any = None, reason: Any = None, **kwargs: Any) -> Any:
+            seen.append((actor, reason, kwargs.get("force_insert")))
+            return super().save(**kwargs)
+
+    doc = Audited(name="a")
+    doc.save("alice", "create")
+    doc.name = "b"
+    doc.save("bob", "rename")
+    assert seen == [("alice", "create", True), ("bob", "rename", None)]
+    assert raw(Audited) == [{"_id": Binary(doc.id.bytes, 4), "name": "b"}]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [((), {}), ((False,), {}), ((), {"force_insert": False}), ((False, True), {})],
+    ids=["none", "positional", "keyword", "two positional"],
+)
+def test_force_insert_reaches_a_forwarding_override_once(
+    mongoengine_db: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+
+        def save(self, *args: Any, **kwargs: Any) -> Any:
+            return super().save(*args, **kwargs)
+
+    place = Place().save(*args, **kwargs)
+    assert raw(Place) == [{"_id": Binary(place.id.bytes, 4)}]
+
+
+def test_a_to_mongo_override_is_filled_before(mongoengine_db: Any) -> None:
+    class Stamped(me.Document):
+        meta = {"allow_inheritance": True}
+        id = LocalityUUIDField(primary_key=True)
+
+    class Labelled(Stamped):
+        def to_mongo(self, *args: Any, **kwargs: Any) -> Any:
+            label = f"id given: {self.id is not None}"  # before MongoEngine's to_mongo()
+            son = super().to_mongo(*args, **kwargs)
+            son["label"] = label
+            return son
+
+    labelled = Labelled().save()
+    assert raw(Stamped) == [
+        {"_id": Binary(labelled.id.bytes, 4), "_cls": "Stamped.Labelled", "label": "id given: True"}
+    ]
+
+
+def test_a_field_overriding_the_old_name_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"Old.new_stored_value\(\) is no longer called"):
+
+        class Old(GeneratedField):
+            def new_stored_value(self, context: WriteContext) -> Any:
+                return 1
