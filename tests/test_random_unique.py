@@ -20,6 +20,7 @@ import mongoengine as me
 import pymongo
 import pytest
 from _support import TEST_URI, real_server
+from bson import ObjectId
 from mongoengine.errors import NotUniqueError, ValidationError
 
 from mongoengine_ids.errors import RetriesExhaustedError
@@ -574,6 +575,32 @@ def test_collision_falls_back_to_a_probe(mongoengine_db: Any) -> None:
     plain = "E11000 Duplicate Key Error"
     assert Thing.code.is_collision(_duplicate(plain, None), Thing(code=1)) is True
     assert Thing.code.is_collision(_duplicate(plain, None), Thing(code=2)) is False
+
+
+def test_a_lone_unique_index_decides_without_a_probe(mongoengine_db: Any) -> None:
+    """No other unique index can reject a document whose _id the driver makes: no look-up."""
+
+    class Lone(me.Document):
+        code = RandomUniqueField(digits=1, rng=Script(0))
+        meta = {"collection": "lone"}
+
+    Lone().save()  # the index exists now; the stored value is 1
+    plain = "E11000 Duplicate Key Error"
+    collection = Lone._get_collection()
+    find_one = collection.find_one
+    probes: list[Any] = []
+    collection.find_one = lambda *args, **kwargs: probes.append(args) or find_one(*args, **kwargs)
+    # Value 2 is free, yet the only index that could have said "duplicate" is code's.
+    assert Lone.code.is_collision(_duplicate(plain, None), Lone(code=2)) is True
+    assert probes == []
+    # An assigned pk could be the duplicate: then the value is looked up.
+    assert Lone.code.is_collision(_duplicate(plain, None), Lone(id=ObjectId(), code=2)) is False
+    assert Lone.code.is_collision(_duplicate(plain, None), Lone(id=ObjectId(), code=1)) is True
+    assert len(probes) == 2
+    # So is one once another unique index exists, even one made behind the field's back.
+    collection.create_index("other", unique=True, sparse=True)
+    assert Lone.code.is_collision(_duplicate(plain, None), Lone(code=2)) is False
+    assert len(probes) == 3
 
 
 @real_server
