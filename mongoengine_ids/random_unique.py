@@ -102,10 +102,12 @@ class _Counters:
     The common case, an attempt while the current window has seen no collision, takes no lock
     (it cost 0.3 us of a save): each thread adds its attempts to a cell of its own, so no update
     is lost, and the attempts are the sum over the cells. The cell of a thread that has ended
-    is folded into ``retired`` (under the lock), so short-lived threads leave nothing behind.
-    Collisions, and attempts while the window holds any, are counted under the lock. Windows
-    are the attempts numbered ``k * STATS_WINDOW`` to ``(k + 1) * STATS_WINDOW - 1`` since the
-    last reset.
+    is folded into ``retired``, so short-lived threads leave nothing behind.
+
+    Windows are the attempts numbered ``k * STATS_WINDOW`` to ``(k + 1) * STATS_WINDOW - 1``
+    since the last reset. Only a window with a collision needs its attempts counted: the first
+    collision reads the position in the window from the total, and from then until the window
+    ends, attempts and collisions are counted under the lock.
     """
 
     __slots__ = (
@@ -117,7 +119,7 @@ class _Counters:
         "exhausted",
         "retired",
         "warned",
-        "window",
+        "window_attempts",
         "window_collisions",
     )
 
@@ -129,7 +131,7 @@ class _Counters:
         self.retired = 0  # attempts of threads that have ended
         self.collisions = 0
         self.exhausted = 0
-        self.window = 0
+        self.window_attempts = 0  # kept only while window_collisions > 0
         self.window_collisions = 0
         self.warned = False
 
@@ -161,22 +163,7 @@ class _Counters:
             cell[0] += attempts  # this thread's cell: no other thread writes it
         if not collisions and not self.window_collisions:
             return None  # a window without collisions warns of nothing
-        with self._lock:
-            total = self._attempts()
-            window = total // STATS_WINDOW
-            if window != self.window:
-                self.window, self.window_collisions, self.warned = window, 0, False
-            self.collisions += collisions
-            self.window_collisions += collisions
-            window_attempts = total - window * STATS_WINDOW
-            if (
-                not self.warned
-                and window_attempts >= STATS_MIN_ATTEMPTS
-                and self.window_collisions > threshold * window_attempts
-            ):
-                self.warned = True
-                return (window_attempts, self.window_collisions)
-            return None
+        return self._window(attempts, collisions, threshold)
 
     def count_attempt(self, threshold: float) -> tuple[int, int] | None:
         """``record(1, 0, threshold)``, the one every save() makes, in fewer steps."""
@@ -184,7 +171,32 @@ class _Counters:
             self._local.cell[0] += 1
         except AttributeError:
             self._new_cell()[0] += 1
-        return self.record(0, 0, threshold) if self.window_collisions else None
+        return self._window(1, 0, threshold) if self.window_collisions else None
+
+    def _window(self, attempts: int, collisions: int, threshold: float) -> tuple[int, int] | None:
+        # ``attempts`` are in the cells already.
+        with self._lock:
+            if not self.window_collisions:
+                if not collisions:
+                    return None  # another thread ended the window meanwhile
+                self.window_attempts = self._attempts() % STATS_WINDOW
+            else:
+                self.window_attempts += attempts
+                if self.window_attempts >= STATS_WINDOW:  # a new window
+                    self.window_attempts %= STATS_WINDOW
+                    self.window_collisions, self.warned = 0, False
+                    if not collisions:
+                        return None
+            self.collisions += collisions
+            self.window_collisions += collisions
+            if (
+                not self.warned
+                and self.window_attempts >= STATS_MIN_ATTEMPTS
+                and self.window_collisions > threshold * self.window_attempts
+            ):
+                self.warned = True
+                return (self.window_attempts, self.window_collisions)
+            return None
 
     def count_exhausted(self) -> None:
         with self._lock:
@@ -200,7 +212,7 @@ class _Counters:
             self._local = threading.local()
             self._cells = []
             self.retired = self.collisions = self.exhausted = 0
-            self.window = self.window_collisions = 0
+            self.window_attempts = self.window_collisions = 0
             self.warned = False
 
 
