@@ -107,7 +107,8 @@ class _Counters:
     Windows are the attempts numbered ``k * STATS_WINDOW`` to ``(k + 1) * STATS_WINDOW - 1``
     since the last reset. Only a window with a collision needs its attempts counted: the first
     collision reads the position in the window from the total, and from then until the window
-    ends, attempts and collisions are counted under the lock.
+    ends its attempts are counted too (without the lock on save()'s path: a lost increment
+    shifts the window's end, never a total), its collisions under the lock.
     """
 
     __slots__ = (
@@ -171,7 +172,19 @@ class _Counters:
             self._local.cell[0] += 1
         except AttributeError:
             self._new_cell()[0] += 1
-        return self._window(1, 0, threshold) if self.window_collisions else None
+        if not self.window_collisions:
+            return None
+        # The window's attempts are counted without the lock here (an increment lost to another
+        # thread only moves where the window ends, never a total); the lock is taken to end the
+        # window or to warn.
+        attempts = self.window_attempts = self.window_attempts + 1
+        if attempts >= STATS_WINDOW or (
+            not self.warned
+            and attempts >= STATS_MIN_ATTEMPTS
+            and self.window_collisions > threshold * attempts
+        ):
+            return self._window(0, 0, threshold)
+        return None
 
     def _window(self, attempts: int, collisions: int, threshold: float) -> tuple[int, int] | None:
         # ``attempts`` are in the cells already.
