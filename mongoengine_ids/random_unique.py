@@ -40,7 +40,7 @@ from pymongo.write_concern import WriteConcern
 
 from .errors import RetriesExhaustedError, UniqueIndexMissingError
 from .random_space import IntegerSpace, Randomness, StringSpace, ValueSpace, randbelow_of
-from .writepath import GeneratedField, WriteContext, current_write, on_reset
+from .writepath import OWN_INSERT, GeneratedField, WriteContext, current_write, on_reset
 
 logger = logging.getLogger(__name__)
 
@@ -511,7 +511,11 @@ class RandomUniqueField(GeneratedField):
                 else self._index_names(collection, type(document), create=False)
             )
             verdict = _verdict_from_message(str(cause if cause is not None else error), names)
-        if verdict is None and self._alone(collection, document):
+        if (
+            verdict is None
+            and getattr(cause, OWN_INSERT, None) is document  # not another write's error
+            and self._alone(collection, document)
+        ):
             verdict = True
         if verdict is None:
             # The probe can race a delete of the other document: then the error is raised as

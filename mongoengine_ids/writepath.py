@@ -15,7 +15,9 @@ class and without touching MongoEngine itself:
   at the first ``to_mongo()`` of the document being saved, and of no other document;
 * a ``queryset_class`` whose ``insert()`` asks each field for the ids of the whole batch in one
   call, so that a counter leases once per bulk insert;
-* a ``cascade_save`` wrapper that tells ``save()`` its write has happened.
+* a ``cascade_save`` wrapper that tells ``save()`` its write has happened, and a
+  ``_save_create`` wrapper that marks an error raised by the document's own insert
+  (:data:`OWN_INSERT`).
 
 All are installed by :meth:`GeneratedField.__set_name__` on the class that declares the field
 (or on each Document made from a plain mixin declaring it), and inherited by its subclasses.
@@ -145,7 +147,7 @@ class GeneratedField(BaseField):  # type: ignore[misc]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "new_stored_value" in vars(cls):
+        if hasattr(cls, "new_stored_value"):  # in the class or a mixin of it
             # Renamed: an override under the old name would be ignored, silently.
             raise TypeError(
                 f"{cls.__name__}.new_stored_value() is no longer called: override "
@@ -292,6 +294,8 @@ def install(owner: type[Document]) -> None:
     owner.save = _wrap_save(owner.save)
     owner.to_mongo = _fill_on_serialising(owner.to_mongo)
     owner.cascade_save = _record_cascade(owner.cascade_save)
+    if callable(getattr(owner, "_save_create", None)):
+        owner._save_create = _mark_own_insert(owner._save_create)
 
     def hook_subclass(cls: type[Any]) -> None:
         # A subclass may name its own queryset_class in meta: give it our insert() too.
@@ -363,6 +367,25 @@ def _fill_on_serialising(original: Callable[..., Any]) -> Callable[..., Any]:
     return to_mongo
 
 
+#: Set on a pymongo error raised by the insert of a document itself (save()'s _save_create(), or
+#: that document's write error in a bulk insert), to that document: a field may then reason
+#: from the collection's indexes alone. A duplicate key raised by any other write during the
+#: save (a signal handler writing elsewhere) carries no such mark.
+OWN_INSERT = "_mongoengine_ids_own_insert"
+
+
+def _mark_own_insert(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def _save_create(self: Document, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(self, *args, **kwargs)
+        except pymongo.errors.PyMongoError as error:
+            setattr(error, OWN_INSERT, self)
+            raise
+
+    return _save_create
+
+
 def _record_cascade(original: Callable[..., Any]) -> Callable[..., Any]:
     # save() cascades right after its write, before it sets the pk (which is what tells a
     # written document from an unwritten one otherwise). Only cascading saves pay for this.
@@ -425,6 +448,11 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
         if force_insert:
             if args or kwargs:
                 args = _force_insert(position, args, kwargs, context)
+                cascade_kwargs = kwargs.get("cascade_kwargs")
+                if cascade_kwargs is None and position == 0 and len(args) > 5:
+                    cascade_kwargs = args[5]  # MongoEngine's sixth parameter
+                if cascade_kwargs and "force_insert" in cascade_kwargs:
+                    context.forced_insert = False  # the caller chose for the cascade
             else:
                 kwargs["force_insert"] = context.forced_insert = True
         if not created:
@@ -494,15 +522,20 @@ def _force_insert(
     return args
 
 
+parameter_kind = inspect.Parameter
+
+
 def _force_insert_position(save: Callable[..., Any]) -> int | None:
     """The index of ``force_insert`` among the positional arguments of ``save`` after ``self``
     (0 for MongoEngine's), or None if it cannot be given positionally."""
     position: int | None = None
     try:
-        parameters = list(inspect.signature(save).parameters.values())[1:]  # after self
+        parameters = list(inspect.signature(save).parameters.values())
     except (TypeError, ValueError):  # pragma: no cover - a builtin or an odd callable
         parameters = []
-    for index, parameter in enumerate(parameters):
+    if parameters and parameters[0].kind is parameter_kind.VAR_POSITIONAL:
+        return 0  # save(*args, **kwargs), e.g. a decorator without functools.wraps: forwards
+    for index, parameter in enumerate(parameters[1:]):  # after self
         if parameter.kind is parameter.VAR_POSITIONAL:
             # save(self, *args, **kwargs) passing them on to MongoEngine's, whose first is it.
             return index
@@ -765,6 +798,7 @@ def _insert_retrying(
                 position = pending[index]
                 doc = docs[position]
                 error = _write_error(write_error)
+                setattr(error.__cause__, OWN_INSERT, doc)
                 culprit = _bulk_culprit(error, doc, names_of.get(position, set()))
                 if culprit is None:
                     failed[position] = error

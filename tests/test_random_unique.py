@@ -31,6 +31,7 @@ from mongoengine_ids.random_unique import (
     RandomUniqueField,
     UniqueIndexMissingError,
 )
+from mongoengine_ids.writepath import OWN_INSERT
 
 
 class Script:
@@ -578,29 +579,73 @@ def test_collision_falls_back_to_a_probe(mongoengine_db: Any) -> None:
 
 
 def test_a_lone_unique_index_decides_without_a_probe(mongoengine_db: Any) -> None:
-    """No other unique index can reject a document whose _id the driver makes: no look-up."""
+    """No other unique index can reject a document whose _id the driver makes: no look-up,
+    when the error came from that document's own insert."""
 
     class Lone(me.Document):
         code = RandomUniqueField(digits=1, rng=Script(0))
         meta = {"collection": "lone"}
 
     Lone().save()  # the index exists now; the stored value is 1
-    plain = "E11000 Duplicate Key Error"
     collection = Lone._get_collection()
     find_one = collection.find_one
     probes: list[Any] = []
     collection.find_one = lambda *args, **kwargs: probes.append(args) or find_one(*args, **kwargs)
+
+    def own(document: me.Document) -> NotUniqueError:
+        error = _duplicate("E11000 Duplicate Key Error", None)
+        setattr(error.__cause__, OWN_INSERT, document)
+        return error
+
+    free = Lone(code=2)
     # Value 2 is free, yet the only index that could have said "duplicate" is code's.
-    assert Lone.code.is_collision(_duplicate(plain, None), Lone(code=2)) is True
+    assert Lone.code.is_collision(own(free), free) is True
     assert probes == []
-    # An assigned pk could be the duplicate: then the value is looked up.
-    assert Lone.code.is_collision(_duplicate(plain, None), Lone(id=ObjectId(), code=2)) is False
-    assert Lone.code.is_collision(_duplicate(plain, None), Lone(id=ObjectId(), code=1)) is True
+    # An error some other write raised during the save (a signal handler writing elsewhere),
+    # or this one's for another document: the value is looked up.
+    assert Lone.code.is_collision(_duplicate("E11000 Duplicate Key Error", None), free) is False
+    assert Lone.code.is_collision(own(Lone(code=1)), free) is False
     assert len(probes) == 2
+    # An assigned pk could be the duplicate: looked up.
+    keyed = Lone(id=ObjectId(), code=2)
+    assert Lone.code.is_collision(own(keyed), keyed) is False
+    taken = Lone(id=ObjectId(), code=1)
+    assert Lone.code.is_collision(own(taken), taken) is True
+    assert len(probes) == 4
     # So is one once another unique index exists, even one made behind the field's back.
     collection.create_index("other", unique=True, sparse=True)
-    assert Lone.code.is_collision(_duplicate(plain, None), Lone(code=2)) is False
-    assert len(probes) == 3
+    assert Lone.code.is_collision(own(free), free) is False
+    assert len(probes) == 5
+
+
+def test_a_duplicate_from_another_write_during_the_save_is_not_retried(
+    mongoengine_db: Any,
+) -> None:
+    from mongoengine import signals
+
+    class Audit(me.Document):
+        key = me.StringField(unique=True)
+
+    class Order(me.Document):
+        code = RandomUniqueField(digits=8, max_retries=5)
+
+    Audit(key="dup").save()
+    calls: list[Any] = []
+
+    def audit(sender: Any, document: Any, **kwargs: Any) -> None:
+        calls.append(document.code)
+        Audit(key="dup").save()  # raises NotUniqueError: not the order's collision
+
+    signals.pre_save_post_validation.connect(audit, sender=Order)
+    try:
+        with pytest.raises(NotUniqueError) as raised:
+            Order().save()
+    finally:
+        signals.pre_save_post_validation.disconnect(audit, sender=Order)
+    assert not isinstance(raised.value, RetriesExhaustedError)
+    assert len(calls) == 1  # no retry
+    assert Order.code.stats() == RandomFieldStats(attempts=1, collisions=0, exhausted=0)
+    assert mongoengine_db.order.count_documents({}) == 0
 
 
 @real_server

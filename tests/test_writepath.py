@@ -848,3 +848,43 @@ def test_a_field_overriding_the_old_name_is_refused() -> None:
         class Old(GeneratedField):
             def new_stored_value(self, context: WriteContext) -> Any:
                 return 1
+
+
+@pytest.mark.parametrize(
+    "args", [(), (False,), (True,), (False, False)], ids=["none", "false", "true", "two"]
+)
+def test_a_save_wrapped_by_a_decorator_without_wraps(
+    mongoengine_db: Any, args: tuple[Any, ...]
+) -> None:
+    def logged(method: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:  # no functools.wraps: no self visible
+            return method(*args, **kwargs)
+
+        return wrapper
+
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+
+        @logged
+        def save(self, *args: Any, **kwargs: Any) -> Any:
+            return super().save(*args, **kwargs)
+
+    place = Place().save(*args)
+    assert raw(Place) == [{"_id": Binary(place.id.bytes, 4)}]
+
+
+def test_the_callers_cascade_kwargs_decide_the_cascades_force_insert(mongoengine_db: Any) -> None:
+    class Note(me.Document):
+        text = me.StringField()
+
+    class Entry(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        note = me.ReferenceField(Note)
+
+    note = Note(text="a").save()
+    note.text = "b"
+    entry = Entry(note=note)
+    with pytest.raises(me.NotUniqueError):  # the caller asked to insert the note: it exists
+        entry.save(cascade=True, cascade_kwargs={"force_insert": True})
+    assert [doc["text"] for doc in Note._get_collection().find()] == ["a"]
+    assert raw(Entry) == [{"_id": Binary(entry.id.bytes, 4), "note": note.id}]
