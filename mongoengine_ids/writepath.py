@@ -196,9 +196,10 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """MongoEngine's auto-generation hook, called by ``to_mongo()``: never produces a value.
 
         ``to_mongo()`` serves reads too (``to_json()``, a log line in a signal handler) and does
-        not say which document it serialises, so values are filled in by ``save()`` (in the
-        validation step) and ``insert()`` instead. ``_auto_gen`` stays set: MongoEngine's
-        ``validate()`` then accepts the empty value of a required field (a primary key).
+        not say which document it serialises, so values are filled in by ``save()`` (at the
+        saved document's own first ``to_mongo()``) and ``insert()`` instead. ``_auto_gen``
+        stays set: MongoEngine's ``validate()`` then accepts the empty value of a required
+        field (a primary key).
         """
         return None
 
