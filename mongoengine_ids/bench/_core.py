@@ -142,6 +142,50 @@ def loop(func: Callable[[], object]) -> Trial:
     return trial
 
 
+#: Makes ``count`` new, unsaved documents of ``model`` (each group fills in its own fields).
+NewDocuments = Callable[[Any, int], list[Any]]
+
+
+def clear(model: Any) -> None:
+    """Empty ``model``'s collection before a timed round.
+
+    ``delete_many``, not ``drop_collection()``: dropping forgets the cached collection, and the
+    next access (inside the timed loop) would check the indexes again. An empty collection also
+    keeps mongomock's linear scans from charging later rounds more than earlier ones.
+    """
+    model._get_collection().delete_many({})
+
+
+def save_trial(model: Any, new_documents: NewDocuments) -> Trial:
+    """Save ``n`` new documents into an emptied collection; time the saves only."""
+
+    def trial(n: int) -> float:
+        clear(model)
+        documents = new_documents(model, n)  # built outside the clock: save() is measured
+        start = time.perf_counter()
+        for document in documents:
+            document.save()
+        return time.perf_counter() - start
+
+    return trial
+
+
+def insert_trial(model: Any, new_documents: NewDocuments, bulk_size: int) -> Trial:
+    """``n`` bulk inserts of ``bulk_size`` new documents, each into an emptied collection."""
+
+    def trial(n: int) -> float:
+        elapsed = 0.0
+        for _ in range(n):
+            clear(model)
+            documents = new_documents(model, bulk_size)
+            start = time.perf_counter()
+            model.objects.insert(documents, load_bulk=False)
+            elapsed += time.perf_counter() - start
+        return elapsed
+
+    return trial
+
+
 def measure(
     trials: Mapping[str, Trial],
     *,
@@ -405,8 +449,10 @@ __all__ = [
     "Result",
     "Statistic",
     "Timing",
+    "NewDocuments",
     "Trial",
     "baseline_row",
+    "clear",
     "compare_row",
     "database",
     "database_label",
@@ -414,7 +460,9 @@ __all__ = [
     "format_ratio",
     "format_seconds",
     "format_table",
+    "insert_trial",
     "loop",
     "machine_info",
     "measure",
+    "save_trial",
 ]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from time import perf_counter
 from typing import Final
 
 import bson
@@ -30,13 +29,14 @@ from ..locality import LocalityUUIDGenerator
 from ._core import (
     BENCH_ALIAS,
     Result,
-    Trial,
     baseline_row,
     compare_row,
     database,
     database_label,
+    insert_trial,
     loop,
     measure,
+    save_trial,
 )
 
 GROUP: Final = "locality"
@@ -120,43 +120,6 @@ def _new_documents(model: type[Document], count: int) -> list[Document]:
     return [model(name=f"place {i}", count=i, tags=["a", "b"]) for i in range(count)]
 
 
-def _clear(model: type[Document]) -> None:
-    # delete_many, not drop_collection(): dropping forgets the cached collection, and the next
-    # access (inside the timed loop) would check the indexes again. An empty collection also
-    # keeps mongomock's linear scans from charging later rounds more than earlier ones.
-    model._get_collection().delete_many({})
-
-
-def _save_trial(model: type[Document]) -> Trial:
-    """Save ``n`` new documents into an emptied collection; time the saves only."""
-
-    def trial(n: int) -> float:
-        _clear(model)
-        documents = _new_documents(model, n)  # built outside the clock: save() is measured
-        start = perf_counter()
-        for document in documents:
-            document.save()
-        return perf_counter() - start
-
-    return trial
-
-
-def _insert_trial(model: type[Document]) -> Trial:
-    """``n`` bulk inserts of :data:`BULK_SIZE` new documents, each into an emptied collection."""
-
-    def trial(n: int) -> float:
-        elapsed = 0.0
-        for _ in range(n):
-            _clear(model)
-            documents = _new_documents(model, BULK_SIZE)
-            start = perf_counter()
-            model.objects.insert(documents, load_bulk=False)
-            elapsed += perf_counter() - start
-        return elapsed
-
-    return trial
-
-
 # -- the group ----------------------------------------------------------------------------------
 
 
@@ -199,8 +162,8 @@ def _writes(counts: _Counts, uri: str | None) -> list[Result]:
     with database(uri):
         saves = measure(
             {
-                SAVE_OBJECT_ID: _save_trial(BenchObjectIdDocument),
-                SAVE_LOCALITY: _save_trial(BenchLocalityDocument),
+                SAVE_OBJECT_ID: save_trial(BenchObjectIdDocument, _new_documents),
+                SAVE_LOCALITY: save_trial(BenchLocalityDocument, _new_documents),
             },
             number=counts.save_number,
             rounds=counts.save_rounds,
@@ -208,8 +171,8 @@ def _writes(counts: _Counts, uri: str | None) -> list[Result]:
         )
         inserts = measure(
             {
-                INSERT_OBJECT_ID: _insert_trial(BenchObjectIdDocument),
-                INSERT_LOCALITY: _insert_trial(BenchLocalityDocument),
+                INSERT_OBJECT_ID: insert_trial(BenchObjectIdDocument, _new_documents, BULK_SIZE),
+                INSERT_LOCALITY: insert_trial(BenchLocalityDocument, _new_documents, BULK_SIZE),
             },
             number=1,
             rounds=counts.insert_rounds,

@@ -23,7 +23,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from time import perf_counter
 from typing import Any, Final
 
 import bson
@@ -36,13 +35,15 @@ from ..sequence_wrappers import Hook, instrumented_client_class
 from ._core import (
     BENCH_ALIAS,
     Result,
-    Trial,
     baseline_row,
+    clear,
     compare_row,
     database,
     database_label,
+    insert_trial,
     loop,
     measure,
+    save_trial,
 )
 
 GROUP: Final = "sequence"
@@ -200,38 +201,6 @@ def _new_documents(model: type[Document], count: int) -> list[Document]:
     return [model(name=f"row {i}", count=i) for i in range(count)]
 
 
-def _clear(model: type[Document]) -> None:
-    # delete_many, not drop: the cached collection and its indexes stay; an empty collection
-    # keeps mongomock's linear scans from charging later rounds more than earlier ones.
-    model._get_collection().delete_many({})
-
-
-def _save_trial(model: type[Document]) -> Trial:
-    def trial(n: int) -> float:
-        _clear(model)
-        documents = _new_documents(model, n)
-        start = perf_counter()
-        for document in documents:
-            document.save()
-        return perf_counter() - start
-
-    return trial
-
-
-def _insert_trial(model: type[Document]) -> Trial:
-    def trial(n: int) -> float:
-        elapsed = 0.0
-        for _ in range(n):
-            _clear(model)
-            documents = _new_documents(model, BULK_SIZE)
-            start = perf_counter()
-            model.objects.insert(documents, load_bulk=False)
-            elapsed += perf_counter() - start
-        return elapsed
-
-    return trial
-
-
 def _theirs_generate() -> Callable[[], object]:
     field = BenchMongoEngineSequenceDocument._fields["id"]
     return field.generate  # type: ignore[no-any-return]
@@ -302,7 +271,7 @@ def _database_rows(
 ) -> list[Result]:
     """Acquisition, save() and insert() of ours against MongoEngine's on ``db``."""
     for model in _MODELS:
-        _clear(model)
+        clear(model)
     trips = ""
     if hook is not None:
         ours_trips, theirs_trips = _round_trips_per_thousand(db, hook)
@@ -315,14 +284,14 @@ def _database_rows(
         warmup=counts.warmup,
     )
     save_trials = {
-        SAVE_OBJECT_ID: _save_trial(BenchSequenceObjectIdDocument),
-        SAVE_OURS: _save_trial(BenchSequenceDocument),
+        SAVE_OBJECT_ID: save_trial(BenchSequenceObjectIdDocument, _new_documents),
+        SAVE_OURS: save_trial(BenchSequenceDocument, _new_documents),
     }
     if judged:
         # On mongomock without latency MongoEngine's save() of a set pk takes its
         # find_one_and_replace path (about 1.2 ms against 56 us): left out there, it would
         # dominate the run and say nothing about the counter.
-        save_trials[SAVE_THEIRS] = _save_trial(BenchMongoEngineSequenceDocument)
+        save_trials[SAVE_THEIRS] = save_trial(BenchMongoEngineSequenceDocument, _new_documents)
     saves = measure(
         save_trials,
         number=counts.save_number if judged else counts.mock_save_number,
@@ -331,8 +300,10 @@ def _database_rows(
     )
     inserts = measure(
         {
-            INSERT_THEIRS: _insert_trial(BenchMongoEngineSequenceDocument),
-            INSERT_OURS: _insert_trial(BenchSequenceDocument),
+            INSERT_THEIRS: insert_trial(
+                BenchMongoEngineSequenceDocument, _new_documents, BULK_SIZE
+            ),
+            INSERT_OURS: insert_trial(BenchSequenceDocument, _new_documents, BULK_SIZE),
         },
         number=1,
         rounds=counts.latency_rounds,
