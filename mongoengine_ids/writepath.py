@@ -424,7 +424,7 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
         else:
             pending = fields if data.get(only) is None else ()
         context.pending = pending
-        try:
+        try:  # _unconfirmed(self), inline: this runs on every save()
             unconfirmed: frozenset[str] = self.__dict__.get(_UNCONFIRMED, _NONE)
         except AttributeError:  # a model with __slots__
             unconfirmed = _NONE
