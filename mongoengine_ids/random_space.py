@@ -13,6 +13,7 @@ tests (inject a callable that returns the indexes you want).
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 from collections.abc import Callable
@@ -402,18 +403,33 @@ class SystemRandomness:
         Raises:
             ValueError: ``n`` is not positive.
         """
-        if not 0 < n <= _WORD:
-            return secrets.randbelow(n)  # raises ValueError for n <= 0, as secrets does
+        return self.below(n)()
+
+    def below(self, n: int) -> Callable[[], int]:
+        """A function drawing uniformly from ``range(n)``: :meth:`randbelow` with its set-up
+        done once, for a caller that draws from one range many times (a field's space).
+
+        Raises:
+            ValueError: ``n`` is not positive.
+        """
+        if n <= 0:
+            raise ValueError(f"the bound must be positive, not {n!r}")
+        if n > _WORD:
+            return functools.partial(secrets.randbelow, n)
         limit = _WORD - _WORD % n  # the largest multiple of n not above 2**64
-        words = self._words
-        while True:
-            try:
-                word = words.pop()
-            except IndexError:
-                words = self._words = list(memoryview(os.urandom(POOL_BYTES)).cast("Q"))
-                continue
-            if word < limit:
-                return word % n
+
+        def draw() -> int:
+            words = self._words
+            while True:
+                try:
+                    word = words.pop()
+                except IndexError:
+                    words = self._words = list(memoryview(os.urandom(POOL_BYTES)).cast("Q"))
+                    continue
+                if word < limit:
+                    return word % n
+
+        return draw
 
 
 #: The randomness of every field built without ``rng``.

@@ -28,7 +28,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -39,7 +39,14 @@ from mongoengine.errors import NotUniqueError, OperationError
 from pymongo.write_concern import WriteConcern
 
 from .errors import RetriesExhaustedError, UniqueIndexMissingError
-from .random_space import IntegerSpace, Randomness, StringSpace, ValueSpace, randbelow_of
+from .random_space import (
+    SYSTEM_RANDOMNESS,
+    IntegerSpace,
+    Randomness,
+    StringSpace,
+    ValueSpace,
+    randbelow_of,
+)
 from .writepath import OWN_INSERT, GeneratedField, WriteContext, current_write, on_reset
 
 logger = logging.getLogger(__name__)
@@ -383,6 +390,10 @@ class RandomUniqueField(GeneratedField):
         #: The last value drawn for save(): MongoEngine serialises it right after.
         self._last_drawn: Any = None
         self._size = self._space.size
+        #: An index into the space; the default randomness is ours and needs no checking.
+        self._draw_index: Callable[[], int] = (
+            SYSTEM_RANDOMNESS.below(self._size) if rng is None else self._checked_index
+        )
         super().__init__(**kwargs)
         #: Whether the field's own unique index (or the _id index) decides collisions.
         self._has_own_index = bool(self.primary_key or self.unique)
@@ -408,13 +419,17 @@ class RandomUniqueField(GeneratedField):
         self._counters.reset()
 
     def _draw(self) -> Any:
+        return self._space.value(self._draw_index())
+
+    def _checked_index(self) -> int:
+        """An index from an injected ``rng``, which may return anything."""
         size = self._size
         index = self._randbelow(size)
         if type(index) is not int or not 0 <= index < size:
             raise ValueError(
                 f"the rng of {self._label} returned {index!r}: expected an int from 0 to {size - 1}"
             )
-        return self._space.value(index)
+        return index
 
     @property
     def _label(self) -> str:

@@ -182,8 +182,17 @@ def test_randomness_sources() -> None:
     assert RandomUniqueField(digits=2, rng=lambda n: 0)._draw() == 10
     assert 10 <= RandomUniqueField(digits=2, rng=secrets)._draw() <= 99
     default = RandomUniqueField(digits=2)
-    assert default._randbelow == SYSTEM_RANDOMNESS.randbelow  # os.urandom, read in blocks
     assert 10 <= default._draw() <= 99
+    # The default draws the system randomness's words (os.urandom, read in blocks): the next
+    # unread word decides the value. pop() takes words from the end.
+    saved = SYSTEM_RANDOMNESS._words
+    try:
+        SYSTEM_RANDOMNESS._words = [5, 90 * 1000 + 17]
+        assert default._draw() == 10 + 17  # 90,017 % 90 (2-digit numbers: 90 values)
+        assert default._draw() == 15
+        assert SYSTEM_RANDOMNESS._words == []
+    finally:
+        SYSTEM_RANDOMNESS._words = saved
 
 
 def test_rng_out_of_range_is_an_error() -> None:
