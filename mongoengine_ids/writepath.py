@@ -15,9 +15,10 @@ class and without touching MongoEngine itself:
   at the first ``to_mongo()`` of the document being saved, and of no other document;
 * a ``queryset_class`` whose ``insert()`` asks each field for the ids of the whole batch in one
   call, so that a counter leases once per bulk insert;
-* a ``cascade_save`` wrapper that tells ``save()`` its write has happened, and a
-  ``_save_create`` wrapper that marks an error raised by the document's own insert
-  (:data:`OWN_INSERT`).
+* a ``cascade_save`` wrapper that tells ``save()`` its write has happened.
+
+A duplicate key raised by the document's own insert is marked as such (:data:`OWN_INSERT`),
+read from the error's traceback, which passes through that document's ``_save_create()``.
 
 All are installed by :meth:`GeneratedField.__set_name__` on the class that declares the field
 (or on each Document made from a plain mixin declaring it), and inherited by its subclasses.
@@ -295,8 +296,6 @@ def install(owner: type[Document]) -> None:
     owner.save = _wrap_save(owner.save)
     owner.to_mongo = _fill_on_serialising(owner.to_mongo)
     owner.cascade_save = _record_cascade(owner.cascade_save)
-    if callable(getattr(owner, "_save_create", None)):
-        owner._save_create = _mark_own_insert(owner._save_create)
 
     def hook_subclass(cls: type[Any]) -> None:
         # A subclass may name its own queryset_class in meta: give it our insert() too.
@@ -375,16 +374,21 @@ def _fill_on_serialising(original: Callable[..., Any]) -> Callable[..., Any]:
 OWN_INSERT = "_mongoengine_ids_own_insert"
 
 
-def _mark_own_insert(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def _save_create(self: Document, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return original(self, *args, **kwargs)
-        except pymongo.errors.PyMongoError as error:
-            setattr(error, OWN_INSERT, self)
-            raise
+def _mark_own_insert(error: NotUniqueError, document: Document) -> None:
+    """Mark the pymongo error behind ``error`` with :data:`OWN_INSERT` if ``document``'s own
+    ``_save_create()`` raised it: its traceback passes through that call, with that document.
 
-    return _save_create
+    Read from the traceback, on the collision path only: a wrapper around ``_save_create()``
+    would cost every save a call.
+    """
+    cause = error.__cause__ or error.__context__
+    trace = getattr(cause, "__traceback__", None)
+    while trace is not None:
+        frame = trace.tb_frame
+        if frame.f_code.co_name == "_save_create" and frame.f_locals.get("self") is document:
+            setattr(cause, OWN_INSERT, document)
+            return
+        trace = trace.tb_next
 
 
 def _record_cascade(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -473,7 +477,10 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
             except NotUniqueError as error:
                 if _written(context, created, self):
                     raise  # e.g. a cascaded save failed: this document is in the database
-                culprit = _collided_field(error, self, pending) if created else None
+                culprit = None
+                if created:
+                    _mark_own_insert(error, self)
+                    culprit = _collided_field(error, self, pending)
                 if culprit is None:
                     _give_back(context, data, pending, assigned)
                     raise

@@ -627,6 +627,30 @@ def test_a_lone_unique_index_decides_without_a_probe(mongoengine_db: Any) -> Non
     assert len(probes) == 5
 
 
+def test_a_collision_in_save_is_known_as_its_own_insert_without_a_probe(
+    mongoengine_db: Any,
+) -> None:
+    """save() finds its document's own _save_create() in the duplicate key's traceback: the
+    lone unique index then decides, and the collision costs no look-up."""
+
+    class Lone(me.Document):
+        code = RandomUniqueField(digits=1, rng=Script(0, 0, 4))
+        meta = {"collection": "lone_saves"}
+
+    Lone().save()  # value 1
+    collection = Lone._get_collection()
+    find_one = collection.find_one
+    probes: list[Any] = []
+    collection.find_one = lambda *args, **kwargs: probes.append(args) or find_one(*args, **kwargs)
+    Lone.code.reset_stats()
+    second = Lone()
+    second.save()  # draws 1 (taken), then 5
+    assert probes == []
+    assert Lone.code.stats().collisions == 1
+    raw = list(collection.find({}, {"_id": 0}).sort("code"))
+    assert raw == [{"code": 1}, {"code": 5}]
+
+
 def test_a_duplicate_from_another_write_during_the_save_is_not_retried(
     mongoengine_db: Any,
 ) -> None:
