@@ -842,6 +842,51 @@ def test_a_to_mongo_override_is_filled_before(mongoengine_db: Any) -> None:
     ]
 
 
+def test_a_save_failing_before_serialising_leaves_no_value(mongoengine_db: Any) -> None:
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField(required=True)
+
+    place = Place()
+    with pytest.raises(me.ValidationError):
+        place.save()  # fails before serialising: no value, and nothing left on the document
+    assert place.to_mongo().to_dict() == {}
+    assert place.id is None
+    place.name = "a"
+    place.save()
+    assert raw(Place) == [{"_id": Binary(place.id.bytes, 4), "name": "a"}]
+
+
+def test_a_nested_save_of_the_same_document_leaves_the_outer_one_filling(
+    mongoengine_db: Any,
+) -> None:
+    # A pre_save handler saving the same document again, which fails before serialising: the
+    # outer save() still fills its values in.
+    from mongoengine import signals
+
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        ref = LocalityUUIDField()
+
+    depth: list[int] = []
+
+    def resave(sender: Any, document: Any, **kwargs: Any) -> None:
+        if depth:
+            raise RuntimeError("nested save refused")
+        depth.append(1)
+        with pytest.raises(RuntimeError, match="nested save refused"):
+            document.save()
+
+    signals.pre_save.connect(resave, sender=Place)
+    try:
+        place = Place().save()
+    finally:
+        signals.pre_save.disconnect(resave, sender=Place)
+    assert raw(Place) == [
+        {"_id": Binary(place.id.bytes, 4), "ref": Binary(place.ref.bytes, 4)}
+    ]
+
+
 def test_a_field_overriding_the_old_name_is_refused() -> None:
     with pytest.raises(TypeError, match=r"Old.new_stored_value\(\) is no longer called"):
 
