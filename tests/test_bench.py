@@ -223,6 +223,45 @@ def test_measure_needs_a_trial() -> None:
         _core.measure({}, number=1, rounds=1)
 
 
+def test_measure_alternating_takes_turns_operation_by_operation() -> None:
+    calls: list[tuple[str, int]] = []
+
+    def step(name: str, seconds: float) -> _core.Step:
+        def run(index: int) -> float:
+            calls.append((name, index))
+            return seconds * (index + 1)  # operation i takes (i + 1) x seconds
+
+        return run
+
+    timings = _core.measure_alternating(
+        {"a": step("a", 1.0), "b": step("b", 2.0)}, number=3, rounds=2, warmup=1
+    )
+
+    # Operation i of both steps before operation i + 1 of either, the order rotated each time;
+    # the same in every round, warm-up included.
+    one_round = [("a", 0), ("b", 0), ("b", 1), ("a", 1), ("a", 2), ("b", 2)]
+    assert calls == one_round * 3
+    assert timings["a"].samples == (2.0, 2.0)  # (1 + 2 + 3) / 3 per operation
+    assert timings["b"].samples == (4.0, 4.0)
+    assert timings["a"].statistic == "median"
+    assert timings["b"].number == 3
+
+
+def test_measure_alternating_checks_its_arguments_and_restores_the_collector() -> None:
+    import gc
+
+    with pytest.raises(ValueError, match="at least one step"):
+        _core.measure_alternating({}, number=1, rounds=1)
+    with pytest.raises(ValueError, match="must be"):
+        _core.measure_alternating({"a": lambda index: 0.0}, number=0, rounds=1)
+    seen: list[bool] = []
+    _core.measure_alternating(
+        {"a": lambda index: seen.append(gc.isenabled()) or 0.0}, number=2, rounds=1
+    )
+    assert seen == [False] * 4  # off while timing (warm-up and the round)...
+    assert gc.isenabled()  # ...and on again afterwards
+
+
 def test_loop_calls_the_function_n_times() -> None:
     calls: list[None] = []
     elapsed = _core.loop(lambda: calls.append(None))(7)

@@ -30,6 +30,10 @@ Timing
 
     A ratio is only meaningful between timings from the **same** :func:`measure` call.
 
+    :func:`measure_alternating` takes :data:`Step` functions instead (one operation each) and
+    lets the candidates take turns operation by operation: for ratios that must hold within a
+    few percent on a machine whose speed changes from second to second.
+
 Rows
     :class:`Result` is one row: a named candidate, its seconds per operation, and optionally
     the baseline it is compared with, the ratio (candidate / baseline), the target as text and
@@ -68,6 +72,9 @@ from typing import Any, Final, Literal
 
 #: A timed batch: perform ``n`` operations, return the seconds they took (set-up excluded).
 Trial = Callable[[int], float]
+#: One operation, the ``i``-th of its round: perform it, return the seconds to count (its own
+#: set-up, such as making the document, left out). See :func:`measure_alternating`.
+Step = Callable[[int], float]
 Statistic = Literal["min", "median"]
 
 #: The MongoEngine connection alias of the benchmark's models (see :func:`database`).
@@ -228,6 +235,67 @@ def measure(
             elapsed = _run_trial(trials[name], number, disable_gc=disable_gc)
             if round_index >= 0:
                 samples[name].append(elapsed / number)
+    return {name: Timing(tuple(samples[name]), statistic, number) for name in names}
+
+
+def measure_alternating(
+    steps: Mapping[str, Step],
+    *,
+    number: int,
+    rounds: int,
+    warmup: int = 1,
+    statistic: Statistic = "median",
+    disable_gc: bool = True,
+) -> dict[str, Timing]:
+    """Like :func:`measure`, but the candidates take turns one operation at a time.
+
+    :func:`measure` runs each trial's whole batch in turn. On a shared virtual machine the speed
+    can change by half from one second to the next, so two batches run one after the other may
+    meet different machines: the ratio of a candidate's round to its baseline's then moves by
+    +-20% (seen on the 2-core development machine). Here operation ``i`` of every step runs
+    before operation ``i + 1`` of any, in an order rotated by one each operation, so each round
+    puts every step through the same spells: the ratio holds even when the times do not (same
+    machine: rounds' ratios within +-3%).
+
+    Args:
+        steps: the candidates and their baselines, by name.
+        number: operations per round for each step.
+        rounds: timed rounds.
+        warmup: untimed rounds first.
+        statistic: how :attr:`Timing.seconds` summarises the rounds.
+        disable_gc: switch the cyclic garbage collector off during a round, as :func:`measure`
+            does.
+
+    Returns:
+        A :class:`Timing` per name, in the order of ``steps``.
+
+    Raises:
+        ValueError: ``number`` or ``rounds`` is below 1, ``warmup`` below 0, or no steps.
+    """
+    if not steps:
+        raise ValueError("measure_alternating() needs at least one step")
+    if number < 1 or rounds < 1 or warmup < 0:
+        raise ValueError(
+            f"number={number!r} and rounds={rounds!r} must be >= 1 and warmup={warmup!r} >= 0"
+        )
+    names = list(steps)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(-warmup, rounds):
+        totals = dict.fromkeys(names, 0.0)
+        was_enabled = gc.isenabled()
+        if disable_gc:
+            gc.disable()
+        try:
+            for index in range(number):
+                shift = index % len(names)
+                for name in names[shift:] + names[:shift]:
+                    totals[name] += steps[name](index)
+        finally:
+            if was_enabled:
+                gc.enable()
+        if round_index >= 0:
+            for name in names:
+                samples[name].append(totals[name] / number)
     return {name: Timing(tuple(samples[name]), statistic, number) for name in names}
 
 
@@ -448,6 +516,7 @@ __all__ = [
     "JSON_FORMAT_VERSION",
     "Result",
     "Statistic",
+    "Step",
     "Timing",
     "NewDocuments",
     "Trial",
@@ -464,5 +533,6 @@ __all__ = [
     "loop",
     "machine_info",
     "measure",
+    "measure_alternating",
     "save_trial",
 ]

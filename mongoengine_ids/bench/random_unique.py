@@ -12,12 +12,16 @@ Rows (names are stable; the tests look for them), for each fill f in 0%, 1%, 10%
 
 The space holds :attr:`_Counts.space` values; a fill is made by inserting that share of them
 before timing. Each saved document is deleted again right after its (timed) save, untimed, so
-every save meets exactly that fill and expects ``f / (1 - f)`` retries.
+every save meets exactly that fill and expects ``f / (1 - f)`` retries. Baseline and candidate
+take turns save by save (:func:`~mongoengine_ids.bench._core.measure_alternating`): the speed
+of the machine changes from second to second, and both must meet the same spells for a ratio
+to hold within a few percent.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, Final
@@ -28,12 +32,12 @@ from ..random_unique import RandomUniqueField
 from ._core import (
     BENCH_ALIAS,
     Result,
-    Trial,
+    Step,
     baseline_row,
     compare_row,
     database,
     database_label,
-    measure,
+    measure_alternating,
 )
 
 GROUP: Final = "random_unique"
@@ -127,31 +131,28 @@ def _prefill(model: type[Document], taken: list[int]) -> None:
         collection.insert_many([{"code": value, "name": "prefill"} for value in taken])
 
 
-def _timed_saves(model: type[Document], documents: list[Document]) -> float:
-    """Save each document, timing the save only; delete it again (untimed) so that the fill
-    every save meets is exactly the prefill."""
+def _save_step(model: type[Document], make: Callable[[int], Document]) -> Step:
+    """Save the ``i``-th new document, timing the save only; delete it again (untimed) so that
+    the fill every save meets is exactly the prefill."""
     collection = model._get_collection()
-    elapsed = 0.0
-    for document in documents:
+
+    def step(index: int) -> float:
+        document = make(index)
         start = perf_counter()
         document.save()
-        elapsed += perf_counter() - start
+        elapsed = perf_counter() - start
         collection.delete_one({"_id": document.pk})
-    return elapsed
+        return elapsed
+
+    return step
 
 
-def _assigned_trial(model: type[Document], free: list[int]) -> Trial:
-    def trial(n: int) -> float:
-        return _timed_saves(model, [model(code=value, name="bench") for value in free[:n]])
-
-    return trial
+def _assigned_step(model: type[Document], free: list[int]) -> Step:
+    return _save_step(model, lambda index: model(code=free[index % len(free)], name="bench"))
 
 
-def _random_trial(model: type[Document]) -> Trial:
-    def trial(n: int) -> float:
-        return _timed_saves(model, [model(name="bench") for _ in range(n)])
-
-    return trial
+def _random_step(model: type[Document]) -> Step:
+    return _save_step(model, lambda index: model(name="bench"))
 
 
 def expected_retries(fill: float) -> float:
@@ -174,8 +175,8 @@ def _one_fill(fill: float, counts: _Counts, label: str) -> list[Result]:
     target = fill <= TARGET_FILL
     number = counts.target_number if target else counts.number
     rounds = counts.target_rounds if target else counts.rounds
-    timings = measure(
-        {baseline: _assigned_trial(assigned, free), name: _random_trial(candidate)},
+    timings = measure_alternating(
+        {baseline: _assigned_step(assigned, free), name: _random_step(candidate)},
         number=number,
         rounds=rounds,
         warmup=counts.warmup,
