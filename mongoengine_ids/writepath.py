@@ -30,6 +30,7 @@ import functools
 import inspect
 import logging
 import re
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
@@ -258,7 +259,7 @@ def generated_fields(document_class: type[BaseDocument]) -> tuple[tuple[str, Gen
 class _SavePlan:
     """What ``save()`` needs to know of a model class, worked out once."""
 
-    __slots__ = ("fields", "generated_id", "only")
+    __slots__ = ("fields", "generated_id", "only", "simple")
 
     def __init__(self, document_class: type[BaseDocument]) -> None:
         self.fields = generated_fields(document_class)
@@ -269,6 +270,8 @@ class _SavePlan:
         )
         #: The name of the one generated field, if there is exactly one (the common case).
         self.only: str | None = self.fields[0][0] if len(self.fields) == 1 else None
+        #: ``only``, when it is not the primary key: save() then never forces an insert.
+        self.simple: str | None = self.only if self.generated_id is None else None
 
 
 _PLAN_ATTR = "_mongoengine_ids_save_plan"
@@ -415,56 +418,69 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def save(self: Document, *args: Any, **kwargs: Any) -> Any:
         plan: _SavePlan = type(self).__dict__.get(_PLAN_ATTR) or _save_plan(type(self))
-        fields = plan.fields
-        if not fields:
-            return original(self, *args, **kwargs)
         data = self._data
-        created = self._created
-        context = WriteContext(type(self), (self,))
-        only = plan.only
+        simple = plan.simple
         pending: Sequence[tuple[str, GeneratedField]]
-        if only is None:
-            pending = [entry for entry in fields if data.get(entry[0]) is None]
-        else:
-            pending = fields if data.get(only) is None else ()
-        context.pending = pending
-        try:  # _unconfirmed(self), inline: this runs on every save()
-            unconfirmed: frozenset[str] = self.__dict__.get(_UNCONFIRMED, _NONE)
-        except AttributeError:  # a model with __slots__
+        assigned: list[tuple[GeneratedField, Any]]  # values the user gave a new document
+        if (
+            simple is not None
+            and data.get(simple) is None
+            and self._created
+            and not _unconfirmed_documents
+        ):
+            # The common case, in few steps: one generated field, not the primary key, missing
+            # on a new document; nothing assigned to note, nothing to force, nothing unconfirmed.
+            context = WriteContext(type(self), (self,))
+            created = True
+            pending = context.pending = plan.fields
             unconfirmed = _NONE
-        assigned: list[tuple[GeneratedField, Any]] = []  # values the user gave a new document
-        if created and len(pending) < len(fields):
-            try:
-                for name, field in fields:
-                    value = data.get(name)
-                    # An unconfirmed value is this document's own from an interrupted save().
-                    if value is not None and name not in unconfirmed:
-                        field.note_assigned(context, [value])
-                        assigned.append((field, value))
-            except BaseException:
-                _give_back(context, data, [], assigned)
-                raise
-        # A generated pk is inserted, never written over a document that has it; so is one an
-        # interrupted save() may have written (if it did, NotUniqueError, not a second copy).
-        id_field = plan.generated_id
-        force_insert = id_field is not None and (
-            data.get(id_field) is None or id_field in unconfirmed
-        )
-        if force_insert:
-            if args or kwargs:
-                args = _force_insert(position, args, kwargs, context)
-                cascade_kwargs = kwargs.get("cascade_kwargs")
-                if cascade_kwargs is None and position == 0 and len(args) > 5:
-                    cascade_kwargs = args[5]  # MongoEngine's sixth parameter
-                if cascade_kwargs and "force_insert" in cascade_kwargs:
-                    context.forced_insert = False  # the caller chose for the cascade
+            assigned = []
+        else:
+            fields = plan.fields
+            if not fields:
+                return original(self, *args, **kwargs)
+            created = self._created
+            context = WriteContext(type(self), (self,))
+            only = plan.only
+            if only is None:
+                pending = [entry for entry in fields if data.get(entry[0]) is None]
             else:
-                kwargs["force_insert"] = context.forced_insert = True
-        if not created:
-            for name, _ in pending:
-                # An existing document gaining a generated value: MongoEngine writes changed
-                # fields only, so mark the field before validate() fills it in.
-                self._mark_as_changed(name)
+                pending = fields if data.get(only) is None else ()
+            context.pending = pending
+            unconfirmed = _unconfirmed(self)
+            assigned = []
+            if created and len(pending) < len(fields):
+                try:
+                    for name, field in fields:
+                        value = data.get(name)
+                        # An unconfirmed value is this document's own from an interrupted save().
+                        if value is not None and name not in unconfirmed:
+                            field.note_assigned(context, [value])
+                            assigned.append((field, value))
+                except BaseException:
+                    _give_back(context, data, [], assigned)
+                    raise
+            # A generated pk is inserted, never written over a document that has it; so is one
+            # an interrupted save() may have written (if it did, NotUniqueError, not a copy).
+            id_field = plan.generated_id
+            force_insert = id_field is not None and (
+                data.get(id_field) is None or id_field in unconfirmed
+            )
+            if force_insert:
+                if args or kwargs:
+                    args = _force_insert(position, args, kwargs, context)
+                    cascade_kwargs = kwargs.get("cascade_kwargs")
+                    if cascade_kwargs is None and position == 0 and len(args) > 5:
+                        cascade_kwargs = args[5]  # MongoEngine's sixth parameter
+                    if cascade_kwargs and "force_insert" in cascade_kwargs:
+                        context.forced_insert = False  # the caller chose for the cascade
+                else:
+                    kwargs["force_insert"] = context.forced_insert = True
+            if not created:
+                for name, _ in pending:
+                    # An existing document gaining a generated value: MongoEngine writes
+                    # changed fields only, so mark the field before validate() fills it in.
+                    self._mark_as_changed(name)
         attempts: dict[str, int] | None = None  # per field: one's retries don't use another's
         while True:
             context.filling = self
@@ -472,7 +488,7 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 result = original(self, *args, **kwargs)
                 if unconfirmed:
-                    del vars(self)[_UNCONFIRMED]
+                    _confirm(self)
                 return result
             except NotUniqueError as error:
                 if _written(context, created, self):
@@ -559,9 +575,14 @@ def _force_insert_position(save: Callable[..., Any]) -> int | None:
 #: write concern timed out after the primary applied it.
 _OUTCOME_UNKNOWN = (pymongo.errors.ConnectionFailure, pymongo.errors.WriteConcernError)
 
-#: Instance attribute: names of generated fields whose values an interrupted write may have
-#: stored. (Kept out of _data: MongoEngine serialises that.)
-_UNCONFIRMED = "_mongoengine_ids_unconfirmed"
+#: The documents whose last write may or may not have been applied, by id(): each weakly held,
+#: with the names of the generated fields whose values that write may have stored. (Kept out
+#: of _data, which MongoEngine serialises, and out of the documents themselves: save() checks
+#: every document, and an empty registry answers for all of them at once.)
+_unconfirmed_documents: dict[int, tuple[weakref.ref[BaseDocument], frozenset[str]]] = {}
+#: Held to change the registry. Reentrant: a collection run while it is held may call the
+#: weak reference's callback in the same thread.
+_unconfirmed_lock = threading.RLock()
 
 
 def _outcome_unknown(error: BaseException) -> bool:
@@ -580,14 +601,33 @@ _NONE: frozenset[str] = frozenset()
 
 
 def _unconfirmed(document: BaseDocument) -> frozenset[str]:
-    state = getattr(document, "__dict__", None)
-    return _NONE if state is None else state.get(_UNCONFIRMED, _NONE)
+    """The names :func:`_mark_unconfirmed` gave ``document`` (none once confirmed)."""
+    entry = _unconfirmed_documents.get(id(document)) if _unconfirmed_documents else None
+    if entry is None or entry[0]() is not document:
+        return _NONE
+    return entry[1]
 
 
 def _mark_unconfirmed(document: BaseDocument, names: Iterable[str]) -> None:
-    state = getattr(document, "__dict__", None)
-    if state is not None:  # a model with __slots__ keeps MongoEngine's semantics
-        state[_UNCONFIRMED] = frozenset(names)
+    key = id(document)
+
+    def forget(reference: weakref.ref[BaseDocument]) -> None:  # the document was collected
+        with _unconfirmed_lock:  # not a new object's mark under the same id
+            entry = _unconfirmed_documents.get(key)
+            if entry is not None and entry[0] is reference:
+                del _unconfirmed_documents[key]
+
+    entry = (weakref.ref(document, forget), frozenset(names))
+    with _unconfirmed_lock:
+        _unconfirmed_documents[key] = entry
+
+
+def _confirm(document: BaseDocument) -> None:
+    """``document``'s write was acknowledged: drop its mark."""
+    with _unconfirmed_lock:
+        entry = _unconfirmed_documents.get(id(document))
+        if entry is not None and entry[0]() is document:
+            del _unconfirmed_documents[id(document)]
 
 
 def _written(context: WriteContext, created: bool, document: Document) -> bool:

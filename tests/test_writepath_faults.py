@@ -6,6 +6,7 @@ cannot be made to lose a reply on demand.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,8 +15,9 @@ import pymongo.errors
 import pytest
 from bson.binary import Binary
 
-from mongoengine_ids import LocalityUUIDField
+from mongoengine_ids import LocalityUUIDField, RandomUniqueField
 from mongoengine_ids.testing import connected_threadsafe
+from mongoengine_ids.writepath import _unconfirmed, _unconfirmed_documents
 
 
 class Faults:
@@ -128,3 +130,47 @@ def test_force_insert_false_cannot_replace_after_an_unconfirmed_save(
     with pytest.raises(me.NotUniqueError):
         place.save(False, True, True, None, None, None)  # force_insert=False, positionally
     assert [doc["name"] for doc in db["place"].find()] == ["a"]
+
+
+class Card(me.Document):
+    number = RandomUniqueField(digits=12)
+    name = me.StringField()
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+def test_an_unconfirmed_generated_field_keeps_its_value_and_is_never_written_twice(
+    faults: tuple[Faults, Any], applied: bool
+) -> None:
+    # Not the primary key: the driver's ObjectId is new at each attempt, so only the kept value
+    # (not redrawn, not retried) stops a second copy.
+    injected, db = faults
+    injected.arm("card", "insert_one", pymongo.errors.AutoReconnect("reset"), applied=applied)
+    card = Card(name="a")
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        card.save()
+    number = card.number
+    assert number is not None
+    assert _unconfirmed(card) == {"number"}
+    if applied:
+        with pytest.raises(me.NotUniqueError):
+            card.save()
+        assert _unconfirmed(card) == {"number"}  # still unknown to this document
+    else:
+        card.save()
+        assert _unconfirmed(card) == frozenset()  # confirmed
+    assert [(raw["number"], raw["name"]) for raw in db["card"].find()] == [(number, "a")]
+
+
+def test_the_unconfirmed_mark_goes_with_its_document(faults: tuple[Faults, Any]) -> None:
+    injected, _ = faults
+    injected.arm("card", "insert_one", pymongo.errors.AutoReconnect("reset"), applied=False)
+    card = Card(name="a")
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        card.save()
+    assert id(card) in _unconfirmed_documents
+    other = Card(name="b")
+    assert _unconfirmed(other) == frozenset()
+    key = id(card)
+    del card
+    gc.collect()
+    assert key not in _unconfirmed_documents  # no leak, and no stale mark for a new object
