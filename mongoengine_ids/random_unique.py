@@ -466,15 +466,23 @@ class RandomUniqueField(GeneratedField):
         if self.reserve_in is not None:
             return self._reserve(context, 1)[0]
         if self._has_own_index:
-            collection = context.documents[0]._get_collection()
+            # The document's _collection: its own after switch_db() or switch_collection(),
+            # else its class's (None until the class's first _get_collection()).
+            collection = context.documents[0]._collection
             checked = self._checked
-            if checked is None or checked[0] != _index_generation or checked[1] is not collection:
+            if (
+                collection is None
+                or checked is None
+                or checked[0] != _index_generation
+                or checked[1] is not collection
+            ):
+                collection = context.documents[0]._get_collection()
                 self._index_names(collection, context.document_class, create=True)
                 self._checked = (_index_generation, collection)
         due = self._counters.count_attempt(self.warn_collision_rate)
         if due is not None:
             self._warn(due)
-        value = self._draw()
+        value = self._space.value(self._draw_index())  # _draw(), one call fewer
         self._last_drawn = value  # to_mongo() of this very value skips the checks
         return value
 

@@ -455,6 +455,27 @@ def test_missing_index_without_auto_create_is_an_error(mongoengine_db: Any) -> N
     assert codes(mongoengine_db.manual) == [1]
 
 
+def test_the_index_check_follows_the_documents_collection(mongoengine_db: Any) -> None:
+    from mongoengine.context_managers import switch_collection
+
+    class Coupon(me.Document):
+        code = RandomUniqueField(digits=6)
+        meta = {"collection": "coupons", "auto_create_index": False}
+
+    mongoengine_db.coupons.create_index([("code", pymongo.ASCENDING)], unique=True)
+    Coupon().save()  # checked, and remembered for this collection
+    moved = Coupon()
+    moved.switch_collection("coupons_archive")  # no index there
+    with pytest.raises(UniqueIndexMissingError):
+        moved.save()
+    with switch_collection(Coupon, "coupons_old"), pytest.raises(UniqueIndexMissingError):
+        Coupon().save()
+    Coupon().save()  # the class's own collection again
+    assert mongoengine_db.coupons.count_documents({}) == 2
+    assert mongoengine_db.coupons_archive.count_documents({}) == 0
+    assert mongoengine_db.coupons_old.count_documents({}) == 0
+
+
 # -- statistics ----------------------------------------------------------------------------------
 
 
