@@ -842,6 +842,26 @@ def test_a_to_mongo_override_is_filled_before(mongoengine_db: Any) -> None:
     ]
 
 
+def test_to_mongo_passes_every_argument_on(mongoengine_db: Any) -> None:
+    class Place(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField(db_field="n")
+        city = me.StringField(db_field="c")
+
+    place = Place(name="a", city="b").save()
+    calls = [
+        ((), {}),
+        ((False,), {}),
+        ((), {"use_db_field": False}),
+        ((True, ["name"]), {}),
+        ((), {"fields": ["city"], "use_db_field": False}),
+    ]
+    for args, kwargs in calls:
+        assert place.to_mongo(*args, **kwargs) == me.Document.to_mongo(place, *args, **kwargs)
+    assert set(place.to_mongo(False)) == {"_id", "id", "name", "city"}  # names, not db_fields
+    assert set(place.to_mongo(fields=["name"])) == {"_id", "n"}
+
+
 def test_a_save_failing_before_serialising_leaves_no_value(mongoengine_db: Any) -> None:
     class Place(me.Document):
         id = LocalityUUIDField(primary_key=True)
