@@ -259,7 +259,7 @@ def generated_fields(document_class: type[BaseDocument]) -> tuple[tuple[str, Gen
 class _SavePlan:
     """What ``save()`` needs to know of a model class, worked out once."""
 
-    __slots__ = ("fields", "generated_id", "only", "simple")
+    __slots__ = ("fields", "generated_id", "only")
 
     def __init__(self, document_class: type[BaseDocument]) -> None:
         self.fields = generated_fields(document_class)
@@ -270,8 +270,6 @@ class _SavePlan:
         )
         #: The name of the one generated field, if there is exactly one (the common case).
         self.only: str | None = self.fields[0][0] if len(self.fields) == 1 else None
-        #: ``only``, when it is not the primary key: save() then never forces an insert.
-        self.simple: str | None = self.only if self.generated_id is None else None
 
 
 _PLAN_ATTR = "_mongoengine_ids_save_plan"
@@ -439,29 +437,32 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
     def save(self: Document, *args: Any, **kwargs: Any) -> Any:
         plan: _SavePlan = type(self).__dict__.get(_PLAN_ATTR) or _save_plan(type(self))
         data = self._data
-        simple = plan.simple
+        only = plan.only
         pending: Sequence[tuple[str, GeneratedField]]
         assigned: list[tuple[GeneratedField, Any]]  # values the user gave a new document
         if (
-            simple is not None
-            and data.get(simple) is None
+            only is not None
+            and data.get(only) is None
             and self._created
             and not _unconfirmed_documents
+            and (plan.generated_id is None or not (args or kwargs))
         ):
-            # The common case, in few steps: one generated field, not the primary key, missing
-            # on a new document; nothing assigned to note, nothing to force, nothing unconfirmed.
+            # The common case, in few steps: one generated field, missing on a new document;
+            # nothing assigned to note, nothing unconfirmed, and for a primary key no arguments
+            # to look through for force_insert.
             context = WriteContext(type(self), (self,))
             created = True
             pending = context.pending = plan.fields
             unconfirmed = _NONE
             assigned = []
+            if plan.generated_id is not None:
+                kwargs["force_insert"] = context.forced_insert = True
         else:
             fields = plan.fields
             if not fields:
                 return original(self, *args, **kwargs)
             created = self._created
             context = WriteContext(type(self), (self,))
-            only = plan.only
             if only is None:
                 pending = [entry for entry in fields if data.get(entry[0]) is None]
             else:
