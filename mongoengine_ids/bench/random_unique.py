@@ -91,9 +91,9 @@ class _Counts:
 # mongomock checks a unique index by scanning the collection, so a save costs time in
 # proportion to the documents present (at 50% of 4,000: about 2,000 compared per save), for the
 # baseline and the candidate alike; the ratio is what is read. At 1% full a round of 200 saves
-# holds 2 retries on average (each costs a failed save and a probe, about 3 plain saves), and
-# their count varies from round to round: the target fills get 4 times the saves, in 31 rounds
-# (about 5 s). Full run: about 45 s on mongomock on the 2-core development machine.
+# holds 2 retries on average (each costs a failed save, about a save and a half), and their
+# count varies from round to round: the target fills get 4 times the saves, in 31 rounds.
+# Full run: about 50 s on mongomock on the 2-core development machine.
 _FULL: Final = _Counts(
     space=4_000, number=200, rounds=9, warmup=1, target_number=800, target_rounds=31
 )
