@@ -166,6 +166,14 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         A counter moves past such values here, so that it never generates them later.
         """
 
+    def check_unconfirmed(self, context: WriteContext, document: BaseDocument, value: Any) -> None:
+        """Called before ``save()`` sends ``value`` again: an earlier write of ``document`` with
+        it may have been applied (its reply was lost, see :func:`_mark_unconfirmed`).
+
+        Raise ``NotUniqueError`` if that write is found in the database. Default: nothing, as a
+        unique index on the field, or the inserted primary key, refuses a second copy.
+        """
+
     def is_collision(self, error: NotUniqueError, document: BaseDocument) -> bool:
         """Whether ``error`` was a duplicate of this field's generated value in ``document``."""
         return False
@@ -474,8 +482,11 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                 try:
                     for name, field in fields:
                         value = data.get(name)
-                        # An unconfirmed value is this document's own from an interrupted save().
-                        if value is not None and name not in unconfirmed:
+                        if value is None:
+                            continue
+                        if name in unconfirmed:  # from an interrupted save() of this document
+                            field.check_unconfirmed(context, self, value)
+                        else:
                             field.note_assigned(context, [value])
                             assigned.append((field, value))
                 except BaseException:

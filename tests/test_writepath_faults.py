@@ -174,3 +174,29 @@ def test_the_unconfirmed_mark_goes_with_its_document(faults: tuple[Faults, Any])
     del card
     gc.collect()
     assert key not in _unconfirmed_documents  # no leak, and no stale mark for a new object
+
+
+class Ticket(me.Document):
+    code = RandomUniqueField(digits=8, reserve_in="ticket_codes")  # no unique index on code
+    name = me.StringField()
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+def test_an_unconfirmed_reserved_value_is_looked_up_before_it_is_sent_again(
+    faults: tuple[Faults, Any], applied: bool
+) -> None:
+    # reserve_in: no unique index refuses a second copy, and the driver's ObjectId is new at
+    # each attempt; only a look-up of the value tells whether the lost write landed.
+    injected, db = faults
+    injected.arm("ticket", "insert_one", pymongo.errors.AutoReconnect("reset"), applied=applied)
+    ticket = Ticket(name="a")
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        ticket.save()
+    code = ticket.code
+    if applied:
+        with pytest.raises(me.NotUniqueError, match=rf"Ticket.code: {code} is already written"):
+            ticket.save()
+    else:
+        ticket.save()
+    assert [(raw["code"], raw["name"]) for raw in db["ticket"].find()] == [(code, "a")]
+    assert [raw["_id"] for raw in db["ticket_codes"].find()] == [code]  # still reserved
