@@ -506,23 +506,6 @@ class RandomUniqueField(GeneratedField):
                 "expected values no other document holds"
             )
 
-    def check_unconfirmed(self, context: WriteContext, document: BaseDocument, value: Any) -> None:
-        """With ``reserve_in`` (no unique index on the field), look ``value`` up before sending it
-        again: an interrupted save() of this document may have written it.
-
-        Raises:
-            NotUniqueError: a document holds ``value`` (the reservation is this document's, so
-                that is the interrupted write, applied).
-        """
-        if self.reserve_in is None or self.primary_key:
-            return  # the unique index, or the _id index, refuses a second copy
-        collection = _collection_of(context, document)
-        if collection.find_one({self.db_field: self.to_mongo(value)}, {"_id": 1}) is not None:
-            raise NotUniqueError(
-                f"{self._label}: {value!r} is already written: the earlier save() of this "
-                "document whose reply was lost did write it, so it is not written twice"
-            )
-
     def release_values(self, context: WriteContext, values: list[Any]) -> None:
         """With ``reserve_in``, release the reservations of values that were not written."""
         if self.reserve_in is not None and values:

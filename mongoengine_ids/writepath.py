@@ -170,9 +170,22 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """Called before ``save()`` sends ``value`` again: an earlier write of ``document`` with
         it may have been applied (its reply was lost, see :func:`_mark_unconfirmed`).
 
-        Raise ``NotUniqueError`` if that write is found in the database. Default: nothing, as a
-        unique index on the field, or the inserted primary key, refuses a second copy.
+        A primary key (inserted, never replaced) or a unique index refuses a second copy by
+        itself. Otherwise the value is looked up: the field generated it for this document
+        alone, so a document holding it is the earlier write, applied.
+
+        Raises:
+            NotUniqueError: the earlier write is in the database.
         """
+        if self.primary_key or self.unique:
+            return
+        collection = document._get_collection()
+        if collection.find_one({self.db_field: self.to_mongo(value)}, {"_id": 1}) is not None:
+            raise NotUniqueError(
+                f"{type(document).__name__}.{self.name}: {value!r} is already written: the "
+                "earlier save() of this document whose reply was lost did write it, so it is "
+                "not written twice"
+            )
 
     def is_collision(self, error: NotUniqueError, document: BaseDocument) -> bool:
         """Whether ``error`` was a duplicate of this field's generated value in ``document``."""

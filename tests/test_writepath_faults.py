@@ -15,7 +15,7 @@ import pymongo.errors
 import pytest
 from bson.binary import Binary
 
-from mongoengine_ids import LocalityUUIDField, RandomUniqueField
+from mongoengine_ids import LocalityUUIDField, RandomUniqueField, SequenceField
 from mongoengine_ids.testing import connected_threadsafe
 from mongoengine_ids.writepath import _unconfirmed, _unconfirmed_documents
 
@@ -181,22 +181,37 @@ class Ticket(me.Document):
     name = me.StringField()
 
 
+class Stamped(me.Document):
+    code = LocalityUUIDField()  # not the primary key, no unique index
+    name = me.StringField()
+
+
+class Numbered(me.Document):
+    code = SequenceField()  # not the primary key, no unique index
+    name = me.StringField()
+
+
 @pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
-def test_an_unconfirmed_reserved_value_is_looked_up_before_it_is_sent_again(
-    faults: tuple[Faults, Any], applied: bool
+@pytest.mark.parametrize("model", [Ticket, Stamped, Numbered], ids=lambda m: m.__name__)
+def test_an_unconfirmed_value_without_a_unique_index_is_looked_up_before_it_is_sent_again(
+    faults: tuple[Faults, Any], applied: bool, model: type[me.Document]
 ) -> None:
-    # reserve_in: no unique index refuses a second copy, and the driver's ObjectId is new at
-    # each attempt; only a look-up of the value tells whether the lost write landed.
+    # Nothing refuses a second copy: no unique index on the field, and the driver's ObjectId is
+    # new at each attempt. Only a look-up of the value tells whether the lost write landed.
     injected, db = faults
-    injected.arm("ticket", "insert_one", pymongo.errors.AutoReconnect("reset"), applied=applied)
-    ticket = Ticket(name="a")
+    collection = model._get_collection_name()
+    injected.arm(collection, "insert_one", pymongo.errors.AutoReconnect("reset"), applied=applied)
+    document = model(name="a")
     with pytest.raises(pymongo.errors.AutoReconnect):
-        ticket.save()
-    code = ticket.code
+        document.save()
+    code = document.code
+    assert code is not None
     if applied:
-        with pytest.raises(me.NotUniqueError, match=rf"Ticket.code: {code} is already written"):
-            ticket.save()
+        with pytest.raises(me.NotUniqueError, match=f"{model.__name__}.code: .* already written"):
+            document.save()
     else:
-        ticket.save()
-    assert [(raw["code"], raw["name"]) for raw in db["ticket"].find()] == [(code, "a")]
-    assert [raw["_id"] for raw in db["ticket_codes"].find()] == [code]  # still reserved
+        document.save()
+    stored = [(raw["code"], raw["name"]) for raw in db[collection].find()]
+    assert stored == [(model.code.to_mongo(code), "a")]
+    if model is Ticket:
+        assert [raw["_id"] for raw in db["ticket_codes"].find()] == [code]  # still reserved
