@@ -183,8 +183,8 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         if collection.find_one({self.db_field: self.to_mongo(value)}, {"_id": 1}) is not None:
             raise NotUniqueError(
                 f"{type(document).__name__}.{self.name}: {value!r} is already written: the "
-                "earlier save() of this document whose reply was lost did write it, so it is "
-                "not written twice"
+                "earlier write of this document whose reply was lost was applied, so it is not "
+                "written twice"
             )
 
     def is_collision(self, error: NotUniqueError, document: BaseDocument) -> bool:
@@ -804,6 +804,9 @@ class GeneratingQuerySetMixin:
 
         for doc, doc_id in zip(docs, ids, strict=True):
             doc.pk = doc_id
+        if _unconfirmed_documents:  # documents sent again after a lost reply: written now
+            for doc in docs:
+                _confirm(doc)
         if not load_bulk:
             signals.post_bulk_insert.send(
                 self._document, documents=docs, loaded=False, **signal_kwargs
@@ -1079,10 +1082,13 @@ def _generate_batch(
     by_field: dict[int, tuple[str, GeneratedField, list[tuple[int, Document]]]] = {}
     assigned: dict[int, tuple[GeneratedField, list[Any]]] = {}
     for position, doc in enumerate(docs):
+        unconfirmed = _unconfirmed(doc)
         for name, field in generated_fields(type(doc)):
             value = doc._data.get(name)
             if value is None:
                 by_field.setdefault(id(field), (name, field, []))[2].append((position, doc))
+            elif name in unconfirmed:  # from an insert of this document whose reply was lost
+                field.check_unconfirmed(context, doc, value)  # before anything is reserved
             else:
                 assigned.setdefault(id(field), (field, []))[1].append(value)
     for field, values in assigned.values():

@@ -215,3 +215,25 @@ def test_an_unconfirmed_value_without_a_unique_index_is_looked_up_before_it_is_s
     assert stored == [(model.code.to_mongo(code), "a")]
     if model is Ticket:
         assert [raw["_id"] for raw in db["ticket_codes"].find()] == [code]  # still reserved
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+@pytest.mark.parametrize("model", [Ticket, Stamped, Numbered], ids=lambda m: m.__name__)
+def test_an_unconfirmed_bulk_insert_sent_again_is_never_written_twice(
+    faults: tuple[Faults, Any], applied: bool, model: type[me.Document]
+) -> None:
+    injected, db = faults
+    collection = model._get_collection_name()
+    injected.arm(collection, "insert_many", pymongo.errors.AutoReconnect("reset"), applied=applied)
+    docs = [model(name=f"p{i}") for i in range(3)]
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        model.objects.insert(docs)
+    codes = [model.code.to_mongo(doc.code) for doc in docs]
+    if applied:
+        with pytest.raises(me.NotUniqueError, match="already written"):
+            model.objects.insert(docs)
+    else:
+        model.objects.insert(docs)
+        assert [_unconfirmed(doc) for doc in docs] == [frozenset()] * 3  # confirmed
+    stored = sorted((raw["name"], raw["code"]) for raw in db[collection].find())
+    assert stored == [(f"p{i}", code) for i, code in enumerate(codes)]
