@@ -466,17 +466,10 @@ class RandomUniqueField(GeneratedField):
         if self.reserve_in is not None:
             return self._reserve(context, 1)[0]
         if self._has_own_index:
-            # The document's _collection: its own after switch_db() or switch_collection(),
-            # else its class's (None until the class's first _get_collection()).
-            collection = context.documents[0]._collection
+            # Asked each time: a model's own _get_collection() may choose per call (a tenant's).
+            collection = context.documents[0]._get_collection()
             checked = self._checked
-            if (
-                collection is None
-                or checked is None
-                or checked[0] != _index_generation
-                or checked[1] is not collection
-            ):
-                collection = context.documents[0]._get_collection()
+            if checked is None or checked[0] != _index_generation or checked[1] is not collection:
                 self._index_names(collection, context.document_class, create=True)
                 self._checked = (_index_generation, collection)
         due = self._counters.count_attempt(self.warn_collision_rate)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import re
 import threading
 import weakref
@@ -78,6 +79,11 @@ class WriteContext:
     #: save() only: force_insert was set by this package, not by the caller (cascaded saves of
     #: other documents must not inherit it).
     forced_insert = False
+    #: save() only: the (field, value) pairs the user gave the document, announced to
+    #: note_assigned(); a value assigned after save() began joins them at the fill.
+    assigned: list[tuple[GeneratedField, Any]]
+    #: save() only, after a collision: the values this save() generated and keeps, by name.
+    kept: dict[str, Any] | None = None
 
     def __init__(
         self,
@@ -399,10 +405,31 @@ def _fill_on_serialising(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _fill(context: WriteContext, document: Document) -> None:
     data = document._data
-    for name, field in context.pending:
-        if data.get(name) is None:  # a retry refills only the field that collided
+    late: list[tuple[str, GeneratedField]] | None = None
+    for entry in context.pending:
+        name, field = entry
+        value = data.get(name)
+        if value is None:  # a retry refills only the field that collided
             data[name] = field.new_value(context)
+        elif context.kept is None or context.kept.get(name) is not value:
+            late = [entry] if late is None else [*late, entry]
+    if late is not None:
+        _note_late(context, data, late)
     context.filling = None  # after the values: if one fails, nothing is half-filled
+
+
+def _note_late(
+    context: WriteContext, data: dict[str, Any], late: list[tuple[str, GeneratedField]]
+) -> None:
+    """Values assigned after save() began (a ``pre_save`` handler, ``clean()``, a ``save()``
+    override): the user's, like values assigned before. They are no longer this save()'s to
+    generate, retry, clear or release, and are announced to ``note_assigned()`` (with
+    ``reserve_in``, reserved) before anything is written."""
+    context.pending = [entry for entry in context.pending if entry not in late]
+    for name, field in late:
+        value = data[name]
+        field.note_assigned(context, [value])
+        context.assigned.append((field, value))
 
 
 #: MongoEngine's own to_mongo() methods: both take (use_db_field=True, fields=None).
@@ -416,9 +443,16 @@ _MONGOENGINE_TO_MONGO = (BaseDocument.to_mongo, Document.to_mongo)
 OWN_INSERT = "_mongoengine_ids_own_insert"
 
 
+#: MongoEngine's own insert step. A model's override of ``_save_create()`` may write something
+#: else first (an outbox record): only a duplicate key raised inside MongoEngine's own step,
+#: called for the document, is the document's.
+_SAVE_CREATE_CODE = Document._save_create.__code__
+
+
 def _mark_own_insert(error: NotUniqueError, document: Document) -> None:
     """Mark the pymongo error behind ``error`` with :data:`OWN_INSERT` if ``document``'s own
-    ``_save_create()`` raised it: its traceback passes through that call, with that document.
+    insert raised it: its traceback passes through MongoEngine's ``Document._save_create()``,
+    called with that document.
 
     Read from the traceback, on the collision path only: a wrapper around ``_save_create()``
     would cost every save a call.
@@ -427,7 +461,7 @@ def _mark_own_insert(error: NotUniqueError, document: Document) -> None:
     trace = getattr(cause, "__traceback__", None)
     while trace is not None:
         frame = trace.tb_frame
-        if frame.f_code.co_name == "_save_create" and frame.f_locals.get("self") is document:
+        if frame.f_code is _SAVE_CREATE_CODE and frame.f_locals.get("self") is document:
             setattr(cause, OWN_INSERT, document)
             return
         trace = trace.tb_next
@@ -475,7 +509,7 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
             created = True
             pending = context.pending = plan.fields
             unconfirmed = _NONE
-            assigned = []
+            assigned = context.assigned = []
             if plan.generated_id is not None:
                 kwargs["force_insert"] = context.forced_insert = True
         else:
@@ -490,7 +524,7 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                 pending = fields if data.get(only) is None else ()
             context.pending = pending
             unconfirmed = _unconfirmed(self)
-            assigned = []
+            assigned = context.assigned = []
             if created and len(pending) < len(fields):
                 try:
                     for name, field in fields:
@@ -538,6 +572,7 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
             except NotUniqueError as error:
                 if _written(context, created, self):
                     raise  # e.g. a cascaded save failed: this document is in the database
+                pending = context.pending  # less any value the user assigned meanwhile
                 culprit = None
                 if created:
                     _mark_own_insert(error, self)
@@ -551,7 +586,8 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                 tried = attempts.get(name, 1)
                 if tried <= field.collision_retries:
                     attempts[name] = tried + 1
-                    data[name] = None  # the next validate() fills in a fresh value
+                    context.kept = {other: data.get(other) for other, _ in pending if other != name}
+                    data[name] = None  # the next to_mongo() fills in a fresh value
                     continue
                 _give_back(context, data, pending, assigned, taken=name)
                 exhausted = field.retries_exhausted(error, self, tried)
@@ -561,6 +597,7 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
             except BaseException as error:
                 if _written(context, created, self):
                     raise
+                pending = context.pending
                 if _outcome_unknown(error):
                     # The server may have applied the write: keep every value (and whatever
                     # was reserved for it), and make the next save() insert, not replace.
@@ -628,6 +665,16 @@ _unconfirmed_documents: dict[int, tuple[weakref.ref[BaseDocument], frozenset[str
 #: Held to change the registry. Reentrant: a collection run while it is held may call the
 #: weak reference's callback in the same thread.
 _unconfirmed_lock = threading.RLock()
+
+
+def _new_unconfirmed_lock() -> None:
+    # A forked child gets a copy of the lock as it was: held, if another thread of the parent
+    # held it at the fork, and by no thread of the child. A new one, then.
+    global _unconfirmed_lock
+    _unconfirmed_lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_unconfirmed_lock)
 
 
 def _outcome_unknown(error: BaseException) -> bool:

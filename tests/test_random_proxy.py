@@ -9,7 +9,7 @@ from typing import Any
 import mongoengine as me
 import pytest
 from mongoengine.errors import NotUniqueError
-from test_random_unique import Script, codes
+from test_random_unique import Script, codes, stored
 
 from mongoengine_ids.errors import PartialBulkNotUniqueError, RetriesExhaustedError
 from mongoengine_ids.random_unique import RandomFieldStats, RandomUniqueField
@@ -159,3 +159,71 @@ def test_bulk_insert_reserves_and_releases(mongoengine_db: Any) -> None:
     # the failed document's value (2) is released; the written ones stay reserved
     assert reserved(mongoengine_db) == [1, 3, 4]
     assert codes(mongoengine_db.orders) == [1, 3, 4]
+
+
+# -- values assigned after save() began ---------------------------------------------------------
+
+
+def test_a_value_assigned_in_pre_save_is_reserved_too(mongoengine_db: Any) -> None:
+    from mongoengine import signals
+
+    Order = proxied(Script(4))
+    first = Order()
+    first.save()  # holds 5
+    wanted: list[int] = [5]
+
+    def choose(sender: Any, document: Any, **kwargs: Any) -> None:
+        document.code = wanted[0]
+
+    signals.pre_save.connect(choose, sender=Order)
+    try:
+        late = Order()
+        with pytest.raises(NotUniqueError, match=r"Order.code: \[5\] already reserved"):
+            late.save()
+        assert late.code == 5  # the user's value, kept; not cleared, not released
+        assert reserved(mongoengine_db) == [5]  # the first document's reservation intact
+        assert codes(mongoengine_db.orders) == [5]
+        wanted[0] = 8
+        Order().save()
+    finally:
+        signals.pre_save.disconnect(choose, sender=Order)
+    assert reserved(mongoengine_db) == [5, 8]
+    assert codes(mongoengine_db.orders) == [5, 8]
+
+
+def test_a_value_kept_over_a_retry_is_not_taken_for_an_assigned_one(mongoengine_db: Any) -> None:
+    # code (a unique index) collides once and is drawn again; ref (reserve_in) keeps the value
+    # it reserved at the first attempt, and is not reserved a second time.
+    class Parcel(me.Document):
+        code = RandomUniqueField(digits=1, rng=Script(0, 1))
+        ref = RandomUniqueField(digits=1, rng=Script(6), reserve_in="parcel_refs")
+
+    mongoengine_db.parcel.insert_one({"code": 1})
+    parcel = Parcel()
+    parcel.save()
+    assert (parcel.code, parcel.ref) == (2, 7)
+    assert sorted(doc["_id"] for doc in mongoengine_db.parcel_refs.find()) == [7]
+    assert Parcel.code.stats().collisions == 1
+    assert stored(mongoengine_db.parcel, "code", "ref")[1:] == [
+        {"_id": parcel.pk, "code": 2, "ref": 7}
+    ]
+
+
+def test_a_value_assigned_in_clean_is_the_users_and_never_retried(mongoengine_db: Any) -> None:
+    script = Script(0)
+
+    class Voucher(me.Document):
+        code = RandomUniqueField(digits=1, rng=script)
+
+        def clean(self) -> None:
+            if self.code is None:
+                self.code = 1
+
+    Voucher(code=1).save()
+    voucher = Voucher()
+    with pytest.raises(NotUniqueError) as raised:
+        voucher.save()  # 1 collides: the user's value, so NotUniqueError at once
+    assert not isinstance(raised.value, RetriesExhaustedError)
+    assert script.draws == 0
+    assert voucher.code == 1
+    assert codes(mongoengine_db.voucher) == [1]

@@ -476,6 +476,28 @@ def test_the_index_check_follows_the_documents_collection(mongoengine_db: Any) -
     assert mongoengine_db.coupons_old.count_documents({}) == 0
 
 
+def test_the_index_check_follows_a_models_own_get_collection(mongoengine_db: Any) -> None:
+    tenant = ["a"]
+
+    class Item(me.Document):
+        code = RandomUniqueField(digits=3, rng=lambda n: 0, max_retries=0)
+
+        @classmethod
+        def _get_collection(cls) -> Any:  # one collection per tenant, chosen per call
+            name = f"items_{tenant[0]}"
+            if cls._collection is None or cls._collection.name != name:
+                cls._collection = cls._get_db()[name]
+            return cls._collection
+
+    Item().save()  # items_a: the field creates its index there
+    mongoengine_db.items_b.insert_one({"code": 100})  # existing data of tenant b, no index
+    tenant[0] = "b"
+    with pytest.raises(NotUniqueError):
+        Item().save()  # the index is created on items_b first, so 100 is refused
+    assert codes(mongoengine_db.items_b) == [100]
+    assert "code_1" in mongoengine_db.items_b.index_information()
+
+
 # -- statistics ----------------------------------------------------------------------------------
 
 
@@ -670,6 +692,33 @@ def test_a_collision_in_save_is_known_as_its_own_insert_without_a_probe(
     assert Lone.code.stats().collisions == 1
     raw = list(collection.find({}, {"_id": 0}).sort("code"))
     assert raw == [{"code": 1}, {"code": 5}]
+
+
+def test_a_duplicate_from_another_write_in_a_save_create_override_is_not_retried(
+    mongoengine_db: Any,
+) -> None:
+    class Outbox(me.Document):
+        key = me.StringField(unique=True)
+
+    class Base(me.Document):
+        meta = {"abstract": True}
+        code = RandomUniqueField(digits=6, max_retries=5)
+        name = me.StringField()
+
+    calls: list[Any] = []
+
+    class Item(Base):
+        def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+            calls.append(doc.get("code"))
+            Outbox._get_collection().insert_one({"key": self.name})  # another write first
+            return super()._save_create(doc, force_insert, write_concern)
+
+    Outbox._get_collection().insert_one({"key": "b"})
+    with pytest.raises(NotUniqueError) as raised:
+        Item(name="b").save()
+    assert not isinstance(raised.value, RetriesExhaustedError)
+    assert len(calls) == 1  # not retried: the duplicate was the outbox's, not the code's
+    assert list(mongoengine_db.item.find()) == []
 
 
 def test_a_duplicate_from_another_write_during_the_save_is_not_retried(

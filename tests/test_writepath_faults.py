@@ -7,6 +7,9 @@ cannot be made to lose a reply on demand.
 from __future__ import annotations
 
 import gc
+import os
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -237,3 +240,35 @@ def test_an_unconfirmed_bulk_insert_sent_again_is_never_written_twice(
         assert [_unconfirmed(doc) for doc in docs] == [frozenset()] * 3  # confirmed
     stored = sorted((raw["name"], raw["code"]) for raw in db[collection].find())
     assert stored == [(f"p{i}", code) for i, code in enumerate(codes)]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_marks_writes_even_if_a_parent_thread_held_the_lock() -> None:
+    from mongoengine_ids import writepath
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with writepath._unconfirmed_lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child, where the holding thread does not exist
+            code = 2
+            try:
+                signal.alarm(5)  # a hang ends the child with SIGALRM
+                card = Card(name="x")
+                writepath._mark_unconfirmed(card, {"number"})
+                code = 0 if writepath._unconfirmed(card) == {"number"} else 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        holder.join()
+    assert os.waitstatus_to_exitcode(status) == 0
