@@ -449,22 +449,31 @@ OWN_INSERT = "_mongoengine_ids_own_insert"
 _SAVE_CREATE_CODE = Document._save_create.__code__
 
 
-def _mark_own_insert(error: NotUniqueError, document: Document) -> None:
+def _mark_own_insert(error: NotUniqueError, document: Document) -> bool | None:
     """Mark the pymongo error behind ``error`` with :data:`OWN_INSERT` if ``document``'s own
     insert raised it: its traceback passes through MongoEngine's ``Document._save_create()``,
     called with that document.
 
     Read from the traceback, on the collision path only: a wrapper around ``_save_create()``
     would cost every save a call.
+
+    Returns:
+        True if marked; False if another write inside a ``_save_create()`` override of the
+        document raised it (before or after the insert: whether the document was written is
+        unknown); None if it came from anywhere else.
     """
     cause = error.__cause__ or error.__context__
     trace = getattr(cause, "__traceback__", None)
+    in_override = False
     while trace is not None:
         frame = trace.tb_frame
-        if frame.f_code is _SAVE_CREATE_CODE and frame.f_locals.get("self") is document:
-            setattr(cause, OWN_INSERT, document)
-            return
+        if frame.f_locals.get("self") is document:
+            if frame.f_code is _SAVE_CREATE_CODE:
+                setattr(cause, OWN_INSERT, document)
+                return True
+            in_override = in_override or frame.f_code.co_name == "_save_create"
         trace = trace.tb_next
+    return False if in_override else None
 
 
 def _record_cascade(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -575,7 +584,11 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
                 pending = context.pending  # less any value the user assigned meanwhile
                 culprit = None
                 if created:
-                    _mark_own_insert(error, self)
+                    if _mark_own_insert(error, self) is False:
+                        # Another write of a _save_create() override: the document may be in
+                        # the database already. Keep the values, and insert next time.
+                        _mark_unconfirmed(self, unconfirmed | {name for name, _ in pending})
+                        raise
                     culprit = _collided_field(error, self, pending)
                 if culprit is None:
                     _give_back(context, data, pending, assigned)

@@ -721,6 +721,36 @@ def test_a_duplicate_from_another_write_in_a_save_create_override_is_not_retried
     assert list(mongoengine_db.item.find()) == []
 
 
+def test_a_duplicate_from_a_write_after_the_insert_in_a_save_create_override_never_doubles(
+    mongoengine_db: Any,
+) -> None:
+    class Outbox(me.Document):
+        key = me.StringField(unique=True)
+
+    class Base(me.Document):
+        meta = {"abstract": True}
+        code = RandomUniqueField(digits=6, max_retries=5)
+        name = me.StringField()
+
+    class Item(Base):
+        def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+            inserted = super()._save_create(doc, force_insert, write_concern)
+            Outbox._get_collection().insert_one({"key": self.name})  # another write after it
+            return inserted
+
+    Outbox._get_collection().insert_one({"key": "b"})
+    item = Item(name="b")
+    with pytest.raises(NotUniqueError) as raised:
+        item.save()  # the item is written, then the outbox refuses "b"
+    assert not isinstance(raised.value, RetriesExhaustedError)
+    code = item.code
+    assert code is not None  # kept: whether the item was written is unknown to save()
+    assert codes(mongoengine_db.item) == [code]  # written once, not retried with a new code
+    with pytest.raises(NotUniqueError):
+        item.save()  # inserted again, refused by the unique index: never a second copy
+    assert codes(mongoengine_db.item) == [code]
+
+
 def test_a_duplicate_from_another_write_during_the_save_is_not_retried(
     mongoengine_db: Any,
 ) -> None:
