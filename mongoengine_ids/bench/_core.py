@@ -223,10 +223,7 @@ def measure(
     """
     if not trials:
         raise ValueError("measure() needs at least one trial")
-    if number < 1 or rounds < 1 or warmup < 0:
-        raise ValueError(
-            f"number={number!r} and rounds={rounds!r} must be >= 1 and warmup={warmup!r} >= 0"
-        )
+    _check_counts(number, rounds, warmup)
     names = list(trials)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(-warmup, rounds):
@@ -274,40 +271,46 @@ def measure_alternating(
     """
     if not steps:
         raise ValueError("measure_alternating() needs at least one step")
-    if number < 1 or rounds < 1 or warmup < 0:
-        raise ValueError(
-            f"number={number!r} and rounds={rounds!r} must be >= 1 and warmup={warmup!r} >= 0"
-        )
+    _check_counts(number, rounds, warmup)
     names = list(steps)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(-warmup, rounds):
         totals = dict.fromkeys(names, 0.0)
-        was_enabled = gc.isenabled()
-        if disable_gc:
-            gc.disable()
-        try:
+        with _collector_off(disable_gc):
             for index in range(number):
                 shift = index % len(names)
                 for name in names[shift:] + names[:shift]:
                     totals[name] += steps[name](index)
-        finally:
-            if was_enabled:
-                gc.enable()
         if round_index >= 0:
             for name in names:
                 samples[name].append(totals[name] / number)
     return {name: Timing(tuple(samples[name]), statistic, number) for name in names}
 
 
-def _run_trial(trial: Trial, number: int, *, disable_gc: bool) -> float:
+def _check_counts(number: int, rounds: int, warmup: int) -> None:
+    if number < 1 or rounds < 1 or warmup < 0:
+        raise ValueError(
+            f"number={number!r} and rounds={rounds!r} must be >= 1 and warmup={warmup!r} >= 0"
+        )
+
+
+@contextlib.contextmanager
+def _collector_off(disable_gc: bool) -> Iterator[None]:
+    """Switch the cyclic garbage collector off for the block (if ``disable_gc``), then back to
+    how it was."""
     was_enabled = gc.isenabled()
     if disable_gc:
         gc.disable()
     try:
-        return trial(number)
+        yield
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _run_trial(trial: Trial, number: int, *, disable_gc: bool) -> float:
+    with _collector_off(disable_gc):
+        return trial(number)
 
 
 def baseline_row(group: str, name: str, timing: Timing, *, note: str = "") -> Result:
