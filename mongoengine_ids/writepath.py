@@ -500,10 +500,16 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def save(self: Document, *args: Any, **kwargs: Any) -> Any:
         plan: _SavePlan = type(self).__dict__.get(_PLAN_ATTR) or _save_plan(type(self))
+        fields = plan.fields
+        if not fields:
+            return original(self, *args, **kwargs)
         data = self._data
         only = plan.only
+        context = WriteContext(type(self), (self,))
+        # The values the user gave a new document.
+        assigned: list[tuple[GeneratedField, Any]] = []
+        context.assigned = assigned
         pending: Sequence[tuple[str, GeneratedField]]
-        assigned: list[tuple[GeneratedField, Any]]  # values the user gave a new document
         if (
             only is not None
             and data.get(only) is None
@@ -514,26 +520,19 @@ def _wrap_save(original: Callable[..., Any]) -> Callable[..., Any]:
             # The common case, in few steps: one generated field, missing on a new document;
             # nothing assigned to note, nothing unconfirmed, and for a primary key no arguments
             # to look through for force_insert.
-            context = WriteContext(type(self), (self,))
             created = True
-            pending = context.pending = plan.fields
+            pending = context.pending = fields
             unconfirmed = _NONE
-            assigned = context.assigned = []
             if plan.generated_id is not None:
                 kwargs["force_insert"] = context.forced_insert = True
         else:
-            fields = plan.fields
-            if not fields:
-                return original(self, *args, **kwargs)
             created = self._created
-            context = WriteContext(type(self), (self,))
             if only is None:
                 pending = [entry for entry in fields if data.get(entry[0]) is None]
             else:
                 pending = fields if data.get(only) is None else ()
             context.pending = pending
             unconfirmed = _unconfirmed(self)
-            assigned = context.assigned = []
             if created and len(pending) < len(fields):
                 try:
                     for name, field in fields:
