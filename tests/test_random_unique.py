@@ -694,9 +694,10 @@ def test_a_collision_in_save_is_known_as_its_own_insert_without_a_probe(
     assert raw == [{"code": 1}, {"code": 5}]
 
 
-def test_a_duplicate_from_another_write_in_a_save_create_override_is_not_retried(
-    mongoengine_db: Any,
-) -> None:
+def _outbox_item(*, outbox_first: bool) -> tuple[type[me.Document], list[Any]]:
+    """A model whose _save_create() override also writes an outbox record holding its name
+    (unique), before or after its own insert; and the codes each call of it was given."""
+
     class Outbox(me.Document):
         key = me.StringField(unique=True)
 
@@ -710,10 +711,21 @@ def test_a_duplicate_from_another_write_in_a_save_create_override_is_not_retried
     class Item(Base):
         def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
             calls.append(doc.get("code"))
-            Outbox._get_collection().insert_one({"key": self.name})  # another write first
-            return super()._save_create(doc, force_insert, write_concern)
+            if outbox_first:
+                Outbox._get_collection().insert_one({"key": self.name})
+            inserted = super()._save_create(doc, force_insert, write_concern)
+            if not outbox_first:
+                Outbox._get_collection().insert_one({"key": self.name})
+            return inserted
 
-    Outbox._get_collection().insert_one({"key": "b"})
+    Outbox._get_collection().insert_one({"key": "b"})  # the outbox refuses the name "b"
+    return Item, calls
+
+
+def test_a_duplicate_from_another_write_in_a_save_create_override_is_not_retried(
+    mongoengine_db: Any,
+) -> None:
+    Item, calls = _outbox_item(outbox_first=True)
     with pytest.raises(NotUniqueError) as raised:
         Item(name="b").save()
     assert not isinstance(raised.value, RetriesExhaustedError)
@@ -724,21 +736,7 @@ def test_a_duplicate_from_another_write_in_a_save_create_override_is_not_retried
 def test_a_duplicate_from_a_write_after_the_insert_in_a_save_create_override_never_doubles(
     mongoengine_db: Any,
 ) -> None:
-    class Outbox(me.Document):
-        key = me.StringField(unique=True)
-
-    class Base(me.Document):
-        meta = {"abstract": True}
-        code = RandomUniqueField(digits=6, max_retries=5)
-        name = me.StringField()
-
-    class Item(Base):
-        def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
-            inserted = super()._save_create(doc, force_insert, write_concern)
-            Outbox._get_collection().insert_one({"key": self.name})  # another write after it
-            return inserted
-
-    Outbox._get_collection().insert_one({"key": "b"})
+    Item, calls = _outbox_item(outbox_first=False)
     item = Item(name="b")
     with pytest.raises(NotUniqueError) as raised:
         item.save()  # the item is written, then the outbox refuses "b"
@@ -746,9 +744,11 @@ def test_a_duplicate_from_a_write_after_the_insert_in_a_save_create_override_nev
     code = item.code
     assert code is not None  # kept: whether the item was written is unknown to save()
     assert codes(mongoengine_db.item) == [code]  # written once, not retried with a new code
+    assert calls == [code]
     with pytest.raises(NotUniqueError):
         item.save()  # inserted again, refused by the unique index: never a second copy
     assert codes(mongoengine_db.item) == [code]
+    assert calls == [code, code]
 
 
 def test_a_duplicate_from_another_write_during_the_save_is_not_retried(
