@@ -15,9 +15,8 @@ from .errors import (
     IdSpaceExhaustedError,
     InvalidIdError,
     MongoEngineIdsError,
-    PartialBulkInsertError,
-    PartialBulkNotUniqueError,
     RetriesExhaustedError,
+    UnconfirmedWriteError,
     UniqueIndexMissingError,
 )
 from .fields import LocalityUUIDField, UUIDValueField
@@ -25,7 +24,7 @@ from .locality import LocalityUUID, LocalityUUIDGenerator
 from .random_unique import RandomFieldStats, RandomUniqueField
 from .sequence import Sequence, SequenceField
 from .standard import UUID4Field, UUID7Field, UUID7Generator
-from .writepath import GeneratedField, WriteContext, current_write
+from .write import GeneratedField, Write, backfill
 
 __version__ = "0.1.0"
 
@@ -40,8 +39,6 @@ __all__ = [
     "LocalityUUIDField",
     "LocalityUUIDGenerator",
     "MongoEngineIdsError",
-    "PartialBulkInsertError",
-    "PartialBulkNotUniqueError",
     "RandomFieldStats",
     "RandomUniqueField",
     "RetriesExhaustedError",
@@ -51,8 +48,9 @@ __all__ = [
     "UUID7Field",
     "UUID7Generator",
     "UUIDValueField",
+    "UnconfirmedWriteError",
     "UniqueIndexMissingError",
-    "WriteContext",
+    "Write",
     "__version__",
-    "current_write",
+    "backfill",
 ]

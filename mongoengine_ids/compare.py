@@ -364,15 +364,15 @@ def _generator(candidate: Candidate) -> Callable[[], object]:
     """What ``save()`` calls to make one id in stored form."""
     import bson
 
-    from .writepath import WriteContext
+    from .write import Write
 
     model = candidate.model
     if candidate.strategy == shardsim.OBJECT_ID:
         return bson.ObjectId  # what pymongo calls for a document without _id
     field = model._fields["id"]
     document = model(name="generate")
-    context = WriteContext(model, (document,), lambda: model._get_collection().database)
-    return functools.partial(field.new_value, context)
+    write = Write(model, model._get_collection(), [document])
+    return lambda: field.new_values(write, 1)[0]
 
 
 def _new_documents(model: Any, count: int) -> list[Any]:

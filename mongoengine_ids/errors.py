@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from mongoengine.errors import BulkWriteError, NotUniqueError, OperationError, ValidationError
 
 if TYPE_CHECKING:
-    from mongoengine.document import Document
+    pass
 
 
 class MongoEngineIdsError(Exception):
@@ -58,26 +58,9 @@ class BulkNotUniqueError(MongoEngineIdsError, NotUniqueError, BulkWriteError):  
     BulkWriteError (what ``QuerySet.insert`` raised for it)."""
 
 
-class PartialBulkInsertError(MongoEngineIdsError, BulkWriteError):  # type: ignore[misc]
-    """Some documents of a bulk insert were not written; all the others were.
+class UnconfirmedWriteError(MongoEngineIdsError, NotUniqueError):  # type: ignore[misc]
+    """A write repeated after a lost reply found its values already stored.
 
-    Attributes:
-        failed: (position in the batch, document, error) for each document not written; the
-            document's generated values are cleared, as before ``insert()``.
-        inserted: the documents that were written, in batch order (their pk is set).
+    The earlier attempt was probably applied (its reply was lost, not the write); nothing new
+    was written, and the document keeps its values: reload it to check.
     """
-
-    def __init__(
-        self,
-        message: str,
-        failed: list[tuple[int, Document, Exception]],
-        inserted: list[Document],
-    ) -> None:
-        super().__init__(message)
-        self.failed = failed
-        self.inserted = inserted
-
-
-class PartialBulkNotUniqueError(PartialBulkInsertError, BulkNotUniqueError):
-    """A :class:`PartialBulkInsertError` where every failure is a duplicate key (or a
-    :class:`RetriesExhaustedError`): also a ``NotUniqueError``."""

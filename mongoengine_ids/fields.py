@@ -11,10 +11,7 @@ from bson.binary import Binary
 
 from . import constants as C
 from .locality import ACCEPTED_TEXT, LocalityUUID, LocalityUUIDGenerator, Mode, _int_from_uuid_value
-from .writepath import GeneratedField, WriteContext
-
-#: Matches nothing: the "last generated" pair before the first value.
-_NOTHING: Any = object()
+from .write.field import GeneratedField, Write
 
 # Guards the lazy creation of the fields' generators; made anew in a forked child, where a
 # lock held by another thread at fork time would stay held forever.
@@ -48,7 +45,6 @@ class UUIDValueField(GeneratedField):
         if not isinstance(as_string, bool):
             raise TypeError(f"as_string must be a bool, not {as_string!r}")
         self.as_string = as_string
-        self.python_type = self.value_class
         super().__init__(**kwargs)
 
     def _build(self, value: Any) -> uuid.UUID:
@@ -59,52 +55,21 @@ class UUIDValueField(GeneratedField):
         """The 128-bit ``number`` as :attr:`value_class`; raises ValueError if it is not one."""
         return uuid.UUID(int=number)
 
-    #: (stored form, value) of the last value this field generated for ``save()``, which then
-    #: serialises the value twice and reads the inserted ``_id`` back: an identity check answers
-    #: all three. One tuple, replaced whole: a thread never sees a torn pair (and one that finds
-    #: another thread's pair just takes the general path).
-    _last_generated: tuple[Any, Any] = (_NOTHING, _NOTHING)
-
-    def new_value(self, context: WriteContext) -> Any:
-        value = self.new_values(context, 1)[0]
-        self._last_generated = (self._stored(value), value)
-        return value
-
     def coerce(self, value: Any) -> Any:
-        kind = type(value)
-        if kind is self.value_class:
+        """The value as :attr:`value_class` if it reads as one; anything else unchanged."""
+        if value is None or type(value) is self.value_class:
             return value
-        last = self._last_generated
-        if value is last[0]:
-            return last[1]
         try:
-            if kind is Binary and value.subtype == C.BSON_UUID_SUBTYPE and len(value) == 16:
-                # The stored form, as read back from the database: skip the general parser.
+            if isinstance(value, Binary) and value.subtype == C.BSON_UUID_SUBTYPE:
                 return self._from_number(int.from_bytes(value, "big"))
             return self._build(value)
         except (ValueError, TypeError):
             return value  # validate() explains what is wrong with it
 
     def to_python(self, value: Any) -> Any:
-        last = self._last_generated
-        if value is last[0]:  # save() reading back the _id it just inserted
-            return last[1]
-        return None if value is None else self.coerce(value)
+        return self.coerce(value)
 
     def to_mongo(self, value: Any) -> Any:
-        last = self._last_generated
-        if value is last[1]:
-            return last[0]
-        if (
-            type(value) is Binary
-            and not self.as_string
-            and value.subtype == C.BSON_UUID_SUBTYPE
-            and len(value) == C.UUID_BYTES
-            and self._version_nibble in (None, value[6] >> 4)
-        ):
-            # Already stored form: a value kept by an interrupted save(), or one written into
-            # _data. insert() does not validate, so the version is still checked here.
-            return value
         checked = self.coerce(value)
         if not isinstance(checked, self.value_class):
             self.validate(value)
@@ -114,8 +79,6 @@ class UUIDValueField(GeneratedField):
         return str(value) if self.as_string else Binary(value.bytes, C.BSON_UUID_SUBTYPE)
 
     def validate(self, value: Any) -> None:
-        # MongoEngine validates _data as it is, which may hold the stored form (a value kept
-        # by an interrupted save(), or one save() filled in).
         if isinstance(self.coerce(value), self.value_class):
             return
         try:
@@ -194,20 +157,9 @@ class LocalityUUIDField(UUIDValueField):
                 generator = self._generator
         return generator
 
-    def new_values(self, context: WriteContext, count: int) -> list[Any]:
+    def new_values(self, write: Write, count: int) -> list[Any]:
         generate = self.generator.generate
         return [generate() for _ in range(count)]
-
-    def new_value(self, context: WriteContext) -> Any:
-        # save()'s path: no list, and the stored form made once (to_mongo() runs twice).
-        value = self.generator.generate()
-        stored: Binary | str = (
-            str(value)
-            if self.as_string
-            else Binary(value.int.to_bytes(16, "big"), C.BSON_UUID_SUBTYPE)
-        )
-        self._last_generated = (stored, value)
-        return value
 
 
 __all__ = ["ACCEPTED_TEXT", "LocalityUUIDField", "UUIDValueField"]

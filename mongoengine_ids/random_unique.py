@@ -47,7 +47,8 @@ from .random_space import (
     ValueSpace,
     randbelow_of,
 )
-from .writepath import OWN_INSERT, GeneratedField, WriteContext, current_write, on_reset
+from .resets import on_reset
+from .write.field import GeneratedField, Write
 
 logger = logging.getLogger(__name__)
 
@@ -245,14 +246,8 @@ _index_names: dict[_IndexKey, frozenset[str]] = {}
 
 @on_reset
 def _forget_indexes() -> None:
-    global _index_generation
     with _index_lock:
         _index_names.clear()
-        _index_generation += 1
-
-
-#: Bumped when the index cache is cleared: a field's remembered collection is then stale.
-_index_generation = 0
 
 _all_counters: weakref.WeakSet[_Counters] = weakref.WeakSet()
 
@@ -381,14 +376,13 @@ class RandomUniqueField(GeneratedField):
                     "reserve_in='<collection>' where a unique index cannot be enforced"
                 )
             kwargs["unique"] = True
+            # Documents stored before the field was added lack it: they must not collide.
+            kwargs.setdefault("sparse", True)
         self.max_retries = max_retries
         self.collision_retries = max_retries
         self.reserve_in = reserve_in
         self.warn_collision_rate = float(warn_collision_rate)
         self._counters = _Counters()
-        self._checked: tuple[int, Any] | None = None
-        #: The last value drawn for save(): MongoEngine serialises it right after.
-        self._last_drawn: Any = None
         self._size = self._space.size
         #: An index into the space; the default randomness is ours and needs no checking.
         self._draw_index: Callable[[], int] = (
@@ -397,6 +391,17 @@ class RandomUniqueField(GeneratedField):
         super().__init__(**kwargs)
         #: Whether the field's own unique index (or the _id index) decides collisions.
         self._has_own_index = bool(self.primary_key or self.unique)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        from mongoengine import EmbeddedDocument
+
+        if isinstance(owner, type) and issubclass(owner, EmbeddedDocument) and not self.reserve_in:
+            raise TypeError(
+                f"RandomUniqueField {name!r} of the embedded document {owner.__name__!r} needs "
+                "reserve_in='<collection>': no unique index can make a value unique across "
+                "the embedded documents of every document"
+            )
+        super().__set_name__(owner, name)
 
     # -- the value space ------------------------------------------------------------------------
 
@@ -439,7 +444,7 @@ class RandomUniqueField(GeneratedField):
 
     # -- the write-path strategy ----------------------------------------------------------------
 
-    def new_values(self, context: WriteContext, count: int) -> list[Any]:
+    def new_values(self, write: Write, count: int) -> list[Any]:
         """Draw ``count`` candidates (reserved in the proxy collection with ``reserve_in``).
 
         Raises:
@@ -449,37 +454,13 @@ class RandomUniqueField(GeneratedField):
                 already reserved.
         """
         if self.reserve_in is not None:
-            return self._reserve(context, count)
+            return self._reserve(write, count)
         if self._has_own_index:
-            self._index_names(_collection_of(context), context.document_class, create=True)
+            self._index_names(write.collection, write.document_class, create=True)
         self._record(count, 0)
-        draw = self._draw
-        return [draw() for _ in range(count)]
+        return [self._draw() for _ in range(count)]
 
-    def new_value(self, context: WriteContext) -> Any:
-        """One new value for ``save()``: drawn values are in stored form and in the space.
-
-        The fast path of :meth:`new_values` for one document: the collection ``save()`` writes
-        to is the document's own, and once its index is checked the field remembers that very
-        collection object (about 3 us of a 55 us mongomock save otherwise).
-        """
-        if self.reserve_in is not None:
-            return self._reserve(context, 1)[0]
-        if self._has_own_index:
-            # Asked each time: a model's own _get_collection() may choose per call (a tenant's).
-            collection = context.documents[0]._get_collection()
-            checked = self._checked
-            if checked is None or checked[0] != _index_generation or checked[1] is not collection:
-                self._index_names(collection, context.document_class, create=True)
-                self._checked = (_index_generation, collection)
-        due = self._counters.count_attempt(self.warn_collision_rate)
-        if due is not None:
-            self._warn(due)
-        value = self._space.value(self._draw_index())  # _draw(), one call fewer
-        self._last_drawn = value  # to_mongo() of this very value skips the checks
-        return value
-
-    def note_assigned(self, context: WriteContext, values: list[Any]) -> None:
+    def note_assigned(self, write: Write, values: list[Any]) -> None:
         """With ``reserve_in``, reserve values the user assigned (a value taken is an error).
 
         Raises:
@@ -487,9 +468,9 @@ class RandomUniqueField(GeneratedField):
         """
         if self.reserve_in is None or not values:
             return
-        proxy = self._proxy(context)
+        proxy = self._proxy(write)
         stored = [self.to_mongo(value) for value in values]
-        taken = _insert_reservations(proxy, stored, _namespace(context, self))
+        taken = _insert_reservations(proxy, stored, _namespace(write, self))
         held = [value for position, value in enumerate(stored) if position not in taken]
         if taken:
             _release(proxy, held)
@@ -499,51 +480,36 @@ class RandomUniqueField(GeneratedField):
                 "expected values no other document holds"
             )
 
-    def release_values(self, context: WriteContext, values: list[Any]) -> None:
+    def release_values(self, write: Write, values: list[Any]) -> None:
         """With ``reserve_in``, release the reservations of values that were not written."""
         if self.reserve_in is not None and values:
-            _release(self._proxy(context), [self.to_mongo(value) for value in values])
+            _release(self._proxy(write), [self.to_mongo(value) for value in values])
 
-    def is_collision(self, error: NotUniqueError, document: BaseDocument) -> bool:
-        """Whether ``error`` was this field's unique index rejecting ``document``'s value.
+    def is_collision(
+        self, write: Write, error: pymongo.errors.DuplicateKeyError, value: Any
+    ) -> bool:
+        """Whether ``error`` was this field's unique index rejecting ``value``.
 
         Decided by the server's ``keyPattern`` if it sent one, else by the index name in the
-        message, else (mongomock, old servers) by the indexes: when no other unique index could
-        have rejected the document, it was this field's; else by looking the value up.
+        message, else (mongomock, old servers) by looking the value up: a document holding it
+        means it is taken.
         """
-        if not self._has_own_index:
+        if not self._has_own_index or value is None:
             return False  # no unique index on this field: a duplicate key is someone else's
-        value = document._data.get(self.name)
-        if value is None:
-            return False
-        stored = self.to_mongo(value)
-        cause = error.__cause__ or error.__context__
-        verdict = _verdict_from_details(getattr(cause, "details", None), self.db_field)
-        collection = _collection_of(current_write(), document)
+        verdict = _verdict_from_details(error.details, self.db_field)
         if verdict is None:
-            names = (
-                frozenset({_ID_INDEX})
-                if self.primary_key
-                else self._index_names(collection, type(document), create=False)
-            )
-            verdict = _verdict_from_message(str(cause if cause is not None else error), names)
-        if (
-            verdict is None
-            and getattr(cause, OWN_INSERT, None) is document  # not another write's error
-            and self._alone(collection, document)
-        ):
-            verdict = True
+            names = self._index_names(write.collection, write.document_class, create=False)
+            verdict = _verdict_from_message(str(error), names)
         if verdict is None:
             # The probe can race a delete of the other document: then the error is raised as
             # not ours, which is safe (no silent duplicate), merely unlucky.
-            verdict = collection.find_one({self.db_field: stored}, {"_id": 1}) is not None
+            probe = write.held_by_others(self.db_field, self.to_mongo(value))
+            verdict = write.collection.find_one(probe, {"_id": 1}) is not None
         if verdict:
             self._record(0, 1)
         return verdict
 
-    def retries_exhausted(
-        self, error: NotUniqueError, document: BaseDocument, attempts: int
-    ) -> Exception:
+    def retries_exhausted(self, error: Exception, attempts: int) -> Exception:
         """A :class:`~mongoengine_ids.errors.RetriesExhaustedError` naming field and space."""
         return self._exhausted(attempts)
 
@@ -621,33 +587,16 @@ class RandomUniqueField(GeneratedField):
             _index_names[key] = names
         return names
 
-    def _alone(self, collection: Any, document: BaseDocument) -> bool:
-        """Whether this field's index is the only unique index that can reject ``document``.
-
-        Read afresh (an index made since would be missed by a cache). The ``_id`` index cannot
-        reject a document whose ``_id`` the driver is making, a new ObjectId: its pk is None.
-        Saves the probe query on mongomock, whose errors name no index (there a probe scans the
-        collection: about 100 us of a retry at 40 documents).
-        """
-        mine = {_ID_INDEX} if self.primary_key or document.pk is None else set()
-        for name, spec in collection.index_information().items():
-            if name in mine or not (spec.get("unique") or name == _ID_INDEX):
-                continue
-            if not self.primary_key and _unique_on(spec, self.db_field):
-                continue  # this field's own
-            return False
-        return True
-
     # -- the proxy collection -------------------------------------------------------------------
 
-    def _proxy(self, context: WriteContext) -> Any:
+    def _proxy(self, write: Write) -> Any:
         assert self.reserve_in is not None
-        return context.database.get_collection(self.reserve_in, write_concern=RESERVE_WRITE_CONCERN)
+        return write.database.get_collection(self.reserve_in, write_concern=RESERVE_WRITE_CONCERN)
 
-    def _reserve(self, context: WriteContext, count: int) -> list[Any]:
+    def _reserve(self, write: Write, count: int) -> list[Any]:
         """``count`` values, each reserved in the proxy collection (one round trip per round)."""
-        proxy = self._proxy(context)
-        namespace = _namespace(context, self)
+        proxy = self._proxy(write)
+        namespace = _namespace(write, self)
         values: list[Any] = [None] * count
         attempts = [0] * count
         pending = list(range(count))
@@ -687,8 +636,6 @@ class RandomUniqueField(GeneratedField):
 
     def to_mongo(self, value: Any) -> Any:
         """The value to store; raises ValidationError for a value outside the space."""
-        if value is self._last_drawn:
-            return value
         checked = self._space.coerce(value)
         if self._space.problem(checked) is not None:
             self.validate(value)
@@ -780,27 +727,9 @@ def _check_collection_name(name: object) -> None:
         )
 
 
-def _collection_of(context: WriteContext | None, document: BaseDocument | None = None) -> Any:
-    """The collection the write goes to: the document's, in the write's database."""
-    if document is None and context is not None and context.documents:
-        document = context.documents[0]
-    if document is not None:
-        collection = document._get_collection()
-    else:
-        assert context is not None
-        collection = context.document_class._get_collection()
-    if context is None:
-        return collection
-    database = context.database
-    # The usual case; mongomock builds a new Collection object per look-up (about 15 us).
-    if collection.database is database:
-        return collection
-    return database[collection.name]
-
-
-def _namespace(context: WriteContext, field: RandomUniqueField) -> str:
+def _namespace(write: Write, field: RandomUniqueField) -> str:
     """What a reservation records as its owner: ``"<collection>.<db_field>"``."""
-    return f"{_collection_of(context).name}.{field.db_field}"
+    return f"{write.collection.name}.{field.db_field}"
 
 
 def _insert_reservations(proxy: Any, values: list[Any], namespace: str) -> set[int]:

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from .fields import UUIDValueField
 from .locality import Clock, _int_from_uuid_value
-from .writepath import WriteContext
+from .write.field import Write
 
 V7_COUNTER_BITS: Final = 42
 V7_COUNTER_MAX: Final = (1 << V7_COUNTER_BITS) - 1
@@ -150,7 +150,7 @@ class UUID4Field(_StandardUUIDField):
     version = 4
     _version_nibble = 4
 
-    def new_values(self, context: WriteContext, count: int) -> list[Any]:
+    def new_values(self, write: Write, count: int) -> list[Any]:
         return [uuid.uuid4() for _ in range(count)]
 
 
@@ -173,6 +173,6 @@ class UUID7Field(_StandardUUIDField):
         self.generator = generator if generator is not None else UUID7Generator()
         super().__init__(**kwargs)
 
-    def new_values(self, context: WriteContext, count: int) -> list[Any]:
+    def new_values(self, write: Write, count: int) -> list[Any]:
         generate = self.generator.generate
         return [generate() for _ in range(count)]

@@ -1,6 +1,7 @@
-"""RandomUniqueField in ``Model.objects.insert([...])``: unordered insert, only the documents that
-collided on the field are regenerated and re-inserted, every document comes back exactly once,
-and failures that cannot be retried are raised after the others are written."""
+"""RandomUniqueField in ``Model.objects.insert([...])``: MongoEngine's ordered insert; a document
+that collided on the field gets a fresh value and the insert resumes from it, every document
+comes back exactly once, and a failure that cannot be retried stops the batch there (the
+documents before it are written, those after it are not, as with any ordered insert)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from test_random_unique import Script, codes, model, stored
 
 from mongoengine_ids.errors import (
     BulkNotUniqueError,
-    PartialBulkInsertError,
-    PartialBulkNotUniqueError,
     RetriesExhaustedError,
 )
 from mongoengine_ids.random_unique import RandomFieldStats, RandomUniqueField
@@ -65,63 +64,49 @@ def test_load_bulk_false_returns_the_ids_in_order(mongoengine_db: Any) -> None:
     assert [mongoengine_db.things.find_one({"_id": i})["code"] for i in ids] == [3, 2]
 
 
-def test_other_index_fails_after_the_others_are_written(mongoengine_db: Any) -> None:
+def test_other_index_fails_after_the_documents_before_it_are_written(mongoengine_db: Any) -> None:
     script = Script(0)
     Thing = model(script)
     Thing(email="taken@example.com").save()
     script.then(1, 2, 3)
     batch = [Thing(name="a"), Thing(name="b", email="taken@example.com"), Thing(name="c")]
-    with pytest.raises(PartialBulkNotUniqueError) as raised:
+    with pytest.raises(BulkNotUniqueError) as raised:
         Thing.objects.insert(batch)
 
     error = raised.value
     # caught as what MongoEngine raises for a bulk duplicate, and as this package's error
     assert isinstance(error, NotUniqueError)
     assert isinstance(error, BulkWriteError)
-    assert isinstance(error, BulkNotUniqueError)
-    assert "1 of 3 documents were not inserted (the other 2 were): #1:" in str(error)
-    [(position, document, cause)] = error.failed
-    assert (position, document) == (1, batch[1])
-    assert isinstance(cause, NotUniqueError)
-    assert not isinstance(cause, RetriesExhaustedError)
-    assert error.inserted == [batch[0], batch[2]]
+    assert not isinstance(error, RetriesExhaustedError)
     assert script.draws == 4  # no retry
     assert Thing.code.stats().collisions == 0
-    # the failed document is as before insert(); the others are written, with their pk set
-    assert batch[1].code is None
-    assert batch[1].pk is None
-    assert (batch[0].code, batch[2].code) == (2, 4)
-    assert {
-        doc["name"]: doc["code"] for doc in mongoengine_db.things.find({"name": {"$ne": None}})
-    } == {
+    # ordered: "a" is written (pk set), "b" failed and "c" was never sent: both as before
+    assert batch[0].code == 2
+    assert batch[0].pk is not None
+    assert [batch[1].code, batch[1].pk, batch[2].code, batch[2].pk] == [None] * 4
+    assert {doc.get("name"): doc["code"] for doc in mongoengine_db.things.find()} == {
+        None: 1,
         "a": 2,
-        "c": 4,
     }
     assert mongoengine_db.things.find_one({"_id": batch[0].pk})["name"] == "a"
-    assert mongoengine_db.things.count_documents({}) == 3
 
 
 def test_exhaustion_in_a_batch(mongoengine_db: Any) -> None:
     script = Script(0)
     Thing = model(script, max_retries=1)
     Thing().save()
-    # document 0 draws 1 (taken) twice; document 1 draws 2
+    # document 0 draws 1 (taken) twice; document 1 drew 2
     script.then(0, 1, 0)
     batch = [Thing(name="unlucky"), Thing(name="fine")]
-    with pytest.raises(PartialBulkNotUniqueError) as raised:
+    with pytest.raises(RetriesExhaustedError) as raised:
         Thing.objects.insert(batch)
 
-    [(position, document, cause)] = raised.value.failed
-    assert (position, document) == (0, batch[0])
-    assert isinstance(cause, RetriesExhaustedError)
-    assert "all 2 attempts" in str(cause)
+    assert isinstance(raised.value, NotUniqueError)
     assert "all 2 attempts" in str(raised.value)
     assert batch[0].code is None
+    assert batch[1].code is None  # after the failed one: never sent, as before insert()
     assert Thing.code.stats() == RandomFieldStats(attempts=4, collisions=2, exhausted=1)
-    assert {doc["code"]: doc.get("name") for doc in mongoengine_db.things.find()} == {
-        1: None,
-        2: "fine",
-    }
+    assert [doc["code"] for doc in mongoengine_db.things.find()] == [1]
 
 
 def test_single_document_failure_raises_its_own_error(mongoengine_db: Any) -> None:
@@ -185,7 +170,7 @@ def test_assigned_values_are_inserted_ordered_as_before(mongoengine_db: Any) -> 
     batch = [Thing(code=5), Thing(code=1), Thing(code=6)]
     with pytest.raises(BulkNotUniqueError) as raised:
         Thing.objects.insert(batch)
-    assert not isinstance(raised.value, PartialBulkInsertError)
+    assert not isinstance(raised.value, RetriesExhaustedError)  # assigned: never retried
     assert codes(mongoengine_db.things) == [1, 5]  # ordered: stopped at the duplicate
 
 

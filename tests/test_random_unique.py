@@ -20,7 +20,6 @@ import mongoengine as me
 import pymongo
 import pytest
 from _support import TEST_URI, real_server
-from bson import ObjectId
 from mongoengine.errors import NotUniqueError, ValidationError
 
 from mongoengine_ids.errors import RetriesExhaustedError
@@ -31,7 +30,7 @@ from mongoengine_ids.random_unique import (
     RandomUniqueField,
     UniqueIndexMissingError,
 )
-from mongoengine_ids.writepath import OWN_INSERT
+from mongoengine_ids.write import Write
 
 
 class Script:
@@ -315,7 +314,7 @@ def test_retries_run_out(mongoengine_db: Any) -> None:
     assert "9 values (integers from 1 to 9)" in message
     assert script.draws == 4  # 1 + the 3 attempts of the unlucky document, and no more
     assert Thing.code.stats() == RandomFieldStats(attempts=4, collisions=3, exhausted=1)
-    assert isinstance(raised.value.__cause__, NotUniqueError)
+    assert isinstance(raised.value.__cause__, pymongo.errors.DuplicateKeyError)
     assert unlucky.code is None
     assert codes(mongoengine_db.things) == [1]
 
@@ -582,10 +581,15 @@ def test_threads_that_ended_leave_their_counts_and_no_cells() -> None:
 # -- which index collided ------------------------------------------------------------------------
 
 
-def _duplicate(message: str, details: dict[str, Any] | None) -> NotUniqueError:
-    error = NotUniqueError(f"Tried to save duplicate unique keys ({message})")
-    error.__cause__ = pymongo.errors.DuplicateKeyError(message, 11000, details)
-    return error
+def _duplicate(message: str, details: dict[str, Any] | None) -> pymongo.errors.DuplicateKeyError:
+    return pymongo.errors.DuplicateKeyError(message, 11000, details)
+
+
+def _is_collision(document: me.Document, error: Exception) -> bool:
+    """Ask the field of ``document``'s class as the write path does."""
+    field = type(document).code
+    write = Write(type(document), document._get_collection(), [document])
+    return bool(field.is_collision(write, error, document.code))
 
 
 @pytest.mark.parametrize(
@@ -618,7 +622,7 @@ def test_collision_is_attributed_by_details_then_message(
     Thing = model(Script(0))
     Thing(email="a").save()  # value 1 stored; creates the indexes
     candidate = Thing(code=5 if expected else 1)
-    assert Thing.code.is_collision(_duplicate(message, details), candidate) is expected
+    assert _is_collision(candidate, _duplicate(message, details)) is expected
 
 
 def test_collision_falls_back_to_a_probe(mongoengine_db: Any) -> None:
@@ -626,72 +630,8 @@ def test_collision_falls_back_to_a_probe(mongoengine_db: Any) -> None:
     Thing = model(Script(0))
     Thing().save()
     plain = "E11000 Duplicate Key Error"
-    assert Thing.code.is_collision(_duplicate(plain, None), Thing(code=1)) is True
-    assert Thing.code.is_collision(_duplicate(plain, None), Thing(code=2)) is False
-
-
-def test_a_lone_unique_index_decides_without_a_probe(mongoengine_db: Any) -> None:
-    """No other unique index can reject a document whose _id the driver makes: no look-up,
-    when the error came from that document's own insert."""
-
-    class Lone(me.Document):
-        code = RandomUniqueField(digits=1, rng=Script(0))
-        meta = {"collection": "lone"}
-
-    Lone().save()  # the index exists now; the stored value is 1
-    collection = Lone._get_collection()
-    find_one = collection.find_one
-    probes: list[Any] = []
-    collection.find_one = lambda *args, **kwargs: probes.append(args) or find_one(*args, **kwargs)
-
-    def own(document: me.Document) -> NotUniqueError:
-        error = _duplicate("E11000 Duplicate Key Error", None)
-        setattr(error.__cause__, OWN_INSERT, document)
-        return error
-
-    free = Lone(code=2)
-    # Value 2 is free, yet the only index that could have said "duplicate" is code's.
-    assert Lone.code.is_collision(own(free), free) is True
-    assert probes == []
-    # An error some other write raised during the save (a signal handler writing elsewhere),
-    # or this one's for another document: the value is looked up.
-    assert Lone.code.is_collision(_duplicate("E11000 Duplicate Key Error", None), free) is False
-    assert Lone.code.is_collision(own(Lone(code=1)), free) is False
-    assert len(probes) == 2
-    # An assigned pk could be the duplicate: looked up.
-    keyed = Lone(id=ObjectId(), code=2)
-    assert Lone.code.is_collision(own(keyed), keyed) is False
-    taken = Lone(id=ObjectId(), code=1)
-    assert Lone.code.is_collision(own(taken), taken) is True
-    assert len(probes) == 4
-    # So is one once another unique index exists, even one made behind the field's back.
-    collection.create_index("other", unique=True, sparse=True)
-    assert Lone.code.is_collision(own(free), free) is False
-    assert len(probes) == 5
-
-
-def test_a_collision_in_save_is_known_as_its_own_insert_without_a_probe(
-    mongoengine_db: Any,
-) -> None:
-    """save() finds its document's own _save_create() in the duplicate key's traceback: the
-    lone unique index then decides, and the collision costs no look-up."""
-
-    class Lone(me.Document):
-        code = RandomUniqueField(digits=1, rng=Script(0, 0, 4))
-        meta = {"collection": "lone_saves"}
-
-    Lone().save()  # value 1
-    collection = Lone._get_collection()
-    find_one = collection.find_one
-    probes: list[Any] = []
-    collection.find_one = lambda *args, **kwargs: probes.append(args) or find_one(*args, **kwargs)
-    Lone.code.reset_stats()
-    second = Lone()
-    second.save()  # draws 1 (taken), then 5
-    assert probes == []
-    assert Lone.code.stats().collisions == 1
-    raw = list(collection.find({}, {"_id": 0}).sort("code"))
-    assert raw == [{"code": 1}, {"code": 5}]
+    assert _is_collision(Thing(code=1), _duplicate(plain, None)) is True
+    assert _is_collision(Thing(code=2), _duplicate(plain, None)) is False
 
 
 def _outbox_item(*, outbox_first: bool) -> tuple[type[me.Document], list[Any]]:
@@ -742,13 +682,13 @@ def test_a_duplicate_from_a_write_after_the_insert_in_a_save_create_override_nev
         item.save()  # the item is written, then the outbox refuses "b"
     assert not isinstance(raised.value, RetriesExhaustedError)
     code = item.code
-    assert code is not None  # kept: whether the item was written is unknown to save()
+    assert code is not None  # kept: the item was written
     assert codes(mongoengine_db.item) == [code]  # written once, not retried with a new code
-    assert calls == [code]
-    with pytest.raises(NotUniqueError):
-        item.save()  # inserted again, refused by the unique index: never a second copy
+    # The override runs before the write path fills the values in (its super() call does).
+    assert calls == [None]
+    item.save()  # the item is in the database: updated, never inserted a second time
     assert codes(mongoengine_db.item) == [code]
-    assert calls == [code, code]
+    assert calls == [None]
 
 
 def test_a_duplicate_from_another_write_during_the_save_is_not_retried(
@@ -776,8 +716,9 @@ def test_a_duplicate_from_another_write_during_the_save_is_not_retried(
     finally:
         signals.pre_save_post_validation.disconnect(audit, sender=Order)
     assert not isinstance(raised.value, RetriesExhaustedError)
-    assert len(calls) == 1  # no retry
-    assert Order.code.stats() == RandomFieldStats(attempts=1, collisions=0, exhausted=0)
+    # The handler failed before the write: no value was made (they are made at the write).
+    assert calls == [None]
+    assert Order.code.stats() == RandomFieldStats(attempts=0, collisions=0, exhausted=0)
     assert mongoengine_db.order.count_documents({}) == 0
 
 

@@ -16,6 +16,7 @@ from mongoengine import fields as me_fields
 from mongoengine.errors import ValidationError
 
 from mongoengine_ids.errors import IdSpaceExhaustedError, InvalidIdError
+from mongoengine_ids.resets import reset_process_state
 from mongoengine_ids.sequence import (
     DEFAULT_COLLECTION,
     INT64_MAX,
@@ -28,7 +29,6 @@ from mongoengine_ids.sequence import (
     luhn_check_digit,
 )
 from mongoengine_ids.testing import Connect, connected_threadsafe
-from mongoengine_ids.writepath import reset_process_state
 
 
 def counters(db: Any) -> list[dict[str, Any]]:

@@ -6,10 +6,6 @@ cannot be made to lose a reply on demand.
 
 from __future__ import annotations
 
-import gc
-import os
-import signal
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,9 +14,14 @@ import pymongo.errors
 import pytest
 from bson.binary import Binary
 
-from mongoengine_ids import LocalityUUIDField, RandomUniqueField, SequenceField
+from mongoengine_ids import (
+    LocalityUUIDField,
+    RandomUniqueField,
+    SequenceField,
+    UnconfirmedWriteError,
+)
 from mongoengine_ids.testing import connected_threadsafe
-from mongoengine_ids.writepath import _unconfirmed, _unconfirmed_documents
+from mongoengine_ids.write.seam import state
 
 
 class Faults:
@@ -144,8 +145,8 @@ class Card(me.Document):
 def test_an_unconfirmed_generated_field_keeps_its_value_and_is_never_written_twice(
     faults: tuple[Faults, Any], applied: bool
 ) -> None:
-    # Not the primary key: the driver's ObjectId is new at each attempt, so only the kept value
-    # (not redrawn, not retried) stops a second copy.
+    # Not the primary key: the ObjectId made before the first attempt and the value are kept,
+    # so the retry inserts the same document (refused by the _id index if it landed).
     injected, db = faults
     injected.arm("card", "insert_one", pymongo.errors.AutoReconnect("reset"), applied=applied)
     card = Card(name="a")
@@ -153,30 +154,15 @@ def test_an_unconfirmed_generated_field_keeps_its_value_and_is_never_written_twi
         card.save()
     number = card.number
     assert number is not None
-    assert _unconfirmed(card) == {"number"}
+    assert state(card).unconfirmed
     if applied:
-        with pytest.raises(me.NotUniqueError):
+        with pytest.raises(UnconfirmedWriteError):
             card.save()
-        assert _unconfirmed(card) == {"number"}  # still unknown to this document
+        assert state(card).unconfirmed  # still unknown to this document
     else:
         card.save()
-        assert _unconfirmed(card) == frozenset()  # confirmed
+        assert not state(card).unconfirmed  # confirmed
     assert [(raw["number"], raw["name"]) for raw in db["card"].find()] == [(number, "a")]
-
-
-def test_the_unconfirmed_mark_goes_with_its_document(faults: tuple[Faults, Any]) -> None:
-    injected, _ = faults
-    injected.arm("card", "insert_one", pymongo.errors.AutoReconnect("reset"), applied=False)
-    card = Card(name="a")
-    with pytest.raises(pymongo.errors.AutoReconnect):
-        card.save()
-    assert id(card) in _unconfirmed_documents
-    other = Card(name="b")
-    assert _unconfirmed(other) == frozenset()
-    key = id(card)
-    del card
-    gc.collect()
-    assert key not in _unconfirmed_documents  # no leak, and no stale mark for a new object
 
 
 class Ticket(me.Document):
@@ -199,8 +185,8 @@ class Numbered(me.Document):
 def test_an_unconfirmed_value_without_a_unique_index_is_looked_up_before_it_is_sent_again(
     faults: tuple[Faults, Any], applied: bool, model: type[me.Document]
 ) -> None:
-    # Nothing refuses a second copy: no unique index on the field, and the driver's ObjectId is
-    # new at each attempt. Only a look-up of the value tells whether the lost write landed.
+    # No unique index on the field: the _id made before the first attempt, kept, is what
+    # refuses a second copy.
     injected, db = faults
     collection = model._get_collection_name()
     injected.arm(collection, "insert_one", pymongo.errors.AutoReconnect("reset"), applied=applied)
@@ -210,7 +196,7 @@ def test_an_unconfirmed_value_without_a_unique_index_is_looked_up_before_it_is_s
     code = document.code
     assert code is not None
     if applied:
-        with pytest.raises(me.NotUniqueError, match=f"{model.__name__}.code: .* already written"):
+        with pytest.raises(UnconfirmedWriteError, match=f"{model.__name__}: .* already stored"):
             document.save()
     else:
         document.save()
@@ -233,42 +219,10 @@ def test_an_unconfirmed_bulk_insert_sent_again_is_never_written_twice(
         model.objects.insert(docs)
     codes = [model.code.to_mongo(doc.code) for doc in docs]
     if applied:
-        with pytest.raises(me.NotUniqueError, match="already written"):
+        with pytest.raises(UnconfirmedWriteError, match="#0 of the batch is already stored"):
             model.objects.insert(docs)
     else:
         model.objects.insert(docs)
-        assert [_unconfirmed(doc) for doc in docs] == [frozenset()] * 3  # confirmed
+        assert [state(doc).unconfirmed for doc in docs] == [False] * 3  # confirmed
     stored = sorted((raw["name"], raw["code"]) for raw in db[collection].find())
     assert stored == [(f"p{i}", code) for i, code in enumerate(codes)]
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
-def test_a_forked_child_marks_writes_even_if_a_parent_thread_held_the_lock() -> None:
-    from mongoengine_ids import writepath
-
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with writepath._unconfirmed_lock:
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert held.wait(10)
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child, where the holding thread does not exist
-            code = 2
-            try:
-                signal.alarm(5)  # a hang ends the child with SIGALRM
-                card = Card(name="x")
-                writepath._mark_unconfirmed(card, {"number"})
-                code = 0 if writepath._unconfirmed(card) == {"number"} else 1
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-    finally:
-        release.set()
-        holder.join()
-    assert os.waitstatus_to_exitcode(status) == 0

@@ -1,0 +1,83 @@
+"""Give stored documents that lack a generated value one: for adopting a field on a populated
+collection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mongoengine.base import BaseDocument
+
+from . import seam, values
+from .field import Write
+from .values import Slot
+
+
+class _Values:
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+
+
+def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: int = 1000) -> int:
+    """Fill the named generated fields (all of them by default) of every stored document of
+    ``document_class`` that lacks a value, ``batch_size`` documents at a time.
+
+    Each document is updated only where the field is still missing or null, so a value stored
+    meanwhile (by ``save()`` or another backfill) is never replaced. Interrupted, it can simply
+    be run again: it picks up the documents still missing a value.
+
+    Returns:
+        How many documents were given a value (summed over the fields).
+
+    Raises:
+        TypeError: ``batch_size`` is not an int.
+        ValueError: ``batch_size`` is below 1, or a name is not a generated field of
+            ``document_class``.
+    """
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool):
+        raise TypeError(f"batch_size must be an int, not {batch_size!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r}: expected 1 or more")
+    fields = dict(seam.generated_fields(document_class))
+    unknown = [name for name in field_names if name not in fields]
+    if unknown:
+        raise ValueError(
+            f"{unknown[0]!r} is not a generated field of {document_class.__name__}: "
+            f"expected one of {sorted(fields)!r}"
+        )
+    collection = document_class._get_collection()
+    write = Write(document_class, collection)
+    total = 0
+    for name in field_names or tuple(fields):
+        total += _backfill_field(write, name, fields[name], batch_size)
+    return total
+
+
+def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int:
+    path = field.db_field
+    if path == "_id":
+        return 0  # every stored document has one
+    filled_count = 0
+    while True:
+        ids = [d["_id"] for d in write.collection.find({path: None}, {"_id": 1}).limit(batch_size)]
+        if not ids:
+            return filled_count
+        holders = [_Values() for _ in ids]
+        slots = [Slot(h, h, name, field, write.document_class) for h in holders]
+        values.fill(write, slots)
+        for doc_id, slot in zip(ids, slots, strict=True):
+            if _fill_one(write, doc_id, slot):
+                filled_count += 1
+            else:  # stored meanwhile by another writer
+                values.give_back(write, [slot])
+
+
+def _fill_one(write: Write, doc_id: Any, slot: Slot) -> bool:
+    """Store ``slot``'s value in the document ``doc_id`` if it still lacks one."""
+    path = slot.field.db_field
+
+    def attempt() -> Any:
+        return write.collection.update_one(
+            {"_id": doc_id, path: None}, {"$set": {path: slot.field.to_mongo(slot.value)}}
+        )
+
+    return bool(values.send(write, [slot], attempt).matched_count)

@@ -1,0 +1,124 @@
+"""The contract between the write path and a generated field.
+
+A field of this package is asked three things, always with a :class:`Write` saying what the
+write knows (never read from ambient state):
+
+* :meth:`GeneratedField.new_values`: values for N documents of one write;
+* :meth:`GeneratedField.is_collision`: whether a duplicate-key error is this field's value
+  colliding (then the write is retried with a fresh value);
+* :meth:`GeneratedField.release_values`: values that were not written, given back.
+
+and told one more: :meth:`GeneratedField.note_assigned`, the values a user assigned, so that a
+counter never hands them out later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mongoengine.base import BaseDocument, BaseField
+
+from . import seam
+
+if TYPE_CHECKING:
+    from pymongo.collection import Collection
+    from pymongo.database import Database
+    from pymongo.errors import DuplicateKeyError
+
+
+@dataclass(frozen=True)
+class Write:
+    """What one write knows, handed to the fields.
+
+    Attributes:
+        document_class: the class whose fields are asked: the model, or the embedded document
+            class for values of an embedded document.
+        collection: the collection the write goes to (follows ``db_alias``, ``switch_db``,
+            ``switch_collection``).
+        documents: the documents (or embedded documents) the values are for, in order.
+    """
+
+    document_class: type[BaseDocument]
+    collection: Collection[Any]
+    documents: Sequence[BaseDocument] = ()
+
+    @property
+    def database(self) -> Database[Any]:
+        """The database the documents are written to."""
+        return self.collection.database
+
+    def held_by_others(self, db_field: str, stored: Any) -> dict[str, Any]:
+        """A filter for documents other than this write's own that hold ``stored``.
+
+        A collision probe must not find the write's own document: if a later write (in a
+        ``_save_create`` override, say) failed after the document was inserted, the value is
+        the document's, not taken by another.
+        """
+        own = [seam.stored_pk(document) for document in self.documents]
+        known = [pk for pk in own if pk is not None]
+        if not known or db_field == "_id":
+            return {db_field: stored}
+        return {db_field: stored, "_id": {"$nin": known}}
+
+    def of(self, document_class: type[BaseDocument], documents: Sequence[BaseDocument]) -> Write:
+        """The same write, for other documents (one field's share of a batch)."""
+        return Write(document_class, self.collection, documents)
+
+
+class GeneratedField(BaseField):  # type: ignore[misc]
+    """Base class of the fields whose value is produced when the document is written.
+
+    Values are produced by ``save()``, ``Model.objects.insert()`` and upserts only: reading the
+    attribute, ``pk``, ``==``, ``hash``, ``to_json``, ``to_mongo``, pickling and copying never
+    produce one. A value the user assigned is kept and validated.
+    """
+
+    #: MongoEngine's flag for fields that fill themselves: its ``validate()`` then accepts the
+    #: empty value of a required field (a primary key) before the write gives it one.
+    _auto_gen = True
+
+    #: How many times a write is retried with a fresh value when :meth:`is_collision` claims a
+    #: duplicate-key error (0: never, the error propagates).
+    collision_retries: int = 0
+
+    def new_values(self, write: Write, count: int) -> list[Any]:
+        """Return ``count`` new values, in Python form, for ``write.documents``."""
+        raise NotImplementedError
+
+    def note_assigned(self, write: Write, values: list[Any]) -> None:
+        """Called before new documents holding values the user assigned are written.
+
+        ``write.documents`` are those documents, in the order of ``values``.
+        """
+
+    def is_collision(self, write: Write, error: DuplicateKeyError, value: Any) -> bool:
+        """Whether ``error``, raised by this write, was ``value`` of this field colliding."""
+        return False
+
+    def retries_exhausted(self, error: Exception, attempts: int) -> Exception:
+        """The error to raise when every one of ``attempts`` writes collided."""
+        return error
+
+    def release_values(self, write: Write, values: list[Any]) -> None:
+        """Values of this field that were not written (the write failed). Default: nothing."""
+
+    def coerce(self, value: Any) -> Any:
+        """Turn a stored or loosely typed value into the Python value; junk unchanged (then
+        :meth:`validate` reports it). Applied to every assignment."""
+        return value
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        super().__set__(instance, None if value is None else self.coerce(value))
+
+    def generate(self) -> None:
+        """MongoEngine's generation hook, called by ``to_mongo()``: never produces a value.
+
+        ``to_mongo()`` also serves ``to_json()`` and other reads; the write path fills values
+        in instead, right before the write.
+        """
+        return
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        seam.declared(self, owner, name)

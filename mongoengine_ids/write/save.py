@@ -1,0 +1,215 @@
+"""``save()``: values filled in at the write itself.
+
+MongoEngine's ``save()`` runs ``pre_save``, ``validate()``, ``pre_save_post_validation``,
+serialises the document, then writes it with ``_save_create()`` (a new document) or
+``_save_update()`` (an existing one). Those two are wrapped, so the values are made right
+before the write, after every user hook, and with the collection the write goes to.
+
+A new document: every empty generated value is filled (embedded documents included), an
+ObjectId primary key left to the driver is made here, and the document is inserted (never
+written over another) unless the user assigned the primary key. A collision of a value the
+field generated is retried with a fresh one; an error that wrote nothing gives the values back;
+an error whose outcome is unknown keeps them, so that the application's retry inserts the same
+document again (:class:`~mongoengine_ids.UnconfirmedWriteError` if it is already stored).
+
+An existing document: generated fields it did not load (a projection) are left alone; new
+embedded documents get values; a loaded document whose stored copy lacks a value (the field was
+added later) gets one with a conditional write, or takes the value another process stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bson import ObjectId
+from mongoengine.base import BaseDocument
+from mongoengine.document import Document
+from mongoengine.fields import ObjectIdField
+
+from . import seam, values
+from .field import Write
+from .values import Slot
+
+SaveCreate = Callable[[Document, Any, bool, Any], Any]
+SaveUpdate = Callable[[Document, Any, Any, Any], Any]
+
+
+def wrap_save_create(owner: type[Document], own: SaveCreate | None) -> SaveCreate:
+    """``_save_create`` for ``owner``, calling ``own`` (the class's own) or the parent's."""
+
+    def _save_create(self: Document, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+        def write_next(son: Any, insert: bool) -> Any:
+            if own is not None:
+                return own(self, son, insert, write_concern)
+            return super(owner, self)._save_create(son, insert, write_concern)
+
+        # MongoEngine's own step is one insert: if it fails, nothing was written. A model's
+        # own step may write more after its insert, so a failure there may follow a write.
+        return save_create(self, doc, force_insert, write_next, may_write_more=own is not None)
+
+    return _save_create
+
+
+def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdate:
+    """``_save_update`` for ``owner``, calling ``own`` (the class's own) or the parent's."""
+
+    def _save_update(self: Document, doc: Any, save_condition: Any, write_concern: Any) -> Any:
+        # What MongoEngine writes is computed from the changed fields, not from ``doc``.
+        fill_existing(self)
+        if own is not None:
+            result = own(self, doc, save_condition, write_concern)
+        else:
+            result = super(owner, self)._save_update(doc, save_condition, write_concern)
+        values.mark_written(self)
+        return result
+
+    return _save_update
+
+
+def save_create(
+    document: Document,
+    son: Any,
+    force_insert: bool,
+    write_next: Callable[[Any, bool], Any],
+    *,
+    may_write_more: bool = False,
+) -> Any:
+    """Fill the document's values and insert it; returns the ``_id`` written."""
+    state = seam.state(document)
+    write = Write(type(document), seam.collection_of(document), [document])
+    every = list(values.slots(document))
+    empty = [slot for slot in every if slot.value is None]
+    assigned = [slot for slot in every if slot.value is not None]
+    noted = [] if state.unconfirmed else values.note_assigned(write, assigned)
+    try:
+        filled = values.fill(write, empty)
+    except BaseException:
+        values.release(write, noted)
+        raise
+    made_pk = make_pk(document) or state.made_pk
+    generated_pk = made_pk or state.unconfirmed or _generates_pk(document, filled)
+    stale = bool(filled) or made_pk  # MongoEngine serialised the document before the values
+
+    def attempt() -> Any:
+        return write_next(document.to_mongo() if stale else son, generated_pk or force_insert)
+
+    def unknown() -> None:
+        state.unconfirmed = True
+
+    def stored() -> bool:  # after a failure no field claims: did the insert itself land?
+        pk = seam.stored_pk(document)
+        return pk is not None and write.collection.find_one({"_id": pk}, {"_id": 1}) is not None
+
+    state.made_pk = made_pk
+    try:
+        written = values.send(
+            write,
+            filled,
+            attempt,
+            unconfirmed=state.unconfirmed,
+            stored=stored if may_write_more and (generated_pk or force_insert) else None,
+            on_unknown=unknown,
+        )
+    except BaseException:
+        if not state.unconfirmed:  # nothing written: as before save()
+            clear_made_pk(document, state)
+            values.release(write, noted)
+        raise
+    state.unconfirmed = state.made_pk = False
+    values.mark_written(document)
+    return written
+
+
+def make_pk(document: Document) -> bool:
+    """Give a new document whose ObjectId key is left to the driver one now; True if made.
+
+    The driver would make it inside ``insert_one()`` and forget it if the reply is lost: known
+    beforehand, the application's retry inserts the same ``_id`` and cannot store a copy.
+    """
+    name = _pk_name(document)
+    if seam.data(document).get(name) is not None:
+        return False
+    if not isinstance(type(document)._fields.get(name), ObjectIdField):
+        return False
+    seam.data(document)[name] = ObjectId()
+    return True
+
+
+def clear_made_pk(document: BaseDocument, state: seam.State) -> None:
+    """Forget the ObjectId :func:`make_pk` gave a document that was not written."""
+    if state.made_pk:
+        seam.data(document)[_pk_name(document)] = None
+        state.made_pk = False
+
+
+def _pk_name(document: BaseDocument) -> str:
+    return seam.id_field(type(document)) or "id"
+
+
+def _generates_pk(document: Document, filled: list[Slot]) -> bool:
+    pk = _pk_name(document)
+    return any(slot.holder is document and slot.name == pk for slot in filled)
+
+
+# -- existing documents -------------------------------------------------------------------------
+
+
+def fill_existing(document: Document) -> None:
+    """Values for an existing document: new embedded documents, and fields its stored copy
+    lacks (a conditional write each). Fields a projection left out are not touched."""
+    write = Write(type(document), seam.collection_of(document), [document])
+    unloaded = seam.state(document).unloaded
+    changed = seam.changed(document)
+    own: list[Slot] = []
+    embedded: list[Slot] = []
+    assigned: list[Slot] = []
+    for slot in values.slots(document, embedded_new_only=True):
+        if slot.value is not None:
+            if slot.holder is not document:
+                assigned.append(slot)  # a new embedded document's, given by the user
+            continue
+        if slot.holder is not document:
+            embedded.append(slot)
+        elif slot.name not in unloaded and slot.field.db_field not in changed:
+            own.append(slot)
+    values.note_assigned(write, assigned)
+    if embedded:
+        filled = values.fill(write, embedded)
+        for top in _top_level_names(document, filled):
+            seam.mark_changed(document, top)
+    for slot in own:
+        _fill_missing(write, document, slot)
+
+
+def _top_level_names(document: Document, filled: list[Slot]) -> set[str]:
+    """The fields of ``document`` holding the embedded documents of ``filled``."""
+    holders = {id(slot.holder) for slot in filled}
+    return {
+        name
+        for name, value in seam.data(document).items()
+        for outer in seam.embedded_documents(value)
+        if any(id(inner) in holders for inner in (outer, *values.embedded(outer)))
+    }
+
+
+def _fill_missing(write: Write, document: Document, slot: Slot) -> None:
+    """Store a value for a field the stored copy lacks, unless another writer stored one."""
+    collection = write.collection
+    db_field = slot.field.db_field
+    pk = document._fields[_pk_name(document)].to_mongo(document.pk)
+    (filled,) = values.fill(write, [slot])
+
+    def attempt() -> Any:
+        return collection.update_one(
+            {"_id": pk, db_field: None}, {"$set": {db_field: slot.field.to_mongo(slot.value)}}
+        )
+
+    result = values.send(write, [filled], attempt)
+    if result.matched_count:
+        return
+    # Another writer stored a value meanwhile (or the document is gone): take theirs.
+    values.give_back(write, [filled])
+    stored = collection.find_one({"_id": pk}, {db_field: 1}) or {}
+    if stored.get(db_field) is not None:
+        slot.value = slot.field.to_python(stored[db_field])

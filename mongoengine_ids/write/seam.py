@@ -1,0 +1,364 @@
+"""The one place that touches MongoEngine's internals.
+
+Everything the write path needs of MongoEngine beyond its public API is named in
+:data:`INTERNALS` and checked when this module is imported: a MongoEngine that lacks one (or
+changed its parameters) fails at import with an error naming its version, not with a wrong
+write later. The rest of the package reaches MongoEngine's internals only through the
+functions below.
+
+How the package plugs in, per model class (never globally, but for one class-creation hook on
+``Document`` added the first time an embedded document declares a generated field):
+
+* ``_save_create`` and ``_save_update``, the two steps of ``Document.save()`` that write, are
+  wrapped on the class that declares a generated field: by then ``pre_save``, ``validate()``
+  and ``pre_save_post_validation`` have run, so the values are filled in right before the
+  write, with the write's own collection (:mod:`.save`);
+* its ``queryset_class`` gets ``insert()`` (:mod:`.bulk`), ``update()`` and ``modify()``
+  (:mod:`.upsert`), and records which fields a projection loaded (:func:`note_loaded`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import mongoengine
+from mongoengine.base import BaseDocument, BaseList
+from mongoengine.base.common import _document_registry
+from mongoengine.context_managers import set_write_concern as set_write_concern
+from mongoengine.document import Document, EmbeddedDocument
+from mongoengine.queryset import QuerySet, transform
+from mongoengine.queryset.base import BaseQuerySet
+from mongoengine.queryset.field_list import QueryFieldList
+
+if TYPE_CHECKING:
+    from .field import GeneratedField
+
+# -- what is relied on, checked at import ----------------------------------------------------------
+
+#: (owner, attribute, the parameters it must take after self/cls, in order).
+INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
+    (Document, "_save_create", ("doc", "force_insert", "write_concern")),
+    (Document, "_save_update", ("doc", "save_condition", "write_concern")),
+    (Document, "_get_collection", ()),
+    (Document, "_mark_as_changed", ("key",)),
+    (BaseDocument, "to_mongo", ("use_db_field", "fields")),
+    (BaseDocument, "_from_son", ("son", "_auto_dereference", "created")),
+    (BaseQuerySet, "insert", ("doc_or_docs", "load_bulk", "write_concern", "signal_kwargs")),
+    (BaseQuerySet, "update", ("upsert", "multi", "write_concern", "read_concern")),
+    (BaseQuerySet, "modify", ("upsert", "full_response", "remove", "new")),
+    (BaseQuerySet, "in_bulk", ("object_ids",)),
+    (BaseQuerySet, "__next__", ()),
+    (BaseQuerySet, "__getitem__", ("key",)),
+    (transform, "update", ("_doc_cls",)),
+)
+#: Attributes of document instances read as data. Also read: ``_document``, ``_query``,
+#: ``_collection`` and ``_loaded_fields`` of querysets, ``ONLY``/``EXCLUDE`` and ``as_dict()``
+#: of QueryFieldList.
+DATA_ATTRIBUTES = ("_data", "_created", "_changed_fields", "_fields", "_meta", "_instance")
+
+
+def check_internals() -> None:
+    """Raise ImportError if the installed MongoEngine lacks an internal this package uses."""
+    problems = []
+    for owner, name, parameters in INTERNALS:
+        function = getattr(owner, name, None)
+        if function is None:
+            problems.append(f"{getattr(owner, '__name__', owner)}.{name} is missing")
+            continue
+        found = [p for p in inspect.signature(function).parameters if p not in ("self", "cls")]
+        if tuple(found[: len(parameters)]) != parameters:
+            problems.append(f"{owner.__name__}.{name}{tuple(found)}, expected {parameters}")
+    missing = [name for name in DATA_ATTRIBUTES if not hasattr(_probe_document(), name)]
+    problems.extend(f"a document has no {name}" for name in missing)
+    if not hasattr(QueryFieldList, "ONLY") or not hasattr(QueryFieldList, "as_dict"):
+        problems.append("QueryFieldList.ONLY / as_dict() is missing")
+    if problems:
+        raise ImportError(
+            f"mongoengine-ids does not support MongoEngine {mongoengine.__version__}: "
+            + "; ".join(problems)
+            + " (supported: 0.27 to 0.29)"
+        )
+
+
+def _probe_document() -> BaseDocument:
+    """An embedded document of a throwaway class: enough to see the attributes MongoEngine
+    gives every document instance."""
+
+    class _Probe(EmbeddedDocument):  # type: ignore[misc]
+        meta = {"allow_inheritance": False}
+
+    return _Probe()
+
+
+check_internals()
+
+update_operations = transform.update
+
+# -- documents ----------------------------------------------------------------------------------
+
+
+def data(document: BaseDocument) -> dict[str, Any]:
+    """The document's values by field name, in Python form (MongoEngine's ``_data``)."""
+    return document._data  # type: ignore[no-any-return]
+
+
+def is_new(document: BaseDocument) -> bool:
+    """Whether ``save()`` will insert the document (MongoEngine's ``_created``)."""
+    return bool(document._created)
+
+
+def mark_written(document: BaseDocument) -> None:
+    """The document is in the database now: a later ``save()`` updates it."""
+    document._created = False
+
+
+def mark_changed(document: BaseDocument, name: str) -> None:
+    """Make ``save()`` of an existing document write field ``name``."""
+    document._mark_as_changed(name)
+
+
+def changed(document: BaseDocument) -> list[str]:
+    """The fields the user changed since the document was loaded or saved."""
+    return list(getattr(document, "_changed_fields", ()))
+
+
+def id_field(document_class: type[BaseDocument]) -> str | None:
+    """The name of the primary key field (None for embedded documents)."""
+    return document_class._meta.get("id_field")  # type: ignore[no-any-return]
+
+
+def stored_pk(document: Any) -> Any:
+    """The primary key of a Document in stored form (None if unset or not a Document)."""
+    if not isinstance(document, Document):
+        return None
+    name = id_field(type(document))
+    value = document._data.get(name) if name else None
+    return None if value is None else document._fields[name].to_mongo(value)
+
+
+def collection_of(document: BaseDocument) -> Any:
+    """The collection ``save()`` writes ``document`` to."""
+    return document._get_collection()
+
+
+def auto_create_index(document_class: type[BaseDocument]) -> bool:
+    return document_class._meta.get("auto_create_index", True) is not False
+
+
+def generated_fields(
+    document_class: type[BaseDocument],
+) -> tuple[tuple[str, GeneratedField], ...]:
+    """The (name, field) pairs of ``document_class`` whose values this package generates."""
+    from .field import GeneratedField
+
+    return tuple(
+        (name, field)
+        for name, field in document_class._fields.items()
+        if isinstance(field, GeneratedField)
+    )
+
+
+def embedded_documents(value: Any) -> Iterator[BaseDocument]:
+    """The embedded documents directly inside a field value (lists and dicts searched)."""
+    if isinstance(value, EmbeddedDocument):
+        yield value
+    elif isinstance(value, (list, tuple, BaseList)):
+        for item in value:
+            yield from embedded_documents(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from embedded_documents(item)
+
+
+# -- per-document state -------------------------------------------------------------------------
+
+
+@dataclass
+class State:
+    """What the write path remembers of one document object between writes."""
+
+    #: Generated fields a projection (``only``/``exclude``) left out when it was loaded.
+    unloaded: frozenset[str] = frozenset()
+    #: Its last insert may or may not have been applied (the reply was lost): its values were
+    #: generated for it and are kept, and the next ``save()`` inserts them again.
+    unconfirmed: bool = False
+    #: The primary key was made by the write path (an ObjectId), not assigned by the user.
+    made_pk: bool = False
+
+
+_STATE = "_mongoengine_ids_state"
+
+
+def state(document: BaseDocument) -> State:
+    """The write path's record of ``document`` (made on first use)."""
+    found: State | None = document.__dict__.get(_STATE)
+    if found is None:
+        found = State()
+        object.__setattr__(document, _STATE, found)
+    return found
+
+
+def note_loaded(document: Any, loaded: QueryFieldList) -> None:
+    """Record which generated fields a projection left out of a document it loaded."""
+    if not isinstance(document, Document) or not loaded:
+        return
+    projection = loaded.as_dict()
+    only = any(value == QueryFieldList.ONLY for value in projection.values() if value in (0, 1))
+    unloaded = set()
+    for name, field in generated_fields(type(document)):
+        path = field.db_field
+        if path == "_id":
+            present = projection.get("_id", 1) != 0
+        elif only:
+            present = projection.get(path) == QueryFieldList.ONLY
+        else:
+            present = projection.get(path) != QueryFieldList.EXCLUDE
+        if not present:
+            unloaded.add(name)
+    state(document).unloaded = frozenset(unloaded)
+
+
+# -- installation -------------------------------------------------------------------------------
+
+_HOOKED = "_mongoengine_ids_hooked"
+_lock = threading.RLock()
+
+
+def _new_lock_in_child() -> None:
+    global _lock
+    _lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+def declared(field: GeneratedField, owner: type, name: str) -> None:
+    """A generated field was declared on ``owner``: hook the documents that will write it."""
+    if isinstance(owner, type) and issubclass(owner, Document):
+        hook(owner)
+    elif isinstance(owner, type) and issubclass(owner, EmbeddedDocument):
+        _embedded_declared(owner)
+    else:  # a plain mixin: MongoEngine copies its fields into the Documents made from it
+        _on_subclass(owner, _hook_if_document)
+
+
+def _hook_if_document(cls: type) -> None:
+    if issubclass(cls, Document):
+        hook(cls)
+
+
+def hook(document_class: type[Document]) -> None:
+    """Install the write path on ``document_class`` (idempotent; inherited by subclasses)."""
+    from . import save
+
+    with _lock:
+        _hook_querysets(document_class)
+        if any(_HOOKED in vars(klass) for klass in document_class.__mro__):
+            return
+        for name, wrap in (
+            ("_save_create", save.wrap_save_create),
+            ("_save_update", save.wrap_save_update),
+        ):
+            own = vars(document_class).get(name)
+            setattr(document_class, name, wrap(document_class, own))
+        _on_subclass(document_class, _hook_querysets)
+        setattr(document_class, _HOOKED, True)
+
+
+def _hook_querysets(document_class: type[Document]) -> None:
+    # Inserting through a parent's queryset (Root.objects.insert([Sub()])) must generate too:
+    # the class and the ancestors whose collection it shares, never Document itself.
+    for klass in document_class.__mro__:
+        if not issubclass(klass, Document) or klass is Document or "_meta" not in vars(klass):
+            continue
+        meta = vars(klass)["_meta"]
+        if klass is document_class or meta.get("allow_inheritance"):
+            meta["queryset_class"] = generating_queryset(meta.get("queryset_class", QuerySet))
+
+
+def _on_subclass(klass: type, callback: Callable[[type], None]) -> None:
+    """Run ``callback(subclass)`` for every subclass of ``klass`` created from now on, after the
+    ``__init_subclass__`` that ``klass`` (or its bases) already had."""
+    previous = klass.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls: type, /, **kwargs: Any) -> None:
+        if previous is not None:
+            previous.__func__(cls, **kwargs)
+        else:
+            super(klass, cls).__init_subclass__(**kwargs)  # type: ignore[arg-type]
+        callback(cls)
+
+    klass.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+
+
+# Embedded documents: the Document holding one is what is saved, and it may declare nothing of
+# this package. MongoEngine calls nothing of the embedded class when such a Document is made,
+# so the first embedded declaration adds one class-creation hook to Document.
+_embedded_classes: set[str] = set()
+
+
+def _embedded_declared(embedded_class: type[EmbeddedDocument]) -> None:
+    with _lock:
+        first = not _embedded_classes
+        _embedded_classes.add(embedded_class.__name__)
+        if first:
+            _on_subclass(Document, _hook_if_embeds)
+        for document_class in list(_document_registry.values()):
+            _hook_if_embeds(document_class)
+
+
+def _hook_if_embeds(cls: type) -> None:
+    if issubclass(cls, Document) and _embeds_generated(cls, set()):
+        hook(cls)
+
+
+def _embeds_generated(document_class: type[BaseDocument], seen: set[str]) -> bool:
+    for field in getattr(document_class, "_fields", {}).values():
+        for embedded in _embedded_types(field):
+            name = embedded if isinstance(embedded, str) else embedded.__name__
+            if name in _embedded_classes:
+                return True
+            if name not in seen and not isinstance(embedded, str):
+                seen.add(name)
+                if _embeds_generated(embedded, seen):
+                    return True
+    return False
+
+
+def _embedded_types(field: Any) -> Iterator[Any]:
+    """The embedded document classes (or their names) a field can hold."""
+    inner = getattr(field, "field", None)
+    if inner is not None:
+        yield from _embedded_types(inner)
+    document_type = getattr(field, "document_type_obj", None)
+    if isinstance(document_type, str) or (
+        isinstance(document_type, type) and issubclass(document_type, EmbeddedDocument)
+    ):
+        yield document_type
+    for choice in getattr(field, "choices", None) or ():
+        if isinstance(choice, type) and issubclass(choice, EmbeddedDocument):
+            yield choice
+
+
+# -- the queryset -------------------------------------------------------------------------------
+
+_queryset_classes: dict[type, type] = {}
+
+
+def generating_queryset(base: type[QuerySet]) -> type[QuerySet]:
+    """``base`` with this package's ``insert()``, ``update()``, ``modify()`` and loading."""
+    from .queryset import GeneratingQuerySetMixin
+
+    if issubclass(base, GeneratingQuerySetMixin):
+        return base
+    with _lock:
+        klass = _queryset_classes.get(base)
+        if klass is None:
+            klass = type(f"Generating{base.__name__}", (GeneratingQuerySetMixin, base), {})
+            _queryset_classes[base] = klass
+        return klass

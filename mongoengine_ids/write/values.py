@@ -1,0 +1,251 @@
+"""Generated values of one write: find the empty ones, fill them, retry, give them back.
+
+A :class:`Slot` is one generated field of one document (or of an embedded document inside it).
+:func:`fill` asks each field once for all of its slots of the write (one counter lease for a
+whole batch); :func:`send` runs the write and, when a field claims the duplicate-key error as
+its own value colliding, gives that slot a fresh value and sends again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import pymongo.errors
+from mongoengine.base import BaseDocument
+from mongoengine.errors import NotUniqueError
+
+from ..errors import UnconfirmedWriteError
+from . import seam
+from .field import GeneratedField, Write
+
+_logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+#: Errors after which a write may or may not have been applied: the reply was lost, or the
+#: write concern timed out after the primary applied it.
+OUTCOME_UNKNOWN = (pymongo.errors.ConnectionFailure, pymongo.errors.WriteConcernError)
+
+
+def outcome_unknown(error: BaseException) -> bool:
+    """Whether ``error`` (or the pymongo error MongoEngine wrapped in it) leaves the write's
+    fate unknown."""
+    seen: BaseException | None = error
+    for _ in range(3):  # MongoEngine wraps pymongo's error once
+        if seen is None:
+            return False
+        if isinstance(seen, OUTCOME_UNKNOWN):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def duplicate_key(error: BaseException) -> pymongo.errors.DuplicateKeyError | None:
+    """The pymongo duplicate-key error behind ``error`` (MongoEngine wraps it), if any."""
+    seen: BaseException | None = error
+    for _ in range(3):
+        if isinstance(seen, pymongo.errors.DuplicateKeyError):
+            return seen
+        if seen is None:
+            return None
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@dataclass(eq=False)
+class Slot:
+    """One generated field of one document of a write."""
+
+    root: Any  # the document written
+    holder: Any  # the document itself, an embedded document inside it (or an upsert's values)
+    name: str
+    field: GeneratedField
+    kind: type[BaseDocument] = BaseDocument  # the class whose field it is
+
+    def __post_init__(self) -> None:
+        if self.kind is BaseDocument:
+            self.kind = type(self.holder)
+
+    @property
+    def value(self) -> Any:
+        return seam.data(self.holder).get(self.name)
+
+    @value.setter
+    def value(self, value: Any) -> None:
+        seam.data(self.holder)[self.name] = value
+
+
+def slots(
+    document: BaseDocument, *, embedded_new_only: bool = False, root: BaseDocument | None = None
+) -> Iterator[Slot]:
+    """Every generated field of ``document`` and of the embedded documents inside it.
+
+    With ``embedded_new_only``, embedded documents loaded from the database are left out (their
+    fields may not have been loaded): only those added since are looked into.
+    """
+    root = document if root is None else root
+    for name, field in seam.generated_fields(type(document)):
+        yield Slot(root, document, name, field)
+    for value in seam.data(document).values():
+        for embedded in seam.embedded_documents(value):
+            if embedded_new_only and not seam.is_new(embedded):
+                continue
+            yield from slots(embedded, embedded_new_only=embedded_new_only, root=root)
+
+
+def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
+    """Every embedded document inside ``document``, at any depth."""
+    for value in seam.data(document).values():
+        for inner in seam.embedded_documents(value):
+            yield inner
+            yield from embedded(inner)
+
+
+def mark_written(document: BaseDocument) -> None:
+    """``document`` and its embedded documents are stored now."""
+    seam.mark_written(document)
+    for inner in embedded(document):
+        seam.mark_written(inner)
+
+
+def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
+    """Tell each field the values the user assigned (a counter moves past them, a proxy
+    reserves them); returns them as (slot, value), to release if nothing is written."""
+    noted: list[tuple[Slot, Any]] = []
+    try:
+        for (klass, field), group in _by_field(assigned).items():
+            values = [s.value for s in group]
+            field.note_assigned(write.of(klass, [s.holder for s in group]), values)
+            noted.extend(zip(group, values, strict=True))
+    except BaseException:
+        release(write, noted)
+        raise
+    return noted
+
+
+def fill(write: Write, empty: list[Slot]) -> list[Slot]:
+    """Give every slot a new value, one ``new_values()`` call per field and document class.
+
+    On an error, the slots already filled are given back and the error propagates.
+    """
+    filled: list[Slot] = []
+    try:
+        for (klass, field), group in _by_field(empty).items():
+            values = field.new_values(write.of(klass, [s.holder for s in group]), len(group))
+            for slot, value in zip(group, values, strict=True):
+                slot.value = value
+                filled.append(slot)
+    except BaseException:
+        give_back(write, filled)
+        raise
+    return filled
+
+
+def give_back(write: Write, filled: Iterable[Slot], *, taken: Slot | None = None) -> None:
+    """Clear the values of a write that wrote nothing and release them to their fields.
+
+    ``taken`` collided: its value is someone else's, so it is cleared but not released.
+    """
+    released = [(slot, slot.value) for slot in filled if slot is not taken]
+    for slot in filled:
+        slot.value = None
+    release(write, released)
+
+
+def release(write: Write, given: Iterable[tuple[Slot, Any]]) -> None:
+    """Release (slot, value) pairs that were not written to their fields."""
+    by_field = _by_field(slot for slot, value in given if value is not None)
+    held = {id(slot): value for slot, value in given}
+    for (klass, field), group in by_field.items():
+        try:
+            field.release_values(
+                write.of(klass, [s.holder for s in group]), [held[id(s)] for s in group]
+            )
+        except Exception:  # a leaked reservation, never a duplicate: keep the first error
+            _logger.warning("could not release values of %s", field.name, exc_info=True)
+
+
+def send(
+    write: Write,
+    filled: list[Slot],
+    attempt: Callable[[], _T],
+    *,
+    unconfirmed: bool = False,
+    stored: Callable[[], bool] | None = None,
+    on_unknown: Callable[[], None] | None = None,
+) -> _T:
+    """Run ``attempt()``; on a collision of a filled slot, refill that slot and run it again.
+
+    When the outcome of a failed attempt is unknown (a lost reply; or ``stored()`` says the
+    document is in the database although the attempt failed), the values are kept for the
+    application's retry and ``on_unknown()`` is called.
+
+    Raises:
+        UnconfirmedWriteError: ``unconfirmed`` (the values were sent before, by a write whose
+            reply was lost) and they are already stored.
+        NotUniqueError: a duplicate key no filled slot claims (values given back).
+        RetriesExhaustedError (from the field): every attempt of one slot collided.
+    """
+    attempts: dict[int, int] = {}
+    while True:
+        try:
+            return attempt()
+        except BaseException as error:
+            if outcome_unknown(error):
+                if on_unknown is not None:
+                    on_unknown()
+                raise  # the values are kept: the write may be in the database
+            dup = duplicate_key(error)
+            if dup is not None and unconfirmed:
+                raise UnconfirmedWriteError(
+                    f"{write.document_class.__name__}: the values of this document are "
+                    "already stored: the earlier write whose reply was lost was probably "
+                    f"applied (or another document holds them); nothing was written ({dup})"
+                ) from error
+            slot = None if dup is None else collided(write, dup, filled)
+            if slot is None:
+                if stored is not None and stored():
+                    if on_unknown is not None:
+                        on_unknown()
+                    raise  # written, then something else failed: keep the values
+                give_back(write, filled)
+                raise
+            tried = attempts.get(id(slot), 1)
+            if tried > slot.field.collision_retries:
+                give_back(write, filled, taken=slot)
+                exhausted = slot.field.retries_exhausted(cast(Exception, error), tried)
+                if exhausted is error:
+                    raise
+                raise exhausted from error
+            attempts[id(slot)] = tried + 1
+            refill(write, slot)
+
+
+def collided(
+    write: Write, error: pymongo.errors.DuplicateKeyError, filled: list[Slot]
+) -> Slot | None:
+    """The filled slot whose field claims ``error`` as its value colliding, if any."""
+    for slot in filled:
+        if slot.field.is_collision(write.of(slot.kind, [slot.holder]), error, slot.value):
+            return slot
+    return None
+
+
+def refill(write: Write, slot: Slot) -> None:
+    """A fresh value for ``slot``, whose value collided (so it is not released)."""
+    slot.value = None
+    (slot.value,) = slot.field.new_values(write.of(slot.kind, [slot.holder]), 1)
+
+
+def _by_field(
+    group: Iterable[Slot],
+) -> dict[tuple[type[BaseDocument], GeneratedField], list[Slot]]:
+    found: dict[tuple[type[BaseDocument], GeneratedField], list[Slot]] = {}
+    for slot in group:
+        found.setdefault((slot.kind, slot.field), []).append(slot)
+    return found
+
+
+__all__ = ["NotUniqueError", "Slot", "fill", "give_back", "note_assigned", "send", "slots"]
