@@ -16,7 +16,6 @@ from .errors import (
     InvalidIdError,
     MongoEngineIdsError,
     RetriesExhaustedError,
-    UnconfirmedWriteError,
     UniqueIndexMissingError,
 )
 from .fields import LocalityUUIDField, UUIDValueField
@@ -48,7 +47,6 @@ __all__ = [
     "UUID7Field",
     "UUID7Generator",
     "UUIDValueField",
-    "UnconfirmedWriteError",
     "UniqueIndexMissingError",
     "Write",
     "__version__",

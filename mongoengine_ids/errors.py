@@ -56,11 +56,3 @@ def invalid_id(value: object, kind: str, accepted: str) -> InvalidIdError:
 class BulkNotUniqueError(MongoEngineIdsError, NotUniqueError, BulkWriteError):  # type: ignore[misc]
     """A bulk insert hit duplicate keys; caught as NotUniqueError and as MongoEngine's
     BulkWriteError (what ``QuerySet.insert`` raised for it)."""
-
-
-class UnconfirmedWriteError(MongoEngineIdsError, NotUniqueError):  # type: ignore[misc]
-    """A write repeated after a lost reply found its values already stored.
-
-    The earlier attempt was probably applied (its reply was lost, not the write); nothing new
-    was written, and the document keeps its values: reload it to check.
-    """

@@ -249,6 +249,7 @@ def _forget_indexes() -> None:
     with _index_lock:
         _index_names.clear()
 
+
 _all_counters: weakref.WeakSet[_Counters] = weakref.WeakSet()
 
 

@@ -189,9 +189,11 @@ def test_a_user_assigned_value_is_kept_validated_and_saved_as_mongoengine_does(
     value = LocalityUUID("20be0ffc-314a-bd53-7a50-013a65ca76d2")
     Place(id=str(value).upper(), name="first").save()
     assert raw(Place) == [{"_id": Binary(value.bytes, 4), "name": "first"}]
-    # MongoEngine's semantics for an assigned pk: save() writes that document.
-    Place(id=value, name="second").save()
-    assert raw(Place) == [{"_id": Binary(value.bytes, 4), "name": "second"}]
+    # A key of a generated field is inserted, also when assigned: never written over the
+    # document holding it (MongoEngine's replace would, silently: its issue 1472).
+    with pytest.raises(me.NotUniqueError):
+        Place(id=value, name="second").save()
+    assert raw(Place) == [{"_id": Binary(value.bytes, 4), "name": "first"}]
     with pytest.raises(me.ValidationError, match="'nope' is not a valid Locality UUID"):
         Place(id="nope").save()
     assert len(raw(Place)) == 1

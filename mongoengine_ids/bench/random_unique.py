@@ -97,9 +97,7 @@ class _Counts:
 _FULL: Final = _Counts(
     space=4_000, number=200, rounds=9, warmup=1, target_number=800, target_rounds=31
 )
-_QUICK: Final = _Counts(
-    space=400, number=5, rounds=2, warmup=0, target_number=5, target_rounds=2
-)
+_QUICK: Final = _Counts(space=400, number=5, rounds=2, warmup=0, target_number=5, target_rounds=2)
 
 
 def _models(fill: float, space: int) -> tuple[type[Document], type[Document]]:

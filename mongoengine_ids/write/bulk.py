@@ -4,9 +4,8 @@ MongoEngine's behaviour otherwise: the same checks, signals, ``load_bulk`` and o
 ``insert_many`` (documents before a failure stay written). What this adds:
 
 * every document's ``_id`` is known before the insert is sent, and kept (with the generated
-  values) when the reply is lost: the application's retry inserts the same documents again and
-  cannot store a copy (:class:`~mongoengine_ids.UnconfirmedWriteError` at the first one
-  already stored);
+  values) when the reply is lost: the application's retry looks them up and sends only those
+  that were not stored (:mod:`.landed`), so no document is stored twice;
 * a document whose generated value collided (a field that retries) gets a fresh value and the
   insert resumes from it.
 """
@@ -20,8 +19,8 @@ from mongoengine import signals
 from mongoengine.base import BaseDocument
 from mongoengine.errors import BulkWriteError, OperationError
 
-from ..errors import BulkNotUniqueError, UnconfirmedWriteError
-from . import seam, values
+from ..errors import BulkNotUniqueError
+from . import landed, seam, values
 from .field import Write
 from .save import clear_made_pk, make_pk
 
@@ -65,58 +64,62 @@ class Batch:
         self.write = write
         self.docs = docs
         self.states = [seam.state(doc) for doc in docs]
-        every = [slot for doc in docs for slot in values.slots(doc)]
-        unconfirmed = {id(doc) for doc, st in zip(docs, self.states, strict=True) if st.unconfirmed}
+        #: Positions still to insert, in order; a document sent before whose reply was lost
+        #: and that is found stored is not sent again.
+        self.pending = [
+            position
+            for position, (doc, st) in enumerate(zip(docs, self.states, strict=True))
+            if not (st.unconfirmed and landed.earlier_insert_landed(doc, write.collection))
+        ]
+        for position in set(range(len(docs))) - set(self.pending):
+            _confirm(docs[position], self.states[position])
+        docs_left = [docs[position] for position in self.pending]
+        every = [slot for doc in docs_left for slot in values.slots(doc)]
+        mine = {(id(s.holder), s.name) for st in self.states for s in st.generated}
         self.noted = values.note_assigned(
-            write, [s for s in every if s.value is not None and id(s.root) not in unconfirmed]
+            write, [s for s in every if s.value is not None and (id(s.holder), s.name) not in mine]
         )
         try:
-            self.filled = values.fill(write, [s for s in every if s.value is None])
+            generated = [s for doc in docs_left for s in seam.state(doc).generated]
+            self.filled = [*generated, *values.fill(write, [s for s in every if s.value is None])]
         except BaseException:
             values.release(write, self.noted)
             raise
-        for doc, st in zip(docs, self.states, strict=True):
+        for doc in docs_left:
+            st = seam.state(doc)
             st.made_pk = make_pk(doc) or st.made_pk
-        self.written = 0  # docs[:written] are in the database
+            st.unconfirmed = False
         self.attempts: dict[int, int] = {}
 
     def insert(self, write_concern: dict[str, Any]) -> list[Any]:
-        """Insert every document, resuming after each collision given a fresh value."""
+        """Insert every pending document, resuming after each collision given a fresh value."""
         try:
-            while self.written < len(self.docs):
+            while self.pending:
                 self._send(write_concern)
         except BaseException as error:
             self._after_failure(error)
             raise
-        for st in self.states:
-            st.unconfirmed = st.made_pk = False
         return [doc.pk for doc in self.docs]
 
     def _send(self, write_concern: dict[str, Any]) -> None:
-        raw = [doc.to_mongo() for doc in self.docs[self.written :]]
+        raw = [self.docs[position].to_mongo() for position in self.pending]
+        for position, son in zip(self.pending, raw, strict=True):
+            self.states[position].sent = son
         try:
             with seam.set_write_concern(self.write.collection, write_concern) as collection:
                 collection.insert_many(raw, ordered=True)
         except pymongo.errors.BulkWriteError as error:
-            self._written(self.written + int(error.details.get("nInserted", 0)))
+            self._written(int(error.details.get("nInserted", 0)))
             first = (error.details.get("writeErrors") or [{}])[0]
             if first.get("code") not in _DUPLICATE_KEY_CODES:
                 raise BulkWriteError(f"Bulk write error: ({error.details})") from error
             self._retry(pymongo.errors.DuplicateKeyError(first.get("errmsg", ""), 11000, first))
         else:
-            self._written(len(self.docs))
+            self._written(len(self.pending))
 
     def _retry(self, duplicate: pymongo.errors.DuplicateKeyError) -> None:
         """Give the document that collided a fresh value, or raise."""
-        position = self.written
-        if self.states[position].unconfirmed:
-            raise UnconfirmedWriteError(
-                f"{self.write.document_class.__name__}: document #{position} of the batch is "
-                "already stored: the earlier insert whose reply was lost was probably applied "
-                "(or another document holds its values); it and the documents after it were "
-                f"not written ({duplicate})"
-            ) from duplicate
-        doc = self.docs[position]
+        doc = self.docs[self.pending[0]]
         slot = values.collided(self.write, duplicate, [s for s in self.filled if s.root is doc])
         if slot is None:
             raise BulkNotUniqueError(f"Could not save document ({duplicate})") from duplicate
@@ -131,26 +134,32 @@ class Batch:
         values.refill(self.write, slot)
 
     def _written(self, count: int) -> None:
-        for doc in self.docs[self.written : count]:
-            values.mark_written(doc)
-        self.written = count
+        for position in self.pending[:count]:
+            _confirm(self.docs[position], self.states[position])
+        self.pending = self.pending[count:]
 
     def _after_failure(self, error: BaseException) -> None:
-        """Keep the unwritten documents' values if the outcome is unknown, else give back."""
-        rest = self.docs[self.written :]
+        """Keep the unsent documents' values if the outcome is unknown, else give back."""
+        rest = [self.docs[position] for position in self.pending]
+        mine = [s for s in self.filled if any(s.root is doc for doc in rest)]
         if values.outcome_unknown(error):
-            for st in self.states[self.written :]:
+            for doc in rest:
+                st = seam.state(doc)
                 st.unconfirmed = True
+                st.generated = [s for s in mine if s.root is doc]
             return
-        if isinstance(error, UnconfirmedWriteError):
-            return  # kept: the document may well be stored
-        values.give_back(self.write, [s for s in self.filled if any(s.root is d for d in rest)])
+        values.give_back(self.write, mine)
         values.release(
             self.write, [(s, v) for s, v in self.noted if any(s.root is d for d in rest)]
         )
-        for doc, st in zip(rest, self.states[self.written :], strict=True):
-            if not st.unconfirmed:
-                clear_made_pk(doc, st)
+        for doc in rest:
+            clear_made_pk(doc, seam.state(doc))
+
+
+def _confirm(document: Any, state: seam.State) -> None:
+    state.unconfirmed = state.made_pk = False
+    state.sent, state.generated = None, []
+    values.mark_written(document)
 
 
 def _reload(queryset: Any, ids: list[Any]) -> list[Any]:

@@ -27,7 +27,7 @@ from mongoengine.base import BaseDocument
 from mongoengine.document import Document
 from mongoengine.fields import ObjectIdField
 
-from . import seam, values
+from . import landed, seam, values
 from .field import Write
 from .values import Slot
 
@@ -78,37 +78,45 @@ def save_create(
     """Fill the document's values and insert it; returns the ``_id`` written."""
     state = seam.state(document)
     write = Write(type(document), seam.collection_of(document), [document])
+    if state.unconfirmed and landed.earlier_insert_landed(document, write.collection):
+        # The earlier insert was applied: the stored document is this one, so it is replaced
+        # by the current version (the application may have changed it since).
+        _confirmed(document, state)
+        return write_next(document.to_mongo(), False)
     every = list(values.slots(document))
-    empty = [slot for slot in every if slot.value is None]
-    assigned = [slot for slot in every if slot.value is not None]
-    noted = [] if state.unconfirmed else values.note_assigned(write, assigned)
+    mine = {(id(slot.holder), slot.name) for slot in state.generated}
+    noted = values.note_assigned(
+        write, [s for s in every if s.value is not None and (id(s.holder), s.name) not in mine]
+    )
     try:
-        filled = values.fill(write, empty)
+        filled = [*state.generated, *values.fill(write, [s for s in every if s.value is None])]
     except BaseException:
         values.release(write, noted)
         raise
-    made_pk = make_pk(document) or state.made_pk
-    generated_pk = made_pk or state.unconfirmed or _generates_pk(document, filled)
-    stale = bool(filled) or made_pk  # MongoEngine serialised the document before the values
+    state.made_pk = make_pk(document) or state.made_pk
+    # A key of a generated field is inserted, never written over a document holding it (also
+    # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
+    insert = state.made_pk or force_insert or _pk_is_generated(type(document))
 
     def attempt() -> Any:
-        return write_next(document.to_mongo() if stale else son, generated_pk or force_insert)
+        son = document.to_mongo()  # MongoEngine serialised it before the values were made
+        state.sent = son  # compared with what is stored if the reply is lost
+        return write_next(son, insert)
 
     def unknown() -> None:
-        state.unconfirmed = True
+        state.unconfirmed, state.generated = True, filled
 
     def stored() -> bool:  # after a failure no field claims: did the insert itself land?
         pk = seam.stored_pk(document)
         return pk is not None and write.collection.find_one({"_id": pk}, {"_id": 1}) is not None
 
-    state.made_pk = made_pk
+    state.unconfirmed = False
     try:
         written = values.send(
             write,
             filled,
             attempt,
-            unconfirmed=state.unconfirmed,
-            stored=stored if may_write_more and (generated_pk or force_insert) else None,
+            stored=stored if may_write_more and insert else None,
             on_unknown=unknown,
         )
     except BaseException:
@@ -116,9 +124,14 @@ def save_create(
             clear_made_pk(document, state)
             values.release(write, noted)
         raise
-    state.unconfirmed = state.made_pk = False
-    values.mark_written(document)
+    _confirmed(document, state)
     return written
+
+
+def _confirmed(document: Document, state: seam.State) -> None:
+    state.unconfirmed = state.made_pk = False
+    state.sent, state.generated = None, []
+    values.mark_written(document)
 
 
 def make_pk(document: Document) -> bool:
@@ -147,9 +160,9 @@ def _pk_name(document: BaseDocument) -> str:
     return seam.id_field(type(document)) or "id"
 
 
-def _generates_pk(document: Document, filled: list[Slot]) -> bool:
-    pk = _pk_name(document)
-    return any(slot.holder is document and slot.name == pk for slot in filled)
+def _pk_is_generated(document_class: type[Document]) -> bool:
+    pk = seam.id_field(document_class)
+    return any(name == pk for name, _ in seam.generated_fields(document_class))
 
 
 # -- existing documents -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ How the package plugs in, per model class (never globally, but for one class-cre
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import threading
@@ -189,6 +190,10 @@ class State:
     unconfirmed: bool = False
     #: The primary key was made by the write path (an ObjectId), not assigned by the user.
     made_pk: bool = False
+    #: While unconfirmed: the document as last sent (see :mod:`.landed`), and the values the
+    #: write path generated for it (still its own to retry or give back).
+    sent: Any = None
+    generated: list[Any] = dataclasses.field(default_factory=list)
 
 
 _STATE = "_mongoengine_ids_state"

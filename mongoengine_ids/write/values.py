@@ -17,7 +17,6 @@ import pymongo.errors
 from mongoengine.base import BaseDocument
 from mongoengine.errors import NotUniqueError
 
-from ..errors import UnconfirmedWriteError
 from . import seam
 from .field import GeneratedField, Write
 
@@ -172,7 +171,6 @@ def send(
     filled: list[Slot],
     attempt: Callable[[], _T],
     *,
-    unconfirmed: bool = False,
     stored: Callable[[], bool] | None = None,
     on_unknown: Callable[[], None] | None = None,
 ) -> _T:
@@ -183,8 +181,6 @@ def send(
     application's retry and ``on_unknown()`` is called.
 
     Raises:
-        UnconfirmedWriteError: ``unconfirmed`` (the values were sent before, by a write whose
-            reply was lost) and they are already stored.
         NotUniqueError: a duplicate key no filled slot claims (values given back).
         RetriesExhaustedError (from the field): every attempt of one slot collided.
     """
@@ -197,30 +193,42 @@ def send(
                 if on_unknown is not None:
                     on_unknown()
                 raise  # the values are kept: the write may be in the database
-            dup = duplicate_key(error)
-            if dup is not None and unconfirmed:
-                raise UnconfirmedWriteError(
-                    f"{write.document_class.__name__}: the values of this document are "
-                    "already stored: the earlier write whose reply was lost was probably "
-                    f"applied (or another document holds them); nothing was written ({dup})"
-                ) from error
-            slot = None if dup is None else collided(write, dup, filled)
-            if slot is None:
-                if stored is not None and stored():
-                    if on_unknown is not None:
-                        on_unknown()
-                    raise  # written, then something else failed: keep the values
-                give_back(write, filled)
+            try:
+                slot = _claimed(write, error, filled, stored, on_unknown)
+                tried = attempts.get(id(slot), 1)
+                if tried > slot.field.collision_retries:
+                    give_back(write, filled, taken=slot)
+                    exhausted = slot.field.retries_exhausted(cast(Exception, error), tried)
+                    if exhausted is error:
+                        raise
+                    raise exhausted from error
+                attempts[id(slot)] = tried + 1
+                refill(write, slot)
+            except BaseException as failure:
+                if failure is not error and outcome_unknown(failure):
+                    give_back(write, filled)  # the write failed; its look-up did not answer
                 raise
-            tried = attempts.get(id(slot), 1)
-            if tried > slot.field.collision_retries:
-                give_back(write, filled, taken=slot)
-                exhausted = slot.field.retries_exhausted(cast(Exception, error), tried)
-                if exhausted is error:
-                    raise
-                raise exhausted from error
-            attempts[id(slot)] = tried + 1
-            refill(write, slot)
+
+
+def _claimed(
+    write: Write,
+    error: BaseException,
+    filled: list[Slot],
+    stored: Callable[[], bool] | None,
+    on_unknown: Callable[[], None] | None,
+) -> Slot:
+    """The slot whose value collided; else raises ``error`` (values given back, unless the
+    document turns out to be stored)."""
+    dup = duplicate_key(error)
+    slot = None if dup is None else collided(write, dup, filled)
+    if slot is not None:
+        return slot
+    if stored is not None and stored():
+        if on_unknown is not None:
+            on_unknown()
+        raise error  # written, then something else failed: keep the values
+    give_back(write, filled)
+    raise error
 
 
 def collided(

@@ -1,0 +1,42 @@
+"""After a lost reply: was the earlier insert of a document applied?
+
+A document whose insert's outcome is unknown keeps its ``_id`` and values (see :mod:`.save`).
+When the application sends it again, the ``_id`` is looked up first: absent, the earlier insert
+was not applied and the document is inserted as new; present, it was, unless the ``_id`` is a
+value that can collide (a field that retries collisions generated it) and the stored document
+is not the one sent: then another document holds that ``_id`` and the field picks a fresh one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import bson
+from bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
+
+from . import seam
+
+
+def _as_stored(son: Any, collection: Any) -> Any:
+    """``son`` as the database gives it back (a BSON round trip with its codecs)."""
+    options = getattr(collection, "codec_options", None)
+    if not isinstance(options, CodecOptions):  # a wrapped collection
+        options = DEFAULT_CODEC_OPTIONS
+    return bson.decode(bson.encode(son, codec_options=options), codec_options=options)
+
+
+def earlier_insert_landed(document: Any, collection: Any) -> bool:
+    """Whether the insert of ``document`` whose reply was lost was applied."""
+    state = seam.state(document)
+    stored = collection.find_one({"_id": seam.stored_pk(document)})
+    if stored is None:
+        return False
+    if not _pk_can_collide(document):
+        return True  # no other document can hold an _id made for this one
+    return bool(_as_stored(stored, collection) == _as_stored(state.sent, collection))
+
+
+def _pk_can_collide(document: Any) -> bool:
+    name = seam.id_field(type(document))
+    field = type(document)._fields.get(name) if name else None
+    return bool(getattr(field, "collision_retries", 0)) and not seam.state(document).made_pk

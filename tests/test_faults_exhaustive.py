@@ -1,0 +1,573 @@
+"""A network error at every database call of a write, in turn: never a lost or doubled document.
+
+For each generated field (as primary key and as a plain field) and each write (a new
+document's ``save()``, a bulk ``insert()``, ``upsert_one()``, ``modify(upsert=True)``, and
+``save()`` of a loaded, changed document), a counting run learns N, the number of database
+calls the write makes. Then, for every call k < N, the write runs again on a fresh database
+holding the same pre-existing documents, with ``AutoReconnect`` raised at call k either before
+the call ("before": never sent) or after it was applied ("after": the reply is lost), and is
+retried as an application would: ``ConnectionFailure`` caught, the same call made again with the
+same Python objects, up to :data:`RETRIES` times; any other error ends the attempt and is an
+acceptable outcome. The raw stored documents are then checked (:func:`_violations`):
+
+1. every pre-existing document is still there, unchanged (save of a loaded document: changed as
+   asked, or not at all; as asked if the write returned);
+2. no logical document (a unique ``key``) is stored twice, nor a document of no known key; each
+   one the write made is stored once if it returned;
+3. no generated value is held by two stored documents;
+4. if the write returned, the Python documents' pk and generated value are the stored ones;
+5. an upsert leaves exactly one document for its key;
+6. every document the write stored holds a valid generated value (upserts too: the write-path
+   spec generates them with ``$setOnInsert``);
+7. a retry refused as a duplicate (``NotUniqueError``, the spec's ``UnconfirmedWriteError``,
+   after a ``ConnectionFailure``) tells the application its earlier attempt was applied: then
+   every document of the write is stored.
+
+The counted calls are those of the write and its retries only: the pre-existing documents, the
+model's indexes and a document to be re-saved are set up beforehand. Reading a cursor by index
+(``cursor[0]``, which MongoEngine's ``first()`` uses, e.g. in ``upsert_one()``) does not pass
+through the instrumented client's hook, so it is neither counted nor failed. Against a real
+server (``MONGOENGINE_IDS_TEST_URI``) the same faults are injected into pymongo's client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import mongoengine as me
+import pymongo.errors
+import pytest
+from _support import TEST_URI
+from bson.binary import Binary
+from bson.objectid import ObjectId
+from mongoengine.base import BaseField
+
+from mongoengine_ids import (
+    LocalityUUIDField,
+    LocalityUUIDGenerator,
+    MongoEngineIdsError,
+    RandomUniqueField,
+    RetriesExhaustedError,
+    SequenceField,
+    UUID4Field,
+    UUID7Field,
+    UUID7Generator,
+)
+from mongoengine_ids.resets import reset_process_state
+from mongoengine_ids.sequence_wrappers import Hook
+from mongoengine_ids.testing import connected_threadsafe
+
+#: An application's retries after a ConnectionFailure.
+RETRIES = 3
+MODES = ("before", "after")
+#: Documents of the bulk insert (each retry sends them all again).
+INSERTED = 4
+#: Errors that end an attempt as an acceptable outcome (a duplicate, a refused write...);
+#: anything else (TypeError, KeyError...) is a fault of the write path itself.
+ACCEPTABLE = (
+    me.errors.OperationError,
+    me.errors.ValidationError,
+    me.errors.InvalidQueryError,
+    pymongo.errors.PyMongoError,
+    MongoEngineIdsError,
+)
+
+# -- the fields ---------------------------------------------------------------------------------
+
+#: RandomUniqueField's draws, re-seeded before every run: the same draws (and so the same
+#: collisions and database calls) as in the counting run, up to the fault.
+_draws = random.Random()
+
+
+def _draw(n: int) -> int:
+    return _draws.randrange(n)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A generated field in one role, and the values pre-existing documents hold in it."""
+
+    kind: str
+    primary_key: bool
+    make: Callable[..., BaseField]
+    #: Python values of the pre-existing documents (made anew for each database).
+    existing: Callable[[], list[Any]]
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}-{'pk' if self.primary_key else 'plain'}"
+
+    @property
+    def name(self) -> str:
+        return "id" if self.primary_key else "code"
+
+
+def _uuids(make: Callable[[], Any]) -> Callable[[], list[Any]]:
+    return lambda: [make() for _ in range(3)]
+
+
+_locality = LocalityUUIDGenerator()
+_uuid7 = UUID7Generator()
+
+
+def _random_field(**kwargs: Any) -> RandomUniqueField:
+    return RandomUniqueField(
+        min_value=1, max_value=12, max_retries=40, rng=_draw, warn_collision_rate=1.0, **kwargs
+    )
+
+
+CASES = [
+    # The counter starts at 1: its first three values are taken (stored before it knew them).
+    Case("sequence", True, SequenceField, lambda: [1, 2, 3]),
+    # No unique index on a plain SequenceField: nothing would refuse a collision there.
+    Case("sequence", False, SequenceField, lambda: [1001, 1002, 1003]),
+    # 6 of its 12 values taken. With the seed of _run(), save() draws 5 and 1 (both taken),
+    # then 12; insert() draws 5, 1, 12, 9, then new values for the first two.
+    Case("random", True, _random_field, lambda: [1, 2, 3, 5, 7, 11]),
+    Case("random", False, _random_field, lambda: [1, 2, 3, 5, 7, 11]),
+    Case("locality", True, LocalityUUIDField, _uuids(_locality.generate)),
+    Case("locality", False, LocalityUUIDField, _uuids(_locality.generate)),
+    Case("uuid4", True, UUID4Field, _uuids(uuid.uuid4)),
+    Case("uuid4", False, UUID4Field, _uuids(uuid.uuid4)),
+    Case("uuid7", True, UUID7Field, _uuids(_uuid7.generate)),
+    Case("uuid7", False, UUID7Field, _uuids(_uuid7.generate)),
+]
+
+
+@cache
+def _model(case: Case) -> type[me.Document]:
+    """The model of ``case``: ``key`` (one per logical document), ``note``, the field."""
+    collection = f"faults_{case.id.replace('-', '_')}"
+    attributes = {
+        "meta": {"collection": collection},
+        "key": me.StringField(),
+        "note": me.StringField(),
+        case.name: case.make(primary_key=case.primary_key),
+    }
+    name = "Faults" + "".join(part.title() for part in case.id.split("-"))
+    return type(name, (me.Document,), attributes)
+
+
+# -- the writes ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Write:
+    """One write, ready to run (and run again) with the same Python objects."""
+
+    #: Keys of the logical documents it writes.
+    keys: list[str]
+    #: Makes the write; returns the Python documents whose values must be the stored ones.
+    call: Callable[[], list[me.Document]]
+    upsert: bool = False
+    #: Changes it makes to pre-existing documents, by key.
+    changes: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _save_new(model: type[me.Document]) -> Write:
+    document = model(key="new-0", note="new")
+
+    def call() -> list[me.Document]:
+        document.save()
+        return [document]
+
+    return Write(["new-0"], call)
+
+
+def _insert(model: type[me.Document]) -> Write:
+    documents = [model(key=f"new-{i}", note="new") for i in range(INSERTED)]
+
+    def call() -> list[me.Document]:
+        return [*documents, *model.objects.insert(documents)]
+
+    return Write([document.key for document in documents], call)
+
+
+def _upsert_one(model: type[me.Document]) -> Write:
+    def call() -> list[me.Document]:
+        return [model.objects(key="up-0").upsert_one(set__note="upserted")]
+
+    return Write(["up-0"], call, upsert=True)
+
+
+def _modify(model: type[me.Document]) -> Write:
+    def call() -> list[me.Document]:
+        return [model.objects(key="up-0").modify(upsert=True, new=True, set__note="modified")]
+
+    return Write(["up-0"], call, upsert=True)
+
+
+def _save_loaded(model: type[me.Document]) -> Write:
+    document = model.objects.get(key="pre-0")
+    document.note = "changed"
+
+    def call() -> list[me.Document]:
+        document.save()
+        return [document]
+
+    return Write([], call, changes={"pre-0": {"note": "changed"}})
+
+
+WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
+    "save": _save_new,
+    "insert": _insert,
+    "upsert_one": _upsert_one,
+    "modify": _modify,
+    "save-loaded": _save_loaded,
+}
+
+# -- faults -------------------------------------------------------------------------------------
+
+
+class Faults:
+    """Counts the database calls while armed, and fails call ``k`` ``before`` or ``after`` it."""
+
+    def __init__(self, k: int | None = None, mode: str = "before") -> None:
+        self.k = k
+        self.mode = mode
+        self.armed = False
+        self.calls: list[str] = []  # "collection.method", in order
+        self.fired = False
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if not self.armed:
+            return call()
+        index = len(self.calls)
+        self.calls.append(f"{collection}.{method}")
+        if index != self.k:
+            return call()
+        self.fired = True
+        if self.mode == "after":
+            # Applied; the reply is lost, whatever it was (a duplicate key, the end of a cursor).
+            with contextlib.suppress(Exception):
+                call()
+        raise pymongo.errors.AutoReconnect(f"injected at call {index} ({self.mode})")
+
+
+@contextlib.contextmanager
+def _database(hook: Hook) -> Iterator[Any]:
+    """A fresh database whose every call goes through ``hook``; the models forget it after."""
+    if TEST_URI is None:
+        with connected_threadsafe(hook=hook) as connect:
+            yield connect()
+        return
+    # connected_threadsafe() leaves a real server's client unhooked: wrap pymongo's client the
+    # way it wraps mongomock's.
+    name = f"mongoengine_ids_faults_{uuid.uuid4().hex[:12]}"
+    me.connect(
+        name,
+        host=TEST_URI,
+        uuidRepresentation="standard",
+        mongo_client_class=_hooked_pymongo(hook),
+    )
+    try:
+        yield me.get_db()
+    finally:
+        with contextlib.suppress(Exception):
+            me.get_connection().drop_database(name)
+        me.disconnect()
+        for case in CASES:
+            _model(case)._collection = None
+        reset_process_state()
+
+
+def _hooked_pymongo(hook: Hook) -> Callable[..., Any]:
+    """A ``mongo_client_class``: pymongo's client, every database call through ``hook``."""
+    from pymongo import MongoClient
+    from pymongo.collection import Collection
+    from pymongo.command_cursor import CommandCursor
+    from pymongo.cursor import Cursor
+    from pymongo.database import Database
+
+    # The project's own proxy (private), told pymongo's types instead of mongomock's.
+    from mongoengine_ids.sequence_wrappers import _Control
+
+    class PymongoControl(_Control):
+        def __init__(self) -> None:
+            super().__init__(hook)
+            self.cursor_types = (Cursor, CommandCursor)
+            self.cached_types = (MongoClient, Database)
+            self.wrapped_types = (MongoClient, Database, Collection, Cursor, CommandCursor)
+
+        def wrap(self, value: Any, collection: str) -> Any:
+            if isinstance(value, Collection):
+                collection = value.name
+            return super().wrap(value, collection)
+
+    def make_client(*args: Any, **kwargs: Any) -> Any:
+        return PymongoControl().wrap(MongoClient(*args, **kwargs), "")
+
+    return make_client
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+def _raw(value: Any) -> Any:
+    """The stored form: a real server hands a standard UUID back as uuid.UUID, not Binary."""
+    if isinstance(value, uuid.UUID):
+        return Binary(value.bytes, 4)
+    if isinstance(value, dict):
+        return {key: _raw(item) for key, item in value.items()}
+    return value
+
+
+@dataclass
+class Outcome:
+    """How the write and the application's retries ended."""
+
+    returned: bool = False
+    attempts: int = 0
+    #: A ConnectionFailure reached the application (it then retried).
+    failed_over: bool = False
+    ending: BaseException | None = None
+    #: What the write returned: the Python documents to compare with the stored ones.
+    documents: list[me.Document] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        if self.returned:
+            return f"returned after {self.attempts} attempt(s)"
+        return f"ended with {type(self.ending).__name__} after {self.attempts} attempt(s)"
+
+
+@dataclass
+class Run:
+    calls: list[str]
+    fired: bool
+    outcome: Outcome
+    problems: list[str]
+
+
+def _retrying(write: Write) -> Outcome:
+    """Run ``write`` as an application would: again after a ConnectionFailure, at most
+    :data:`RETRIES` times; any other error ends it."""
+    outcome = Outcome()
+    while outcome.attempts <= RETRIES:
+        outcome.attempts += 1
+        try:
+            outcome.documents = write.call()
+        except pymongo.errors.ConnectionFailure as error:
+            outcome.failed_over, outcome.ending = True, error
+            continue
+        except Exception as error:
+            outcome.ending = error
+            return outcome
+        outcome.returned, outcome.ending = True, None
+        return outcome
+    return outcome
+
+
+def _run(case: Case, make_write: Callable[[type[me.Document]], Write], faults: Faults) -> Run:
+    """One run on a fresh database: pre-existing documents, the write (faults armed), checks."""
+    model = _model(case)
+    _draws.seed(52)
+    with _database(faults) as db:
+        collection = db[model._get_collection_name()]
+        generated = model._fields[case.name]
+        existing = [
+            {
+                "_id": generated.to_mongo(value) if case.primary_key else ObjectId(),
+                "key": f"pre-{i}",
+                "note": "old",
+                **({} if case.primary_key else {"code": generated.to_mongo(value)}),
+            }
+            for i, value in enumerate(case.existing())
+        ]
+        collection.insert_many([dict(document) for document in existing])
+        model._get_collection()  # its indexes: MongoEngine makes them once per process
+        write = make_write(model)
+        faults.armed = True
+        try:
+            outcome = _retrying(write)
+        finally:
+            faults.armed = False
+        stored = [_raw(document) for document in collection.find()]
+        problems = _violations(case, model, write, existing, stored, outcome)
+    return Run(faults.calls, faults.fired, outcome, problems)
+
+
+def _violations(
+    case: Case,
+    model: type[me.Document],
+    write: Write,
+    existing: list[dict[str, Any]],
+    stored: list[dict[str, Any]],
+    outcome: Outcome,
+) -> list[str]:
+    """What is wrong with the ``stored`` documents after ``write`` ended as ``outcome``."""
+    problems = []
+    generated = model._fields[case.name]
+    db_field = generated.db_field
+    by_key = Counter(document.get("key") for document in stored)
+    returned = outcome.returned
+    # 1. pre-existing documents
+    for before in existing:
+        change = write.changes.get(before["key"])
+        allowed = [_raw(before)]
+        if change is not None:
+            allowed = [_raw({**before, **change}), *([] if returned else allowed)]
+        now = [document for document in stored if document["_id"] == _raw(before["_id"])]
+        if now not in ([document] for document in allowed):
+            problems.append(f"1. pre-existing {before['key']!r} is now {now!r}, was {before!r}")
+    # 2. each logical document once
+    known = {before["key"] for before in existing} | set(write.keys)
+    for key, count in by_key.items():
+        if key not in known:
+            problems.append(f"2. {count} stored document(s) with an unknown key {key!r}")
+        elif count > 1:
+            problems.append(f"2. {key!r} stored {count} times")
+    if returned:
+        problems.extend(f"2. {key!r} not stored" for key in write.keys if by_key[key] == 0)
+    # 3. no value shared
+    values = Counter(document[db_field] for document in stored if document.get(db_field))
+    problems.extend(
+        f"3. {db_field}={value!r} held by {count} documents"
+        for value, count in values.items()
+        if count > 1
+    )
+    # 4. the Python documents hold the stored values
+    if returned:
+        by_key_stored = {document.get("key"): document for document in stored}
+        for document in outcome.documents:
+            raw = by_key_stored.get(document.key, {})
+            for name in dict.fromkeys([case.name, model._meta["id_field"]]):
+                field_ = model._fields[name]
+                mine = _stored_form(field_, getattr(document, name))
+                if mine != raw.get(field_.db_field):
+                    problems.append(
+                        f"4. {document.key!r}: the Python {name} is {mine!r}, stored "
+                        f"{raw.get(field_.db_field)!r}"
+                    )
+    # 5. an upsert leaves one document
+    if write.upsert:
+        problems.extend(
+            f"5. {by_key[key]} documents for the upserted key {key!r}"
+            for key in write.keys
+            if by_key[key] != 1
+        )
+    # 6. what the write stored holds a generated value
+    for document in stored:
+        if document.get("key") in (*write.keys, *write.changes):
+            value = document.get(db_field)
+            if not _valid(generated, value):
+                problems.append(f"6. {document['key']!r} holds no generated {db_field}: {value!r}")
+    # 7. a retry refused as a duplicate: the application takes the earlier attempt as applied
+    # (the spec's UnconfirmedWriteError), so its documents had better be stored.
+    ending = outcome.ending
+    if (
+        outcome.failed_over
+        and isinstance(ending, me.NotUniqueError)
+        and not isinstance(ending, RetriesExhaustedError)
+    ):
+        problems.extend(
+            f"7. the retry was refused as a duplicate ({str(ending)[:60]}...), but {key!r} "
+            "is not stored"
+            for key in write.keys
+            if by_key[key] == 0
+        )
+    if ending is not None and not isinstance(ending, ACCEPTABLE):
+        problems.append(f"unexpected {type(ending).__name__}: {ending}")
+    return problems
+
+
+def _stored_form(field_: Any, value: Any) -> Any:
+    try:
+        return _raw(field_.to_mongo(value))
+    except (me.ValidationError, TypeError, ValueError):
+        return value  # not a value of the field (an ObjectId the server made): as it is
+
+
+def _valid(field_: Any, stored: Any) -> bool:
+    if stored is None:
+        return False
+    try:
+        field_.validate(field_.to_python(stored))
+    except (me.ValidationError, TypeError, ValueError):
+        return False
+    return True
+
+
+# -- the tests ----------------------------------------------------------------------------------
+
+#: (case id, write) -> (N, faulted runs made); read by the summary test.
+_tally: dict[tuple[str, str], tuple[int, int]] = {}
+
+
+@pytest.mark.parametrize("write_name", list(WRITES))
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+def test_a_fault_at_every_call_never_loses_or_doubles_a_document(
+    case: Case, write_name: str
+) -> None:
+    make_write = WRITES[write_name]
+    label = f"{case.id} {write_name}"
+    baseline = _run(case, make_write, Faults())
+    n = len(baseline.calls)
+    assert n > 0, f"{label}: the hook saw no database call, so no fault can be injected"
+    failures = []
+    if baseline.problems or not baseline.outcome.returned:
+        failures.append(f"{label}, no fault: {baseline.outcome}: " + "; ".join(baseline.problems))
+    runs = 0
+    for k in range(n):
+        for mode in MODES:
+            run = _run(case, make_write, Faults(k, mode))
+            runs += 1
+            # The harness itself: the same calls as counted up to call k, which was failed.
+            assert run.calls[:k] == baseline.calls[:k], f"{label} k={k} {mode}: other calls"
+            assert run.fired, f"{label} k={k} {mode}: call {k} never came ({run.calls})"
+            if run.problems:
+                failures.append(
+                    f"{label} k={k} ({baseline.calls[k]}) {mode}: {run.outcome}: "
+                    + "; ".join(run.problems)
+                )
+    _tally[(case.id, write_name)] = (n, runs)
+    assert not failures, (
+        f"{len(failures)} failing run(s) of {label} (N={n}: {2 * n} faulted + 1 counting):\n"
+        + "\n".join(failures)
+    )
+
+
+def _save_twice_over(model: type[me.Document]) -> Write:
+    """Not what an application does: a new object at each attempt, so a new ObjectId."""
+
+    def call() -> list[me.Document]:
+        document = model(key="new-0", note="new")
+        document.save()
+        return [document]
+
+    return Write(["new-0"], call)
+
+
+def test_the_checks_catch_a_retry_that_writes_twice() -> None:
+    # A control: the lost reply of an insert, retried with a fresh document, stores two.
+    case = next(case for case in CASES if case.id == "uuid4-plain")
+    run = _run(case, _save_twice_over, Faults(0, "after"))
+    assert run.outcome.returned
+    assert run.problems == ["2. 'new-0' stored 2 times"]
+
+
+def test_every_call_of_every_write_was_failed_both_ways(request: pytest.FixtureRequest) -> None:
+    selected = [
+        item
+        for item in request.session.items
+        if getattr(item, "originalname", None)
+        == test_a_fault_at_every_call_never_loses_or_doubles_a_document.__name__
+    ]
+    if not selected:
+        pytest.skip("the fault runs were not selected")
+    expected = sum(2 * n for n, _ in _tally.values())
+    total = sum(runs for _, runs in _tally.values())
+    print(
+        f"\nfault runs: {total} over {len(_tally)} (field, role, write) cases "
+        f"(+{len(_tally)} counting runs); calls per write: "
+        + ", ".join(f"{case} {write}={n}" for (case, write), (n, _) in _tally.items())
+    )
+    assert len(_tally) == len(selected), "a case stopped before all its runs were made"
+    assert total > 0
+    assert total == expected
