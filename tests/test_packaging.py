@@ -3,19 +3,49 @@
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import re
 from pathlib import Path
 
 import mongoengine_ids
 
 DIST = metadata.distribution("mongoengine-ids")
+RUNTIME = [req for req in DIST.requires or [] if "extra ==" not in req]
+OLDEST = Path(__file__).resolve().parents[1] / ".ci" / "oldest.txt"
+
+
+def _name(requirement: str) -> str:
+    match = re.match(r"[A-Za-z0-9._-]+", requirement)
+    assert match is not None, requirement
+    return match.group().lower()
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """4.0 and 4.0.0 are the same release: trailing zeros dropped."""
+    parts = [int(part) for part in version.split(".")]
+    while parts and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
 
 
 def test_runtime_dependencies_are_mongoengine_and_pymongo_only() -> None:
-    runtime = [req for req in DIST.requires or [] if "extra ==" not in req]
-    assert sorted(req.split(">")[0].split("=")[0].strip() for req in runtime) == [
-        "mongoengine",
-        "pymongo",
-    ]
+    assert sorted(_name(req) for req in RUNTIME) == ["mongoengine", "pymongo"]
+
+
+def test_ci_oldest_pins_are_the_lower_bounds() -> None:
+    """.ci/run tests the versions in .ci/oldest.txt: they must be pyproject's lower bounds."""
+    lower = {}
+    for req in RUNTIME:
+        bound = re.search(r">=\s*([0-9][0-9.]*)", req)
+        assert bound is not None, f"{req}: no lower bound"
+        lower[_name(req)] = _release(bound.group(1))
+    pins = {}
+    for line in OLDEST.read_text(encoding="utf-8").splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, equals, version = line.partition("==")
+            assert equals, f"{OLDEST.name}: {line!r} is not an exact pin"
+            pins[_name(name)] = _release(version.strip())
+    assert pins == lower
 
 
 def test_extras_for_tests_and_the_demo() -> None:
