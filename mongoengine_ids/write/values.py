@@ -85,12 +85,12 @@ def slots(
     fields may not have been loaded): only those added since are looked into.
     """
     root = document if root is None else root
-    for name, field in seam.generated_fields(type(document)):
-        yield Slot(root, document, name, field)
-    for value in seam.data(document).values():
+    loaded = embedded_new_only and document is not root and not seam.is_new(document)
+    if not loaded:
+        for name, field in seam.generated_fields(type(document)):
+            yield Slot(root, document, name, field)
+    for value in seam.data(document).values():  # a loaded one may hold new ones
         for embedded in seam.embedded_documents(value):
-            if embedded_new_only and not seam.is_new(embedded):
-                continue
             yield from slots(embedded, embedded_new_only=embedded_new_only, root=root)
 
 

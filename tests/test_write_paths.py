@@ -1,0 +1,710 @@
+"""The specified write path (``spec-write.md``), for every generated field kind: new documents
+(``save()`` and bulk insert), primary-key collisions, partial loads, fields added to a model
+later (``save()`` and ``backfill()``), a RandomUniqueField adopted by a populated collection,
+``pre_save`` assignments, and reads that must never produce an id.
+
+Every test checks the raw stored documents (and, where it matters, the counter documents of
+``mongoengine.counters``), not only the Python attributes. Upserts are in
+``test_write_upserts.py``; embedded documents and model shapes in ``test_write_models.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import mongoengine as me
+import pytest
+from _write_support import (
+    BY_NAME,
+    COUNTERS,
+    KIND_IDS,
+    KINDS,
+    ROLES,
+    Indexes,
+    Kind,
+    coded,
+    counters,
+    distinct,
+    document,
+    field_of,
+    first_locality,
+    first_uuid7,
+    frozen_locality,
+    frozen_uuid7,
+    is_object_id,
+    model_for,
+    raw_docs,
+    raw_one,
+)
+from bson.json_util import RELAXED_JSON_OPTIONS
+from mongoengine import signals
+from mongoengine.errors import NotUniqueError
+from mongoengine.queryset import QuerySet
+
+from mongoengine_ids import (
+    GeneratedField,
+    LocalityUUIDField,
+    RandomUniqueField,
+    SequenceField,
+    UUID4Field,
+    UUID7Field,
+    Write,
+)
+
+by_kind = pytest.mark.parametrize("kind", KINDS, ids=KIND_IDS)
+by_role = pytest.mark.parametrize("role", ROLES)
+
+
+# -- new documents: save() and bulk insert --------------------------------------------------------
+
+
+@by_role
+@by_kind
+def test_save_generates_and_stores_the_values(mongoengine_db: Any, kind: Kind, role: str) -> None:
+    Model = model_for(role, kind, "SavedItem", "saved_items")
+    attr, key = field_of(role)
+    first = Model(name="a").save()
+    second = Model(name="b")
+    second.save()
+
+    docs = raw_docs(mongoengine_db.saved_items)
+    assert [doc["name"] for doc in docs] == ["a", "b"]
+    for doc, saved in zip(docs, [first, second], strict=True):
+        assert set(doc) == {"_id", "name", key}
+        kind.check(doc[key])
+        assert doc[key] == kind.stored(getattr(saved, attr))
+        if role == "plain":
+            assert is_object_id(doc["_id"])
+            assert doc["_id"] == saved.pk
+    assert docs[0][key] != docs[1][key]
+    assert kind.stored(getattr(Model.objects.get(name="b"), attr)) == docs[1][key]
+
+
+@pytest.mark.parametrize("load_bulk", [True, False], ids=["load_bulk", "ids"])
+@by_role
+@by_kind
+def test_bulk_insert_generates_and_stores_the_values(
+    mongoengine_db: Any, kind: Kind, role: str, load_bulk: bool
+) -> None:
+    Model = model_for(role, kind, "BulkItem", "bulk_items")
+    attr, key = field_of(role)
+    docs = [Model(name=f"n{i}") for i in range(4)]
+    result = Model.objects.insert(docs, load_bulk=load_bulk)
+
+    stored = {doc["name"]: doc for doc in raw_docs(mongoengine_db.bulk_items)}
+    assert sorted(stored) == ["n0", "n1", "n2", "n3"]
+    for doc in docs:
+        raw = stored[doc.name]
+        assert set(raw) == {"_id", "name", key}
+        kind.check(raw[key])
+        assert raw[key] == kind.stored(getattr(doc, attr))
+        assert raw["_id"] == kind.stored(doc.pk)
+    assert distinct([raw[key] for raw in stored.values()])
+    if load_bulk:
+        assert [kind.stored(getattr(loaded, attr)) for loaded in result] == [
+            stored[f"n{i}"][key] for i in range(4)
+        ]
+    else:
+        assert [kind.stored(pk) for pk in result] == [stored[f"n{i}"]["_id"] for i in range(4)]
+
+
+@pytest.mark.parametrize("via", ["save", "insert"])
+@by_role
+@by_kind
+def test_assigned_values_are_kept(mongoengine_db: Any, kind: Kind, role: str, via: str) -> None:
+    Model = model_for(role, kind, "AssignedItem", "assigned_items")
+    attr, key = field_of(role)
+    values = [kind.sample(), kind.sample()]
+    docs = [
+        Model(name="a", **{attr: values[0]}),
+        Model(name="b"),
+        Model(name="c", **{attr: values[1]}),
+    ]
+    write(via, Model, docs)
+
+    stored = {doc["name"]: doc[key] for doc in raw_docs(mongoengine_db.assigned_items)}
+    assert stored["a"] == kind.stored(values[0])
+    assert stored["c"] == kind.stored(values[1])
+    kind.check(stored["b"])
+    assert distinct(list(stored.values()))
+    assert [kind.stored(getattr(doc, attr)) for doc in docs] == [stored[n] for n in "abc"]
+
+
+def write(via: str, model: type[me.Document], docs: list[me.Document]) -> None:
+    """Write ``docs``: each with ``save()``, or all with one bulk ``insert()``."""
+    if via == "save":
+        for doc in docs:
+            doc.save()
+    else:
+        model.objects.insert(docs)
+
+
+def _predictable_key(kind: Kind, monkeypatch: pytest.MonkeyPatch) -> tuple[GeneratedField, Any]:
+    """A primary-key field of ``kind`` and the first value it will generate (Python form)."""
+    if kind.name == "sequence":
+        # A new counter starts at 1. Retries off (a SequenceField retries a collision with a
+        # fresh value by default): the collision is raised.
+        sequence = SequenceField(primary_key=True)
+        sequence.collision_retries = 0
+        return sequence, 1
+    if kind.name == "random":
+        # Retries off: the collision is raised (with retries it is retried, tested below).
+        field = RandomUniqueField(digits=12, primary_key=True, rng=Indexes(0), max_retries=0)
+        return field, 10**11
+    if kind.name == "locality":
+        return LocalityUUIDField(primary_key=True, generator=frozen_locality()), first_locality()
+    if kind.name == "uuid7":
+        return UUID7Field(primary_key=True, generator=frozen_uuid7()), first_uuid7()
+    assert kind.name == "uuid4"
+    real = uuid.uuid4
+    first = real()
+    scripted = [first]
+    monkeypatch.setattr(uuid, "uuid4", lambda: scripted.pop() if scripted else real())
+    return UUID4Field(primary_key=True), first
+
+
+@pytest.mark.parametrize("via", ["save", "insert"])
+@by_kind
+def test_a_generated_key_is_inserted_never_replacing_a_stored_document(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch, kind: Kind, via: str
+) -> None:
+    field, taken = _predictable_key(kind, monkeypatch)
+    Model = document("Clash", "clashes", id=field, name=me.StringField())
+    existing = {"_id": kind.stored(taken), "name": "existing", "extra": "untouched"}
+    mongoengine_db.clashes.insert_one(dict(existing))
+
+    doc = Model(name="new")
+    with pytest.raises(NotUniqueError):
+        write(via, Model, [doc])
+    assert raw_docs(mongoengine_db.clashes) == [existing]
+    # Nothing was written: the document is as before the call, and can be written again.
+    assert doc.pk is None
+    write(via, Model, [doc])
+    docs = raw_docs(mongoengine_db.clashes)
+    assert docs[0] == existing
+    assert [d["name"] for d in docs] == ["existing", "new"]
+    kind.check(docs[1]["_id"])
+    assert docs[1]["_id"] == kind.stored(doc.pk) != kind.stored(taken)
+
+
+@pytest.mark.parametrize("via", ["save", "insert"])
+@by_role
+def test_random_collisions_are_retried_with_a_fresh_value(
+    mongoengine_db: Any, role: str, via: str
+) -> None:
+    attr, key = field_of(role)
+    taken = 10**11  # index 0, the first draw
+    mongoengine_db.retried.insert_one({key: taken, "name": "existing"})
+    options: dict[str, Any] = {"primary_key": True} if role == "pk" else {}
+    Model = document(
+        "Retried",
+        "retried",
+        name=me.StringField(),
+        **{attr: RandomUniqueField(digits=12, rng=Indexes(0), **options)},
+    )
+    docs = [Model(name="new"), Model(name="newer")]
+    write(via, Model, docs)
+
+    stored = {doc["name"]: doc[key] for doc in raw_docs(mongoengine_db.retried)}
+    assert stored["existing"] == taken
+    assert set(stored) == {"existing", "new", "newer"}
+    assert distinct(list(stored.values()))
+    for doc in docs:
+        assert stored[doc.name] == getattr(doc, attr)
+        assert 10**11 < stored[doc.name] < 10**12
+
+
+# -- partial loads --------------------------------------------------------------------------------
+
+PROJECTIONS: dict[str, Callable[[QuerySet], QuerySet]] = {
+    "only": lambda queryset: queryset.only("name"),
+    "only_two": lambda queryset: queryset.only("name", "note"),
+    "exclude": lambda queryset: queryset.exclude("code"),
+    "fields_include": lambda queryset: queryset.fields(name=1),
+    "fields_exclude": lambda queryset: queryset.fields(code=0),
+}
+
+
+@pytest.mark.parametrize("change", [True, False], ids=["changed", "unchanged"])
+@pytest.mark.parametrize("projection", list(PROJECTIONS))
+@by_kind
+def test_a_partially_loaded_document_keeps_its_stored_values(
+    mongoengine_db: Any, kind: Kind, projection: str, change: bool
+) -> None:
+    Model = document(
+        "Partial",
+        "partials",
+        id=kind.make(primary_key=True),
+        name=me.StringField(),
+        note=me.StringField(),
+        code=kind.make(),
+    )
+    saved = Model(name="a", note="n").save()
+    before = raw_one(mongoengine_db.partials)
+    kind.check(before["code"])
+    counters_before = counters(mongoengine_db)
+
+    loaded = PROJECTIONS[projection](Model.objects).get(id=saved.id)
+    assert loaded.code is None  # not loaded
+    if change:
+        loaded.name = "changed"
+    loaded.save()
+
+    expected = {**before, "name": "changed"} if change else before
+    assert raw_one(mongoengine_db.partials) == expected
+    # Not regenerated: no counter moved, and the document holds no new value.
+    assert counters(mongoengine_db) == counters_before
+    assert loaded.code is None or kind.stored(loaded.code) == before["code"]
+    # A second save changes nothing either.
+    loaded.save()
+    assert raw_one(mongoengine_db.partials) == expected
+    assert counters(mongoengine_db) == counters_before
+
+
+@by_kind
+def test_a_partially_loaded_document_of_a_collection_with_several_documents(
+    mongoengine_db: Any, kind: Kind
+) -> None:
+    Model = coded(kind, "PartialMany", "partial_many", note=me.StringField())
+    Model.objects.insert([Model(name=f"n{i}", note="x") for i in range(3)])
+    before = raw_docs(mongoengine_db.partial_many)
+    counters_before = counters(mongoengine_db)
+
+    for loaded in Model.objects.only("note"):
+        loaded.note = "y"
+        loaded.save()
+    assert raw_docs(mongoengine_db.partial_many) == [{**doc, "note": "y"} for doc in before]
+    assert counters(mongoengine_db) == counters_before
+
+
+@by_kind
+def test_a_partially_loaded_document_lacking_the_field_is_not_filled(
+    mongoengine_db: Any, kind: Kind
+) -> None:
+    # Stored without the field, loaded without it: the field was not loaded, so it is not
+    # written (the full load of the next section fills it).
+    mongoengine_db.partial_legacy.insert_one({"name": "a", "note": "n"})
+    Model = coded(kind, "PartialLegacy", "partial_legacy", note=me.StringField())
+    before = raw_one(mongoengine_db.partial_legacy)
+
+    loaded = Model.objects.only("note").get()
+    loaded.note = "m"
+    loaded.save()
+    assert raw_one(mongoengine_db.partial_legacy) == {**before, "note": "m"}
+    assert counters(mongoengine_db) == []
+
+
+# -- a field added to the model later -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("change", [True, False], ids=["changed", "unchanged"])
+@by_kind
+def test_a_stored_document_without_the_field_gets_it_on_save(
+    mongoengine_db: Any, kind: Kind, change: bool
+) -> None:
+    collection = mongoengine_db.grown
+    collection.insert_many([{"name": "a"}, {"name": "b"}])
+    Model = coded(kind, "Grown", "grown")
+
+    loaded = Model.objects.get(name="a")
+    assert loaded.code is None
+    if change:
+        loaded.name = "a2"
+    loaded.save()
+
+    filled = raw_one(collection, {"_id": loaded.pk})
+    assert set(filled) == {"_id", "name", "code"}
+    assert filled["name"] == ("a2" if change else "a")
+    kind.check(filled["code"])
+    assert filled["code"] == kind.stored(loaded.code)
+    assert "code" not in raw_one(collection, {"name": "b"})
+    # Later saves keep it.
+    loaded.name = "a3"
+    loaded.save()
+    assert raw_one(collection, {"_id": loaded.pk}) == {**filled, "name": "a3"}
+
+
+@pytest.mark.parametrize("change", [True, False], ids=["changed", "unchanged"])
+@by_kind
+def test_a_value_stored_by_another_writer_between_load_and_save_wins(
+    mongoengine_db: Any, kind: Kind, change: bool
+) -> None:
+    collection = mongoengine_db.raced
+    collection.insert_many([{"name": "a"}, {"name": "b"}])
+    Model = coded(kind, "Raced", "raced")
+
+    loaded = Model.objects.get(name="a")
+    assert loaded.code is None
+    theirs = kind.sample()
+    collection.update_one({"_id": loaded.pk}, {"$set": {"code": kind.stored(theirs)}})
+    if change:
+        loaded.name = "a2"
+    loaded.save()
+
+    assert raw_one(collection, {"_id": loaded.pk}) == {
+        "_id": loaded.pk,
+        "name": "a2" if change else "a",
+        "code": kind.stored(theirs),
+    }
+    assert kind.stored(loaded.code) == kind.stored(theirs)
+    assert "code" not in raw_one(collection, {"name": "b"})
+
+
+def _legacy(database: Any, collection: str, count: int, **extra: Any) -> list[Any]:
+    """Insert ``count`` raw documents named n0, n1... lacking the generated fields."""
+    docs = [{"name": f"n{i}", **extra} for i in range(count)]
+    database[collection].insert_many(docs)
+    return [doc["_id"] for doc in docs]
+
+
+@by_kind
+def test_backfill_fills_every_missing_value_and_is_resumable(
+    mongoengine_db: Any, kind: Kind
+) -> None:
+    from mongoengine_ids import backfill
+
+    collection = mongoengine_db.backfilled
+    _legacy(mongoengine_db, "backfilled", 5)
+    existing = kind.stored(kind.sample())
+    collection.insert_one({"name": "has", "code": existing})
+    Model = coded(kind, "Backfilled", "backfilled")
+
+    assert backfill(Model) == 5
+    docs = raw_docs(collection)
+    assert [doc["name"] for doc in docs] == ["n0", "n1", "n2", "n3", "n4", "has"]
+    assert docs[5]["code"] == existing
+    for doc in docs[:5]:
+        assert set(doc) == {"_id", "name", "code"}
+        kind.check(doc["code"])
+    assert distinct([doc["code"] for doc in docs])
+    # Nothing left to fill: a second run writes nothing.
+    assert backfill(Model) == 0
+    assert raw_docs(collection) == docs
+    # The documents load with their values.
+    assert sorted(kind.stored(doc.code) for doc in Model.objects) == sorted(
+        doc["code"] for doc in docs
+    )
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 5, 1000])
+@by_kind
+def test_backfill_in_batches(mongoengine_db: Any, kind: Kind, batch_size: int) -> None:
+    from mongoengine_ids import backfill
+
+    _legacy(mongoengine_db, "batched", 5)
+    Model = coded(kind, "Batched", "batched")
+    assert backfill(Model, batch_size=batch_size) == 5
+    docs = raw_docs(mongoengine_db.batched)
+    for doc in docs:
+        kind.check(doc["code"])
+    assert distinct([doc["code"] for doc in docs])
+    assert backfill(Model, batch_size=batch_size) == 0
+
+
+@by_kind
+def test_backfill_of_named_fields_only(mongoengine_db: Any, kind: Kind) -> None:
+    from mongoengine_ids import backfill
+
+    _legacy(mongoengine_db, "two_fields", 3)
+    Model = coded(kind, "TwoFields", "two_fields", ref=kind.make())
+
+    assert backfill(Model, "code") == 3
+    docs = raw_docs(mongoengine_db.two_fields)
+    assert all("ref" not in doc for doc in docs)
+    for doc in docs:
+        kind.check(doc["code"])
+    assert backfill(Model, "code") == 0
+    assert backfill(Model) == 3
+    after = raw_docs(mongoengine_db.two_fields)
+    assert [doc["code"] for doc in after] == [doc["code"] for doc in docs]
+    for doc in after:
+        kind.check(doc["ref"])
+    assert distinct([doc["ref"] for doc in after])
+    assert backfill(Model, "code", "ref") == 0
+
+
+class Numbers(GeneratedField):
+    """Hands out 1, 2, 3...; records the count of every call; can fail or run a hook first."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.counts: list[int] = []
+        self.handed = 0
+        self.fail_beyond: int | None = None
+        self.before: Callable[[], None] | None = None
+        super().__init__(**kwargs)
+
+    def new_values(self, write: Write, count: int) -> list[Any]:
+        self.counts.append(count)
+        if self.before is not None:
+            before, self.before = self.before, None
+            before()
+        if self.fail_beyond is not None and self.handed + count > self.fail_beyond:
+            raise RuntimeError("interrupted")
+        start = self.handed
+        self.handed += count
+        return list(range(start + 1, start + count + 1))
+
+    def validate(self, value: Any) -> None:
+        if not isinstance(value, int):
+            self.error(f"{value!r} is not an int")
+
+
+def test_backfill_asks_for_at_most_batch_size_values_at_a_time(mongoengine_db: Any) -> None:
+    from mongoengine_ids import backfill
+
+    field = Numbers()
+    _legacy(mongoengine_db, "counted", 5)
+    Model = document("Counted", "counted", name=me.StringField(), number=field)
+
+    assert backfill(Model, batch_size=2) == 5
+    assert sum(field.counts) == 5
+    assert max(field.counts) <= 2
+    assert sorted(doc["number"] for doc in raw_docs(mongoengine_db.counted)) == [1, 2, 3, 4, 5]
+
+
+def test_backfill_resumes_after_an_interruption(mongoengine_db: Any) -> None:
+    from mongoengine_ids import backfill
+
+    field = Numbers()
+    field.fail_beyond = 2  # the first batch of 2 gets its values; the second fails
+    _legacy(mongoengine_db, "resumed", 5)
+    Model = document("Resumed", "resumed", name=me.StringField(), number=field)
+
+    with pytest.raises(RuntimeError, match="interrupted"):
+        backfill(Model, batch_size=2)
+    first = {
+        doc["name"]: doc["number"] for doc in raw_docs(mongoengine_db.resumed) if "number" in doc
+    }
+    assert sorted(first.values()) == [1, 2]
+
+    field.fail_beyond = None
+    assert backfill(Model, batch_size=2) == 3
+    after = {doc["name"]: doc["number"] for doc in raw_docs(mongoengine_db.resumed)}
+    assert len(after) == 5
+    assert {name: after[name] for name in first} == first  # the first batch's values are kept
+    assert sorted(after.values()) == [1, 2, 3, 4, 5]
+    assert backfill(Model, batch_size=2) == 0
+
+
+def test_backfill_never_replaces_a_value_another_writer_stored_meanwhile(
+    mongoengine_db: Any,
+) -> None:
+    from mongoengine_ids import backfill
+
+    field = Numbers()
+    ids = _legacy(mongoengine_db, "contended", 5)
+    Model = document("Contended", "contended", name=me.StringField(), number=field)
+    # While the first values are being made, another process fills in the last document.
+    field.before = lambda: mongoengine_db.contended.update_one(
+        {"_id": ids[4]}, {"$set": {"number": 999}}
+    )
+
+    assert backfill(Model, batch_size=2) == 4
+    stored = {doc["name"]: doc["number"] for doc in raw_docs(mongoengine_db.contended)}
+    assert stored["n4"] == 999
+    assert len(stored) == 5
+    assert distinct(list(stored.values()))
+    assert backfill(Model, batch_size=2) == 0
+
+
+# -- a RandomUniqueField adopted by a populated collection ----------------------------------------
+
+
+def _code_index(collection: Any, key: str = "code") -> dict[str, Any]:
+    found = [spec for spec in collection.index_information().values() if spec["key"] == [(key, 1)]]
+    assert len(found) == 1, f"expected one index on {key!r}: {collection.index_information()!r}"
+    return found[0]
+
+
+def test_a_random_unique_field_on_a_collection_of_documents_without_it(
+    mongoengine_db: Any,
+) -> None:
+    collection = mongoengine_db.adopters
+    _legacy(mongoengine_db, "adopters", 3)
+    Model = coded(BY_NAME["random"], "Adopter", "adopters")
+
+    assert Model.objects.count() == 3
+    assert Model.objects.get(name="n1").code is None
+    new = Model(name="new").save()
+    newer = Model(name="newer").save()
+    Model.objects.insert([Model(name="bulk1"), Model(name="bulk2")])
+    loaded = Model.objects.get(name="n0")
+    loaded.save()
+
+    index = _code_index(collection)
+    assert index.get("unique") is True
+    assert index.get("sparse") is True
+    docs = {doc["name"]: doc for doc in raw_docs(collection)}
+    assert "code" not in docs["n1"]
+    assert "code" not in docs["n2"]
+    filled = [docs[name]["code"] for name in ("n0", "new", "newer", "bulk1", "bulk2")]
+    assert distinct(filled)
+    assert all(10**11 <= code < 10**12 for code in filled)
+    assert Model.objects.get(code=new.code).name == "new"
+    assert Model.objects(code=newer.code).count() == 1
+    assert Model.objects(code=None).count() == 2
+
+
+@pytest.mark.parametrize("options", [{}, {"db_field": "c"}], ids=["plain", "db_field"])
+def test_the_unique_index_of_a_random_field_is_sparse(
+    mongoengine_db: Any, options: dict[str, Any]
+) -> None:
+    Model = document(
+        "Sparse",
+        "sparse_codes",
+        name=me.StringField(),
+        code=RandomUniqueField(digits=12, **options),
+    )
+    Model(name="a").save()
+    index = _code_index(mongoengine_db.sparse_codes, options.get("db_field", "code"))
+    assert index.get("unique") is True
+    assert index.get("sparse") is True
+
+
+# -- signals ---------------------------------------------------------------------------------------
+
+
+@by_role
+@by_kind
+def test_a_value_assigned_by_a_pre_save_handler_is_kept(
+    mongoengine_db: Any, kind: Kind, role: str
+) -> None:
+    Model = model_for(role, kind, "Signalled", "signalled")
+    attr, key = field_of(role)
+    value = kind.sample()
+
+    def assign(sender: Any, document: Any, **kwargs: Any) -> None:
+        if getattr(document, attr) is None:
+            setattr(document, attr, value)
+
+    signals.pre_save.connect(assign, sender=Model)
+    try:
+        doc = Model(name="a").save()
+        other = Model(name="b", **{attr: kind.sample()}).save()
+    finally:
+        signals.pre_save.disconnect(assign, sender=Model)
+
+    stored = raw_one(mongoengine_db.signalled, {"name": "a"})
+    assert stored[key] == kind.stored(value)
+    assert set(stored) == {"_id", "name", key}
+    assert kind.stored(getattr(doc, attr)) == kind.stored(value)
+    assert raw_one(mongoengine_db.signalled, {"name": "b"})[key] == kind.stored(
+        getattr(other, attr)
+    )
+    # A later save keeps it.
+    doc.name = "a2"
+    doc.save()
+    assert raw_one(mongoengine_db.signalled, {"_id": stored["_id"]}) == {**stored, "name": "a2"}
+
+
+# -- reads never produce ids -----------------------------------------------------------------------
+# Module-level models, so that pickle finds them.
+
+
+class ReadSequence(me.Document):
+    id = SequenceField(primary_key=True)
+    code = SequenceField()
+    name = me.StringField()
+    meta = {"collection": "read_sequence"}
+
+
+class ReadRandom(me.Document):
+    id = RandomUniqueField(digits=12, primary_key=True)
+    code = RandomUniqueField(digits=12)
+    name = me.StringField()
+    meta = {"collection": "read_random"}
+
+
+class ReadLocality(me.Document):
+    id = LocalityUUIDField(primary_key=True)
+    code = LocalityUUIDField()
+    name = me.StringField()
+    meta = {"collection": "read_locality"}
+
+
+class ReadUUID4(me.Document):
+    id = UUID4Field(primary_key=True)
+    code = UUID4Field()
+    name = me.StringField()
+    meta = {"collection": "read_uuid4"}
+
+
+class ReadUUID7(me.Document):
+    id = UUID7Field(primary_key=True)
+    code = UUID7Field()
+    name = me.StringField()
+    meta = {"collection": "read_uuid7"}
+
+
+READ_MODELS: dict[str, type[me.Document]] = {
+    "sequence": ReadSequence,
+    "random": ReadRandom,
+    "locality": ReadLocality,
+    "uuid4": ReadUUID4,
+    "uuid7": ReadUUID7,
+}
+
+
+def _read_everything(doc: me.Document) -> list[Any]:
+    """Every read the spec names, and then some; returns the copies made."""
+    assert doc.id is None
+    assert doc.pk is None
+    assert doc.code is None
+    doc.to_json(json_options=RELAXED_JSON_OPTIONS)
+    doc.to_mongo()
+    doc.to_mongo().to_dict()
+    repr(doc)
+    str(doc)
+    dict(doc._data)
+    return [pickle.loads(pickle.dumps(doc)), copy.copy(doc), copy.deepcopy(doc)]
+
+
+@by_kind
+def test_reading_a_new_document_never_produces_an_id(mongoengine_db: Any, kind: Kind) -> None:
+    Model = READ_MODELS[kind.name]
+    collection = mongoengine_db[Model._meta["collection"]]
+    doc = Model(name="a")
+
+    copies = _read_everything(doc)
+    assert doc.to_json(json_options=RELAXED_JSON_OPTIONS) == '{"name": "a"}'
+    assert doc.to_mongo().to_dict() == {"name": "a"}
+    for made in [doc, *copies]:
+        assert made.id is None
+        assert made.pk is None
+        assert made.code is None
+        assert made._data["id"] is None
+        assert made._data["code"] is None
+    assert raw_docs(collection) == []
+    assert counters(mongoengine_db) == []
+
+    doc.save()
+    stored = raw_one(collection)
+    kind.check(stored["_id"])
+    kind.check(stored["code"])
+    if kind.name == "sequence":
+        # Nothing was burnt by the reads: both counters hand out their first value.
+        assert (stored["_id"], stored["code"]) == (1, 1)
+        assert [c["next"] for c in counters(mongoengine_db)] == [1, 1]
+
+
+@by_kind
+def test_reading_a_loaded_document_lacking_a_value_never_produces_one(
+    mongoengine_db: Any, kind: Kind
+) -> None:
+    Model = READ_MODELS[kind.name]
+    collection = mongoengine_db[Model._meta["collection"]]
+    key = kind.stored(kind.sample())
+    collection.insert_one({"_id": key, "name": "old"})
+
+    loaded = Model.objects.get(name="old")
+    assert loaded.code is None
+    loaded.to_json(json_options=RELAXED_JSON_OPTIONS)
+    loaded.to_mongo()
+    copies = [pickle.loads(pickle.dumps(loaded)), copy.copy(loaded), copy.deepcopy(loaded)]
+    assert all(made.code is None for made in [loaded, *copies])
+    assert raw_docs(collection) == [{"_id": key, "name": "old"}]
+    assert mongoengine_db[COUNTERS].count_documents({}) == 0

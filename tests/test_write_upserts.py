@@ -1,0 +1,320 @@
+"""Upserts (``spec-write.md``): ``QuerySet.update(upsert=True)``, ``update_one(upsert=True)``,
+``upsert_one()`` and ``modify(upsert=True)``.
+
+When the upsert inserts, the generated values are added (``$setOnInsert``), a generated primary
+key included (never the server's ObjectId); when it matches, they are untouched. A value fixed by
+an equality in the filter, or given by the update, is not generated. Another operator on a
+generated field in an upsert is refused before anything is written. Every test reads the raw
+stored documents.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mongoengine as me
+import pytest
+from _write_support import (
+    BY_NAME,
+    COUNTERS,
+    KIND_IDS,
+    KINDS,
+    ROLES,
+    Indexes,
+    Kind,
+    counters,
+    document,
+    field_of,
+    is_object_id,
+    raw_docs,
+    raw_one,
+)
+from mongoengine.context_managers import switch_db
+from mongoengine.errors import InvalidQueryError
+from mongoengine.queryset import QuerySet
+
+from mongoengine_ids import RandomUniqueField
+from mongoengine_ids.testing import Connect
+
+OPERATIONS = ["update", "update_one", "upsert_one", "modify"]
+
+by_kind = pytest.mark.parametrize("kind", KINDS, ids=KIND_IDS)
+by_role = pytest.mark.parametrize("role", ROLES)
+by_operation = pytest.mark.parametrize("operation", OPERATIONS)
+
+
+def upsert(operation: str, queryset: QuerySet, **update: Any) -> Any:
+    """Run ``operation`` as an upsert; return the document for upsert_one() and modify()."""
+    if operation == "update":
+        return queryset.update(upsert=True, **update)
+    if operation == "update_one":
+        return queryset.update_one(upsert=True, **update)
+    if operation == "upsert_one":
+        return queryset.upsert_one(**update)
+    assert operation == "modify"
+    return queryset.modify(upsert=True, new=True, **update)
+
+
+def account(
+    kind: Kind, role: str, class_name: str, collection: str, **extra: Any
+) -> type[me.Document]:
+    """A model keyed by ``email``, with a counter ``n`` and the generated field of ``role``."""
+    attr, _ = field_of(role)
+    options: dict[str, Any] = {"primary_key": True} if role == "pk" else {}
+    return document(
+        class_name,
+        collection,
+        email=me.StringField(),
+        n=me.IntField(),
+        **{attr: kind.make(**options)},
+        **extra,
+    )
+
+
+@by_operation
+@by_role
+@by_kind
+def test_an_upsert_that_inserts_generates_the_values(
+    mongoengine_db: Any, kind: Kind, role: str, operation: str
+) -> None:
+    Model = account(kind, role, "Inserted", "upsert_inserted")
+    attr, key = field_of(role)
+
+    result = upsert(operation, Model.objects(email="a@x"), set__n=1)
+
+    doc = raw_one(mongoengine_db.upsert_inserted)
+    assert set(doc) == {"_id", "email", "n", key}
+    assert (doc["email"], doc["n"]) == ("a@x", 1)
+    kind.check(doc[key])
+    if role == "pk":
+        assert not is_object_id(doc["_id"])
+    returned = result if operation in ("upsert_one", "modify") else Model.objects.get(email="a@x")
+    assert kind.stored(getattr(returned, attr)) == doc[key]
+
+
+@by_operation
+@by_role
+@by_kind
+def test_an_upsert_that_matches_leaves_the_values(
+    mongoengine_db: Any, kind: Kind, role: str, operation: str
+) -> None:
+    Model = account(kind, role, "Matched", "upsert_matched")
+    attr, key = field_of(role)
+    saved = Model(email="a@x", n=0).save()
+    before = raw_one(mongoengine_db.upsert_matched)
+    kind.check(before[key])
+
+    result = upsert(operation, Model.objects(email="a@x"), set__n=2)
+
+    assert raw_one(mongoengine_db.upsert_matched) == {**before, "n": 2}
+    if operation in ("upsert_one", "modify"):
+        assert kind.stored(getattr(result, attr)) == before[key]
+    assert kind.stored(getattr(saved, attr)) == before[key]
+
+
+@by_operation
+@by_role
+@by_kind
+def test_a_filter_equality_on_the_generated_field_wins(
+    mongoengine_db: Any, kind: Kind, role: str, operation: str
+) -> None:
+    Model = account(kind, role, "Filtered", "upsert_filtered")
+    attr, key = field_of(role)
+    value = kind.sample()
+
+    upsert(operation, Model.objects(email="a@x", **{attr: value}), set__n=1)
+
+    doc = raw_one(mongoengine_db.upsert_filtered)
+    assert doc[key] == kind.stored(value)
+    assert (doc["email"], doc["n"]) == ("a@x", 1)
+    assert set(doc) == {"_id", "email", "n", key}
+
+
+@pytest.mark.parametrize(
+    ("role", "operator"),
+    [("plain", "set"), ("plain", "set_on_insert"), ("pk", "set_on_insert")],
+)
+@by_operation
+@by_kind
+def test_a_value_given_by_the_update_is_not_generated(
+    mongoengine_db: Any, kind: Kind, operation: str, role: str, operator: str
+) -> None:
+    Model = account(kind, role, "Given", "upsert_given")
+    attr, key = field_of(role)
+    value = kind.sample()
+
+    upsert(operation, Model.objects(email="a@x"), set__n=1, **{f"{operator}__{attr}": value})
+
+    doc = raw_one(mongoengine_db.upsert_given)
+    assert doc[key] == kind.stored(value)
+    assert set(doc) == {"_id", "email", "n", key}
+
+
+@by_operation
+@by_kind
+def test_an_upsert_fills_every_generated_field(
+    mongoengine_db: Any, kind: Kind, operation: str
+) -> None:
+    Model = account(kind, "pk", "Both", "upsert_both", code=kind.make(), ref=kind.make())
+    given = kind.sample()
+    upsert(operation, Model.objects(email="a@x"), set__n=1, set__ref=given)
+
+    doc = raw_one(mongoengine_db.upsert_both)
+    assert set(doc) == {"_id", "email", "n", "code", "ref"}
+    kind.check(doc["_id"])
+    kind.check(doc["code"])
+    assert doc["ref"] == kind.stored(given)
+    if kind.name != "sequence":  # a sequence has one counter per field: both start at 1
+        assert doc["_id"] != doc["code"]
+
+
+@by_operation
+@by_role
+@by_kind
+def test_two_upserts_with_different_keys_insert_two_documents(
+    mongoengine_db: Any, kind: Kind, role: str, operation: str
+) -> None:
+    Model = account(kind, role, "Twice", "upsert_twice")
+    _, key = field_of(role)
+
+    upsert(operation, Model.objects(email="a@x"), set__n=1)
+    upsert(operation, Model.objects(email="b@x"), set__n=2)
+
+    docs = raw_docs(mongoengine_db.upsert_twice)
+    assert [(doc["email"], doc["n"]) for doc in docs] == [("a@x", 1), ("b@x", 2)]
+    for doc in docs:
+        kind.check(doc[key])
+    assert docs[0][key] != docs[1][key]
+
+
+@by_operation
+@by_role
+def test_a_random_collision_in_an_upsert_is_retried(
+    mongoengine_db: Any, role: str, operation: str
+) -> None:
+    attr, key = field_of(role)
+    options: dict[str, Any] = {"primary_key": True} if role == "pk" else {}
+    # Both upserts draw index 0 first: the second collides and is retried with a fresh value.
+    rng = Indexes(0, 0)
+    Model = document(
+        "RandomUpsert",
+        "upsert_random",
+        email=me.StringField(),
+        n=me.IntField(),
+        **{attr: RandomUniqueField(digits=12, rng=rng, **options)},
+    )
+
+    upsert(operation, Model.objects(email="a@x"), set__n=1)
+    upsert(operation, Model.objects(email="b@x"), set__n=2)
+
+    docs = {doc["email"]: doc for doc in raw_docs(mongoengine_db.upsert_random)}
+    assert sorted(docs) == ["a@x", "b@x"]
+    assert docs["a@x"][key] == 10**11
+    assert docs["b@x"]["n"] == 2
+    assert 10**11 < docs["b@x"][key] < 10**12
+
+
+#: Operators other than $set/$setOnInsert on the generated field (arithmetic on integers only).
+REFUSED = [
+    pytest.param(kind, operator, id=f"{kind.name}-{operator}")
+    for kind in KINDS
+    for operator in (["unset", "inc", "dec", "max"] if kind.numeric else ["unset"])
+]
+
+
+@by_operation
+@pytest.mark.parametrize(("kind", "operator"), REFUSED)
+def test_another_operator_on_a_generated_field_is_refused_before_writing(
+    mongoengine_db: Any, kind: Kind, operation: str, operator: str
+) -> None:
+    Model = account(kind, "plain", "Refused", "upsert_refused")
+    update = {f"{operator}__code": 1}
+
+    with pytest.raises(InvalidQueryError):
+        upsert(operation, Model.objects(email="a@x"), **update)
+    assert raw_docs(mongoengine_db.upsert_refused) == []
+    assert mongoengine_db[COUNTERS].count_documents({}) == 0
+
+    # Also when the filter matches a stored document: refused, the document untouched.
+    Model(email="a@x", n=0).save()
+    before = raw_one(mongoengine_db.upsert_refused)
+    with pytest.raises(InvalidQueryError):
+        upsert(operation, Model.objects(email="a@x"), set__n=5, **update)
+    assert raw_docs(mongoengine_db.upsert_refused) == [before]
+
+
+@by_operation
+@by_kind
+def test_an_upsert_follows_db_alias(
+    mongoengine_connect: Connect, kind: Kind, operation: str
+) -> None:
+    default = mongoengine_connect()
+    other = mongoengine_connect("other")
+    Model = account(
+        kind, "pk", "AliasUpsert", "upsert_alias", meta={"db_alias": "other"}, code=kind.make()
+    )
+
+    upsert(operation, Model.objects(email="a@x"), set__n=1)
+
+    doc = raw_one(other.upsert_alias)
+    kind.check(doc["_id"])
+    kind.check(doc["code"])
+    assert "upsert_alias" not in default.list_collection_names()
+    assert counters(default) == []
+    if kind.name == "sequence":
+        assert [c["_id"] for c in counters(other)] == ["upsert_alias.code", "upsert_alias.id"]
+
+
+@by_kind
+def test_an_upsert_follows_switch_db(mongoengine_connect: Connect, kind: Kind) -> None:
+    default = mongoengine_connect()
+    archive = mongoengine_connect("archive")
+    Model = account(kind, "plain", "SwitchedUpsert", "upsert_switched")
+
+    with switch_db(Model, "archive") as Archived:
+        Archived.objects(email="a@x").update_one(upsert=True, set__n=1)
+    Model.objects(email="b@x").update_one(upsert=True, set__n=2)
+
+    kind.check(raw_one(archive.upsert_switched)["code"])
+    assert raw_one(archive.upsert_switched)["email"] == "a@x"
+    kind.check(raw_one(default.upsert_switched)["code"])
+    assert raw_one(default.upsert_switched)["email"] == "b@x"
+
+
+@by_operation
+@by_kind
+def test_an_upsert_through_a_subclass_generates(
+    mongoengine_db: Any, kind: Kind, operation: str
+) -> None:
+    Base = account(
+        kind,
+        "pk",
+        "UpsertBase",
+        "upsert_inherited",
+        meta={"allow_inheritance": True},
+        code=kind.make(),
+    )
+    Sub = type("UpsertSub", (Base,), {"__module__": __name__, "extra": me.StringField()})
+
+    upsert(operation, Sub.objects(email="a@x"), set__extra="e")
+
+    doc = raw_one(mongoengine_db.upsert_inherited)
+    assert doc["_cls"] == "UpsertBase.UpsertSub"
+    assert doc["extra"] == "e"
+    kind.check(doc["_id"])
+    kind.check(doc["code"])
+    assert Base.objects.get(email="a@x").extra == "e"
+
+
+def test_a_sequence_upsert_that_inserts_takes_the_next_values(mongoengine_db: Any) -> None:
+    kind = BY_NAME["sequence"]
+    Model = account(kind, "pk", "SeqUpsert", "upsert_sequence", code=kind.make())
+    Model(email="saved", n=0).save()
+    Model.objects(email="a@x").update_one(upsert=True, set__n=1)
+    Model.objects(email="saved").update_one(upsert=True, set__n=5)  # matches
+
+    docs = {doc["email"]: doc for doc in raw_docs(mongoengine_db.upsert_sequence)}
+    assert (docs["saved"]["_id"], docs["saved"]["code"], docs["saved"]["n"]) == (1, 1, 5)
+    assert docs["a@x"]["_id"] > 1
+    assert docs["a@x"]["code"] > 1
+    assert len(docs) == 2
