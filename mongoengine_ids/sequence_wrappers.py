@@ -69,16 +69,51 @@ _ADMIN_METHODS: Final = frozenset(
 )
 
 
+def _client_types(*, server: bool) -> tuple[type, type, type, tuple[type, ...]]:
+    """The client, database, collection and cursor classes of pymongo (a real server) or of
+    mongomock."""
+    modules: Any
+    if server:
+        import pymongo.collection
+        import pymongo.command_cursor
+        import pymongo.cursor
+        import pymongo.database
+
+        modules = pymongo
+        return (
+            modules.MongoClient,
+            modules.database.Database,
+            modules.collection.Collection,
+            (modules.cursor.Cursor, modules.command_cursor.CommandCursor),
+        )
+    import mongomock
+    import mongomock.collection
+    import mongomock.command_cursor
+
+    modules = mongomock
+    return (
+        modules.MongoClient,
+        modules.Database,
+        modules.Collection,
+        (modules.collection.Cursor, modules.command_cursor.CommandCursor),
+    )
+
+
 class _Control:
     """What every proxy of one client shares: the lock and the hook."""
 
-    __slots__ = ("cached_types", "cursor_types", "hook", "lock", "proxies", "wrapped_types")
+    __slots__ = (
+        "cached_types",
+        "collection_type",
+        "cursor_types",
+        "hook",
+        "lock",
+        "proxies",
+        "wrapped_types",
+    )
 
-    def __init__(self, hook: Hook | None) -> None:
-        import mongomock
-        from mongomock.collection import Cursor
-        from mongomock.command_cursor import CommandCursor
-
+    def __init__(self, hook: Hook | None, *, server: bool = False) -> None:
+        client, database, collection, cursors = _client_types(server=server)
         self.hook = hook
         # One proxy per client and database, so that ``db.client is db.client``
         # holds as it does unwrapped (callers key caches by identity). Each proxy keeps its
@@ -86,17 +121,15 @@ class _Control:
         self.proxies: dict[int, _Proxy] = {}
         # Re-entrant: a hook may itself use the client (e.g. read a document to decide).
         self.lock = threading.RLock()
-        self.cursor_types: tuple[type, ...] = (Cursor, CommandCursor)
+        self.cursor_types: tuple[type, ...] = cursors
         # Clients and databases only: a collection is made anew by every with_options().
-        self.cached_types: tuple[type, ...] = (mongomock.MongoClient, mongomock.Database)
-        self.wrapped_types: tuple[type, ...] = (
-            mongomock.MongoClient,
-            mongomock.Database,
-            mongomock.Collection,
-            *self.cursor_types,
-        )
+        self.cached_types: tuple[type, ...] = (client, database)
+        self.collection_type: type = collection
+        self.wrapped_types: tuple[type, ...] = (client, database, collection, *cursors)
 
     def wrap(self, value: Any, collection: str) -> Any:
+        if isinstance(value, self.collection_type):
+            collection = str(getattr(value, "name", collection))
         if isinstance(value, self.cursor_types):
             return _CursorProxy(value, self, collection)
         if isinstance(value, self.cached_types):
@@ -177,8 +210,11 @@ class _CursorProxy(_Proxy):
         return self._control.run(self._collection, "getMore", lambda: next(target))
 
 
-def instrumented_client_class(*, hook: Hook | None = None) -> Callable[..., Any]:
-    """A ``mongo_client_class`` for ``mongoengine.connect``: mongomock with atomic operations.
+def instrumented_client_class(
+    *, hook: Hook | None = None, server: bool = False
+) -> Callable[..., Any]:
+    """A ``mongo_client_class`` for ``mongoengine.connect``: mongomock with atomic operations
+    (or, with ``server``, pymongo's client for a real server, whose operations are atomic).
 
     Every database call of the client (and of its databases, collections and cursors) runs
     under one re-entrant lock per client, as each operation is atomic on a real server; local
@@ -193,12 +229,15 @@ def instrumented_client_class(*, hook: Hook | None = None) -> Callable[..., Any]
         A callable taking ``mongomock.MongoClient``'s arguments and returning the wrapped client.
 
     Raises:
-        ImportError: mongomock is not installed.
+        ImportError: mongomock is not installed (and ``server`` is false).
     """
-    import mongomock
+    if server:
+        from pymongo import MongoClient as Client
+    else:
+        from mongomock import MongoClient as Client
 
     def make_client(*args: Any, **kwargs: Any) -> Any:
-        return _Control(hook).wrap(mongomock.MongoClient(*args, **kwargs), "")
+        return _Control(hook, server=server).wrap(Client(*args, **kwargs), "")
 
     return make_client
 

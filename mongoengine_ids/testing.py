@@ -137,14 +137,16 @@ class _ThreadSafeConnections(_Connections):
     def connect(
         self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: str = "standard"
     ) -> Any:
-        if self._uri is not None:
+        if self._uri is not None and self._hook is None:
             return super().connect(alias, uuid_representation=uuid_representation)
         name = f"mongoengine_ids_test_{uuid.uuid4().hex[:12]}"
+        server = self._uri is not None
         mongoengine.connect(
             name,
             alias=alias,
-            mongo_client_class=instrumented_client_class(hook=self._hook),
+            mongo_client_class=instrumented_client_class(hook=self._hook, server=server),
             uuidRepresentation=uuid_representation,
+            **({"host": self._uri} if server else {}),
         )
         self._aliases.append((alias, name))
         return mongoengine.get_db(alias)
@@ -155,9 +157,10 @@ def connected_threadsafe(uri: str | None = None, *, hook: Hook | None = None) ->
     """:func:`connected`, with every mongomock operation atomic (as on a real server).
 
     Args:
-        uri: a MongoDB URI to use a real server instead (``hook`` is then not used).
+        uri: a MongoDB URI to use a real server instead.
         hook: ``hook(collection_name, method_name, call)`` runs every database call of the
-            mongomock clients, under their lock; it must return ``call()``'s result or raise.
+            clients (under their lock with mongomock); it must return ``call()``'s result or
+            raise.
     """
     connections = _ThreadSafeConnections(uri, hook)
     try:

@@ -60,7 +60,6 @@ from mongoengine_ids import (
     UUID7Field,
     UUID7Generator,
 )
-from mongoengine_ids.resets import reset_process_state
 from mongoengine_ids.sequence_wrappers import Hook
 from mongoengine_ids.testing import connected_threadsafe
 
@@ -254,57 +253,10 @@ class Faults:
 @contextlib.contextmanager
 def _database(hook: Hook) -> Iterator[Any]:
     """A fresh database whose every call goes through ``hook``; the models forget it after."""
-    if TEST_URI is None:
-        with connected_threadsafe(hook=hook) as connect:
-            yield connect()
-        return
-    # connected_threadsafe() leaves a real server's client unhooked: wrap pymongo's client the
-    # way it wraps mongomock's.
-    name = f"mongoengine_ids_faults_{uuid.uuid4().hex[:12]}"
-    me.connect(
-        name,
-        host=TEST_URI,
-        uuidRepresentation="standard",
-        mongo_client_class=_hooked_pymongo(hook),
-    )
-    try:
-        yield me.get_db()
-    finally:
-        with contextlib.suppress(Exception):
-            me.get_connection().drop_database(name)
-        me.disconnect()
-        for case in CASES:
-            _model(case)._collection = None
-        reset_process_state()
-
-
-def _hooked_pymongo(hook: Hook) -> Callable[..., Any]:
-    """A ``mongo_client_class``: pymongo's client, every database call through ``hook``."""
-    from pymongo import MongoClient
-    from pymongo.collection import Collection
-    from pymongo.command_cursor import CommandCursor
-    from pymongo.cursor import Cursor
-    from pymongo.database import Database
-
-    # The project's own proxy (private), told pymongo's types instead of mongomock's.
-    from mongoengine_ids.sequence_wrappers import _Control
-
-    class PymongoControl(_Control):
-        def __init__(self) -> None:
-            super().__init__(hook)
-            self.cursor_types = (Cursor, CommandCursor)
-            self.cached_types = (MongoClient, Database)
-            self.wrapped_types = (MongoClient, Database, Collection, Cursor, CommandCursor)
-
-        def wrap(self, value: Any, collection: str) -> Any:
-            if isinstance(value, Collection):
-                collection = value.name
-            return super().wrap(value, collection)
-
-    def make_client(*args: Any, **kwargs: Any) -> Any:
-        return PymongoControl().wrap(MongoClient(*args, **kwargs), "")
-
-    return make_client
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
+        yield connect()
+    for case in CASES:
+        _model(case)._collection = None
 
 
 # -- one run ------------------------------------------------------------------------------------
