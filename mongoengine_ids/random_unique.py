@@ -48,6 +48,7 @@ from .random_space import (
     randbelow_of,
 )
 from .resets import on_reset
+from .write import seam
 from .write.field import GeneratedField, Write
 
 logger = logging.getLogger(__name__)
@@ -569,7 +570,7 @@ class RandomUniqueField(GeneratedField):
         if not names:
             if not create:
                 return names
-            if document_class._meta.get("auto_create_index", True) is False:
+            if not seam.auto_create_index(document_class):
                 raise UniqueIndexMissingError(
                     f"{self._label}: collection {collection.name!r} has no unique index on "
                     f"{self.db_field!r} and meta['auto_create_index'] is False; without it "

@@ -12,11 +12,6 @@ from .field import Write
 from .values import Slot
 
 
-class _Values:
-    def __init__(self) -> None:
-        self._data: dict[str, Any] = {}
-
-
 def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: int = 1000) -> int:
     """Fill the named generated fields (all of them by default) of every stored document of
     ``document_class`` that lacks a value, ``batch_size`` documents at a time.
@@ -44,8 +39,7 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
             f"{unknown[0]!r} is not a generated field of {document_class.__name__}: "
             f"expected one of {sorted(fields)!r}"
         )
-    collection = document_class._get_collection()
-    write = Write(document_class, collection)
+    write = Write(document_class, seam.class_collection(document_class))
     total = 0
     for name in field_names or tuple(fields):
         total += _backfill_field(write, name, fields[name], batch_size)
@@ -61,7 +55,7 @@ def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int
         ids = [d["_id"] for d in write.collection.find({path: None}, {"_id": 1}).limit(batch_size)]
         if not ids:
             return filled_count
-        holders = [_Values() for _ in ids]
+        holders = [values.Holder() for _ in ids]
         slots = [Slot(h, h, name, field, write.document_class) for h in holders]
         values.fill(write, slots)
         for doc_id, slot in zip(ids, slots, strict=True):

@@ -35,7 +35,8 @@ def insert(
     signal_kwargs: dict[str, Any] | None = None,
 ) -> Any:
     """MongoEngine's ``QuerySet.insert()``, generating the values of the whole batch at once."""
-    document_class = queryset._document
+    query = seam.parts(queryset)
+    document_class = query.document_class
     return_one = isinstance(doc_or_docs, BaseDocument)
     docs = [doc_or_docs] if return_one else list(doc_or_docs)
     for doc in docs:
@@ -46,7 +47,9 @@ def insert(
     signal_kwargs = signal_kwargs or {}
     signals.pre_bulk_insert.send(document_class, documents=docs, **signal_kwargs)
 
-    ids = Batch(Write(document_class, queryset._collection, docs), docs).insert(write_concern or {})
+    ids = Batch(Write(document_class, seam.parts(queryset).collection, docs), docs).insert(
+        write_concern or {}
+    )
     for doc, doc_id in zip(docs, ids, strict=True):
         doc.pk = doc_id
     if not load_bulk:
@@ -164,7 +167,6 @@ def _confirm(document: Any, state: seam.State) -> None:
 
 def _reload(queryset: Any, ids: list[Any]) -> list[Any]:
     """The inserted documents as stored, in order (looked up by their stored ``_id``)."""
-    document_class = queryset._document
-    pk_field = document_class._fields[seam.id_field(document_class) or "id"]
+    pk_field = seam.pk_field(seam.parts(queryset).document_class)
     loaded = {str(doc.pk): doc for doc in queryset.in_bulk(ids).values()}
     return [loaded.get(str(pk_field.to_python(pk_field.to_mongo(key)))) for key in ids]

@@ -37,6 +37,5 @@ def earlier_insert_landed(document: Any, collection: Any) -> bool:
 
 
 def _pk_can_collide(document: Any) -> bool:
-    name = seam.id_field(type(document))
-    field = type(document)._fields.get(name) if name else None
+    field = seam.pk_field(type(document))
     return bool(getattr(field, "collision_retries", 0)) and not seam.state(document).made_pk

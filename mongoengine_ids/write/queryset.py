@@ -12,9 +12,6 @@ from . import upsert as upserts
 class GeneratingQuerySetMixin:
     """Bulk insert and upserts that generate values; loads that remember their projection."""
 
-    _document: Any
-    _loaded_fields: Any
-
     def insert(
         self,
         doc_or_docs: Any,
@@ -44,18 +41,18 @@ class GeneratingQuerySetMixin:
 
     def in_bulk(self, object_ids: Any) -> dict[Any, Any]:
         """MongoEngine's ``in_bulk()``, with the ids in stored form: keys are the ids' values."""
-        pk = self._document._fields[seam.id_field(self._document) or "id"]
+        pk = seam.pk_field(seam.parts(self).document_class)
         found = super().in_bulk([pk.to_mongo(pk.to_python(i)) for i in object_ids])  # type: ignore[misc]
         return {pk.to_python(key): document for key, document in found.items()}
 
     def __next__(self) -> Any:
         document = super().__next__()  # type: ignore[misc]
-        seam.note_loaded(document, self._loaded_fields)
+        seam.note_loaded(document, seam.parts(self).loaded)
         return document
 
     def __getitem__(self, key: Any) -> Any:
         found = super().__getitem__(key)  # type: ignore[misc]
-        seam.note_loaded(found, self._loaded_fields)
+        seam.note_loaded(found, seam.parts(self).loaded)
         return found
 
 

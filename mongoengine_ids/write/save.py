@@ -143,7 +143,7 @@ def make_pk(document: Document) -> bool:
     name = _pk_name(document)
     if seam.data(document).get(name) is not None:
         return False
-    if not isinstance(type(document)._fields.get(name), ObjectIdField):
+    if not isinstance(seam.field_of(type(document), name), ObjectIdField):
         return False
     seam.data(document)[name] = ObjectId()
     return True
@@ -210,7 +210,7 @@ def _fill_missing(write: Write, document: Document, slot: Slot) -> None:
     """Store a value for a field the stored copy lacks, unless another writer stored one."""
     collection = write.collection
     db_field = slot.field.db_field
-    pk = document._fields[_pk_name(document)].to_mongo(document.pk)
+    pk = seam.stored_pk(document)
     (filled,) = values.fill(write, [slot])
 
     def attempt() -> Any:

@@ -139,12 +139,44 @@ def stored_pk(document: Any) -> Any:
         return None
     name = id_field(type(document))
     value = document._data.get(name) if name else None
-    return None if value is None else document._fields[name].to_mongo(value)
+    return None if value is None else pk_field(type(document)).to_mongo(value)
 
 
 def collection_of(document: BaseDocument) -> Any:
     """The collection ``save()`` writes ``document`` to."""
     return document._get_collection()
+
+
+def class_collection(document_class: type[Document]) -> Any:
+    """The collection of a model class (follows ``db_alias`` and ``switch_db``)."""
+    return document_class._get_collection()
+
+
+def field_of(document_class: type[BaseDocument], name: str) -> Any:
+    """The field ``name`` of ``document_class`` (None if it has none)."""
+    return document_class._fields.get(name)
+
+
+def pk_field(document_class: type[BaseDocument]) -> Any:
+    """The primary key field of a model class."""
+    return document_class._fields[id_field(document_class) or "id"]
+
+
+@dataclass(frozen=True)
+class QuerySetParts:
+    """What the write path reads of a queryset."""
+
+    document_class: type[Document]
+    collection: Any
+    query: dict[str, Any]
+    loaded: QueryFieldList
+
+
+def parts(queryset: Any) -> QuerySetParts:
+    """The model, collection, filter and projection of ``queryset``."""
+    return QuerySetParts(
+        queryset._document, queryset._collection, queryset._query, queryset._loaded_fields
+    )
 
 
 def auto_create_index(document_class: type[BaseDocument]) -> bool:

@@ -23,13 +23,6 @@ _T = TypeVar("_T")
 _GIVING = ("$set", "$setOnInsert")
 
 
-class _Values:
-    """The holder of an upsert's generated values (there is no document)."""
-
-    def __init__(self) -> None:
-        self._data: dict[str, Any] = {}
-
-
 def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]], _T]) -> _T:
     """Run ``run(update)`` with the generated values added as ``set_on_insert__<field>``.
 
@@ -37,11 +30,11 @@ def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]]
         InvalidQueryError: the update writes a generated field with another operator
             (``inc__``, ``unset__``...): the inserted document would lack its value.
     """
-    document_class = queryset._document
-    empty = _to_generate(document_class, queryset._query, update)
+    query = seam.parts(queryset)
+    empty = _to_generate(query.document_class, query.query, update)
     if not empty:
         return run(update)
-    write = Write(document_class, queryset._collection)
+    write = Write(query.document_class, query.collection)
     filled = values.fill(write, empty)
 
     def attempt() -> _T:
@@ -55,7 +48,7 @@ def _to_generate(document_class: Any, query: dict[str, Any], update: dict[str, A
     """The generated fields an upsert must give a value: not fixed by the filter nor written
     by the update."""
     operations = seam.update_operations(document_class, **update) if update else {}
-    holder = _Values()
+    holder = values.Holder()
     empty = []
     for name, field in seam.generated_fields(document_class):
         path = field.db_field

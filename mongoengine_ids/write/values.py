@@ -53,6 +53,13 @@ def duplicate_key(error: BaseException) -> pymongo.errors.DuplicateKeyError | No
     return None
 
 
+class Holder:
+    """Generated values without a document (an upsert's, a backfill's): what a slot fills."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+
+
 @dataclass(eq=False)
 class Slot:
     """One generated field of one document of a write."""
