@@ -75,7 +75,7 @@ class Batch:
             if not (st.unconfirmed and landed.earlier_insert_landed(doc, write.collection))
         ]
         for position in set(range(len(docs))) - set(self.pending):
-            _confirm(docs[position], self.states[position])
+            values.confirm(docs[position])
         docs_left = [docs[position] for position in self.pending]
         every = [slot for doc in docs_left for slot in values.slots(doc)]
         mine = {(id(s.holder), s.name) for st in self.states for s in st.generated}
@@ -138,7 +138,7 @@ class Batch:
 
     def _written(self, count: int) -> None:
         for position in self.pending[:count]:
-            _confirm(self.docs[position], self.states[position])
+            values.confirm(self.docs[position])
         self.pending = self.pending[count:]
 
     def _after_failure(self, error: BaseException) -> None:
@@ -157,12 +157,6 @@ class Batch:
         )
         for doc in rest:
             clear_made_pk(doc, seam.state(doc))
-
-
-def _confirm(document: Any, state: seam.State) -> None:
-    state.unconfirmed = state.made_pk = False
-    state.sent, state.generated = None, []
-    values.mark_written(document)
 
 
 def _reload(queryset: Any, ids: list[Any]) -> list[Any]:

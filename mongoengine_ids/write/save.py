@@ -7,10 +7,10 @@ before the write, after every user hook, and with the collection the write goes 
 
 A new document: every empty generated value is filled (embedded documents included), an
 ObjectId primary key left to the driver is made here, and the document is inserted (never
-written over another) unless the user assigned the primary key. A collision of a value the
+written over another) when its key is generated or made here. A collision of a value the
 field generated is retried with a fresh one; an error that wrote nothing gives the values back;
-an error whose outcome is unknown keeps them, so that the application's retry inserts the same
-document again (:class:`~mongoengine_ids.UnconfirmedWriteError` if it is already stored).
+an error whose outcome is unknown keeps them, so that the application's retry finds the
+document stored (:mod:`.landed`) or inserts it with the same key: never a second copy.
 
 An existing document: generated fields it did not load (a projection) are left alone; new
 embedded documents get values; a loaded document whose stored copy lacks a value (the field was
@@ -81,7 +81,7 @@ def save_create(
     if state.unconfirmed and landed.earlier_insert_landed(document, write.collection):
         # The earlier insert was applied: the stored document is this one, so it is replaced
         # by the current version (the application may have changed it since).
-        _confirmed(document, state)
+        values.confirm(document)
         return write_next(document.to_mongo(), False)
     every = list(values.slots(document))
     mine = {(id(slot.holder), slot.name) for slot in state.generated}
@@ -124,14 +124,8 @@ def save_create(
             clear_made_pk(document, state)
             values.release(write, noted)
         raise
-    _confirmed(document, state)
+    values.confirm(document)
     return written
-
-
-def _confirmed(document: Document, state: seam.State) -> None:
-    state.unconfirmed = state.made_pk = False
-    state.sent, state.generated = None, []
-    values.mark_written(document)
 
 
 def make_pk(document: Document) -> bool:

@@ -116,6 +116,14 @@ def mark_written(document: BaseDocument) -> None:
         seam.mark_written(inner)
 
 
+def confirm(document: BaseDocument) -> None:
+    """``document`` is known to be stored: nothing of an earlier lost reply is pending."""
+    state = seam.state(document)
+    state.unconfirmed = state.made_pk = False
+    state.sent, state.generated = None, []
+    mark_written(document)
+
+
 def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
     """Tell each field the values the user assigned (a counter moves past them, a proxy
     reserves them); returns them as (slot, value), to release if nothing is written."""
