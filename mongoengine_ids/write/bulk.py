@@ -77,17 +77,7 @@ class Batch:
         for position in set(range(len(docs))) - set(self.pending):
             values.confirm(docs[position])
         docs_left = [docs[position] for position in self.pending]
-        every = [slot for doc in docs_left for slot in values.slots(doc)]
-        mine = {(id(s.holder), s.name) for st in self.states for s in st.generated}
-        self.noted = values.note_assigned(
-            write, [s for s in every if s.value is not None and (id(s.holder), s.name) not in mine]
-        )
-        try:
-            generated = [s for doc in docs_left for s in seam.state(doc).generated]
-            self.filled = [*generated, *values.fill(write, [s for s in every if s.value is None])]
-        except BaseException:
-            values.release(write, self.noted)
-            raise
+        self.noted, self.filled = values.prepare(write, docs_left)
         for doc in docs_left:
             st = seam.state(doc)
             st.made_pk = make_pk(doc) or st.made_pk

@@ -83,16 +83,7 @@ def save_create(
         # by the current version (the application may have changed it since).
         values.confirm(document)
         return write_next(document.to_mongo(), False)
-    every = list(values.slots(document))
-    mine = {(id(slot.holder), slot.name) for slot in state.generated}
-    noted = values.note_assigned(
-        write, [s for s in every if s.value is not None and (id(s.holder), s.name) not in mine]
-    )
-    try:
-        filled = [*state.generated, *values.fill(write, [s for s in every if s.value is None])]
-    except BaseException:
-        values.release(write, noted)
-        raise
+    noted, filled = values.prepare(write, [document])
     state.made_pk = make_pk(document) or state.made_pk
     # A key of a generated field is inserted, never written over a document holding it (also
     # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).

@@ -139,6 +139,26 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
     return noted
 
 
+def prepare(
+    write: Write, documents: list[BaseDocument]
+) -> tuple[list[tuple[Slot, Any]], list[Slot]]:
+    """The values of new documents about to be inserted: the fields are told the values the
+    user assigned, and the empty ones are filled. Values an earlier attempt generated (its
+    reply was lost) stay this write's own. Returns (noted, filled)."""
+    every = [slot for document in documents for slot in slots(document)]
+    generated = [slot for document in documents for slot in seam.state(document).generated]
+    mine = {(id(slot.holder), slot.name) for slot in generated}
+    noted = note_assigned(
+        write, [s for s in every if s.value is not None and (id(s.holder), s.name) not in mine]
+    )
+    try:
+        filled = [*generated, *fill(write, [s for s in every if s.value is None])]
+    except BaseException:
+        release(write, noted)
+        raise
+    return noted, filled
+
+
 def fill(write: Write, empty: list[Slot]) -> list[Slot]:
     """Give every slot a new value, one ``new_values()`` call per field and document class.
 
