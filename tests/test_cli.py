@@ -91,13 +91,22 @@ def test_every_subcommand_module_has_add_subcommand() -> None:
         assert callable(module.add_subcommand), name
 
 
-def test_any_other_missing_module_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_any_other_missing_module_is_an_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(
         cli, "_SUBCOMMAND_MODULES", (*cli._SUBCOMMAND_MODULES, "mongoengine_ids.no_such_module")
     )
 
-    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
-        cli.main(["--help"])
+    assert cli.main(["--help"]) == 1
+    assert_one_error_line(
+        capsys.readouterr().err, "internal error: ModuleNotFoundError", "no_such_module", "--debug"
+    )
+
+    assert cli.main(["--debug", "--help"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):")
+    assert err.splitlines()[-1].startswith("mongoengine-ids: error: internal error: ")
 
 
 def _install_fake_subcommand(monkeypatch: pytest.MonkeyPatch, run: Any, name: str = "fake") -> None:
@@ -154,6 +163,113 @@ def test_the_subcommand_status_is_the_exit_status(monkeypatch: pytest.MonkeyPatc
     _install_fake_subcommand(monkeypatch, lambda args: 7)
 
     assert cli.main(["fake"]) == 7
+
+
+def test_a_bug_is_one_line_that_asks_for_debug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run(args: argparse.Namespace) -> int:
+        raise KeyError("surprise\nsecond line")
+
+    _install_fake_subcommand(monkeypatch, run)
+
+    assert cli.main(["fake"]) == 1
+    assert_one_error_line(
+        capsys.readouterr().err, "fake: internal error: KeyError: ", "surprise", "--debug"
+    )
+
+
+@pytest.mark.parametrize("argv", [["--debug", "fake"], ["fake", "--debug"]])
+def test_debug_prints_the_traceback_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    def run(args: argparse.Namespace) -> int:
+        raise cli.CommandError("bad input", status=2)
+
+    _install_fake_subcommand(monkeypatch, run)
+
+    assert cli.main(argv) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert "CommandError: bad input" in lines[-2]
+    assert lines[-1] == "mongoengine-ids: error: fake: bad input"
+
+
+def test_debug_is_accepted_after_a_nested_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["inspect", BLOG_ID, "--debug"]) == 0
+
+
+def test_a_database_error_that_escapes_is_a_failed_operation(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pymongo.errors
+
+    def run(args: argparse.Namespace) -> int:
+        raise pymongo.errors.AutoReconnect("db:27017: connection closed, full error: {...}")
+
+    _install_fake_subcommand(monkeypatch, run)
+
+    assert cli.main(["fake"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "mongoengine-ids: error: fake: the database failed: AutoReconnect: db:27017: "
+        "connection closed\n"
+    )
+
+
+def test_passwords_on_the_command_line_never_reach_a_message(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run(args: argparse.Namespace) -> int:
+        raise RuntimeError(f"something quoted {args.uri} and s3cr%2Ft, decoded s3cr/t")
+
+    def add_subcommand(subparsers: Any) -> None:
+        parser = subparsers.add_parser("fake")
+        parser.add_argument("--uri")
+        parser.set_defaults(func=run)
+
+    module = types.ModuleType("fake_subcommand")
+    module.add_subcommand = add_subcommand  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_subcommand", module)
+    monkeypatch.setattr(cli, "_SUBCOMMAND_MODULES", (*cli._SUBCOMMAND_MODULES, "fake_subcommand"))
+
+    assert cli.main(["fake", "--uri", "mongodb://admin:s3cr%2Ft@db/shop"]) == 1
+
+    err = capsys.readouterr().err
+    assert "s3cr" not in err
+    assert "mongodb://admin:***@db/shop" in err
+    assert "decoded ***" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "shown"),
+    [
+        ("abc", 60, "'abc'"),
+        ("a\nb\x1b[31m", 60, "'a\\nb\\x1b[31m'"),  # control characters escaped
+        ("x" * 61, 60, f"'{'x' * 60}'... (61 characters)"),
+        ("y" * 5000, 3, "'yyy'... (5,000 characters)"),
+    ],
+)
+def test_shorten(text: str, limit: int, shown: str) -> None:
+    assert cli.shorten(text, limit) == shown
+
+
+def test_check_output_path(tmp_path: Any) -> None:
+    cli.check_output_path(str(tmp_path / "new.png"), option="--chart")
+    assert not (tmp_path / "new.png").exists()  # created and removed again
+    (tmp_path / "old.png").write_bytes(b"kept")
+    cli.check_output_path(str(tmp_path / "old.png"), option="--chart")
+    assert (tmp_path / "old.png").read_bytes() == b"kept"
+
+    for path, fragment in [
+        (tmp_path, "is a directory"),
+        (tmp_path / "missing" / "x.png", "does not exist"),
+        (tmp_path / ("n" * 300), "cannot be written: File name too long"),
+    ]:
+        with pytest.raises(cli.CommandError, match=fragment) as caught:
+            cli.check_output_path(str(path), option="--chart")
+        assert caught.value.status == 2
+        assert str(caught.value).startswith("--chart '")
 
 
 # -- as a program -------------------------------------------------------------------------------
