@@ -102,6 +102,7 @@ def server_message(error: BaseException) -> str:
     """The first line of a pymongo error, without the topology and timeout details."""
     lines = str(error).strip().splitlines()
     text = lines[0] if lines else type(error).__name__
+    text = text.replace(" Refer to docstring.", "")  # pymongo's, about its own MongoClient
     for tail in (", Timeout: ", " (configured timeouts: ", ", full error: "):
         text = text.split(tail)[0]
     return text or type(error).__name__
@@ -115,7 +116,7 @@ def _database_problem(name: str) -> str | None:
         return f"it is longer than {_MAX_DATABASE_BYTES} bytes"
     bad = next((c for c in name if c in _BAD_DATABASE_CHARACTERS), None)
     if bad is not None:
-        return f"it contains {bad!r}, and MongoDB refuses any of {_BAD_DATABASE_CHARACTERS!r}"
+        return f'it contains {bad!r} (MongoDB refuses / \\ . " $, spaces and NUL)'
     return None
 
 

@@ -196,6 +196,8 @@ def test_debug_prints_the_traceback_too(
 
 
 def test_debug_is_accepted_after_a_nested_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["counters", "list", "--debug"]) == 0
+    assert cli.main(["counters", "--debug", "show", "x"]) == 1
     assert cli.main(["inspect", BLOG_ID, "--debug"]) == 0
 
 
