@@ -55,6 +55,8 @@ EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130
 #: How many characters of a value given on the command line an error message quotes.
 SHOWN_CHARACTERS: Final = 60
+#: ... and of a file path.
+SHOWN_PATH_CHARACTERS: Final = 200
 
 
 class CommandError(Exception):
@@ -104,13 +106,14 @@ def check_output_path(path: str, *, option: str) -> None:
         CommandError: (status 2) ``path`` is a directory, its directory does not exist, or it
             cannot be written there.
     """
-    shown = shorten(path)
+    shown = shorten(path, SHOWN_PATH_CHARACTERS)
     if os.path.isdir(path):
         raise CommandError(f"{option} {shown} is a directory, not a file", status=EXIT_USAGE)
     directory = os.path.dirname(path) or os.curdir
     if not os.path.isdir(directory):
         raise CommandError(
-            f"{option} {shown}: the directory {shorten(directory)} does not exist",
+            f"{option} {shown}: the directory {shorten(directory, SHOWN_PATH_CHARACTERS)} "
+            "does not exist",
             status=EXIT_USAGE,
         )
     try:

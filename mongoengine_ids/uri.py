@@ -32,6 +32,8 @@ EXPECTED: Final = (
     "or 'mongodb+srv://[USER:PASSWORD@]HOST[/DATABASE][?OPTIONS]'"
 )
 MASK: Final = "***"
+#: How many characters of a URI a message shows.
+SHOWN_CHARACTERS: Final = 120
 
 _SCHEME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 #: Option values that are secrets: any option whose name holds "password", and the AWS session
@@ -199,7 +201,7 @@ def parse(text: str, *, source: str = "--uri") -> MongoURI:
     """
     from pymongo.uri_parser import parse_uri
 
-    shown = shorten(redact(text))
+    shown = shorten(redact(text), SHOWN_CHARACTERS)
     if not text.startswith(SCHEMES):
         raise CommandError(f"{source} {shown} is not a MongoDB URI: {EXPECTED}", status=EXIT_USAGE)
     try:

@@ -364,11 +364,49 @@ def test_run_from_args_checks_group_names_itself(capsys: pytest.CaptureFixture[s
 
 def test_unreachable_server_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     # Port 1 on the loopback interface: refused at once, nothing is listening there.
-    uri = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200"
+    uri = "mongodb://admin:s3cret@127.0.0.1:1/?serverSelectionTimeoutMS=200"
 
     status, _, err = _run(capsys, "--quick", "--uri", uri)
 
     assert status == bench.FAILURE
-    assert err.startswith("mongoengine-ids: error: bench: cannot use the server at --uri ")
-    assert repr(uri) in err
-    assert "Traceback" not in err
+    assert err.startswith(
+        "mongoengine-ids: error: bench: cannot use the server at "
+        "'mongodb://admin:***@127.0.0.1:1/?serverSelectionTimeoutMS=200': "
+    )
+    assert len(err.splitlines()) == 1
+    assert "s3cret" not in err
+
+
+@pytest.mark.parametrize(
+    "uri", ["mongodb://127.0.0.1:99999/x", "localhost:27017", "mongodb://db/?bogus=1"]
+)
+def test_a_bad_uri_is_a_usage_error_before_anything_runs(
+    capsys: pytest.CaptureFixture[str], uri: str
+) -> None:
+    status, out, err = _run(capsys, "--quick", "--uri", uri)
+
+    assert status == bench.USAGE_ERROR
+    assert out == ""  # not even the machine line
+    assert err.startswith(f"mongoengine-ids: error: bench: --uri {uri!r} is not a ")
+    assert len(err.splitlines()) == 1
+
+
+def test_database_leaves_the_uri_database_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # MongoEngine takes the URI's database over the one it is given: the benchmark must not
+    # write into the user's database, so it connects without it.
+    import mongoengine
+
+    connected: dict[str, Any] = {}
+
+    def connect(name: str, **settings: Any) -> None:
+        connected.update(settings, name=name)
+        raise _core.BenchError("stop here")
+
+    monkeypatch.setattr(mongoengine, "connect", connect)
+
+    with pytest.raises(_core.BenchError), _core.database("mongodb://u:p@db/shop"):
+        pass
+
+    assert connected["name"].startswith("mongoengine_ids_bench_")
+    assert connected["host"] == "mongodb://u:p@db/?authSource=shop"
+    assert connected["serverSelectionTimeoutMS"] == _core.SERVER_SELECTION_TIMEOUT_MS

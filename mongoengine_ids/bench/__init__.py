@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, Final
 
+from .. import uri
 from ._core import BenchError, Result, format_machine, format_table, machine_info, to_json
 
 #: The group modules, in the order they run; a missing one is skipped.
@@ -91,7 +91,14 @@ def add_subcommand(subparsers: Any) -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    """Run the benchmark as the parsed options say; return the exit status."""
+    """Run the benchmark as the parsed options say; return the exit status.
+
+    Raises:
+        CommandError: (status 2) ``--uri`` is not a valid MongoDB URI (checked before anything
+            runs).
+    """
+    if args.uri is not None:
+        uri.parse(args.uri)
     requested: list[str] = list(args.groups) if args.groups else list(GROUPS)
     unknown = [name for name in requested if name not in GROUPS]
     if unknown:  # a Namespace built without add_options()' choices
@@ -150,27 +157,10 @@ def _summary(results: Sequence[Result]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` (default: the command line), run the benchmark, return the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m mongoengine_ids.bench",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-    )
-    add_options(parser)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_request:  # --help, or a usage error argparse already printed
-        code = exit_request.code
-        return code if isinstance(code, int) else USAGE_ERROR
-    try:
-        status = run_from_args(args)
-        sys.stdout.flush()  # so that a closed pipe is caught here, not at interpreter exit
-    except BrokenPipeError:
-        # The reader went away (`... | head`): stop quietly, as the mongoengine-ids command does.
-        # Python flushes stdout once more at exit; point it at /dev/null so that cannot fail.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return FAILURE
-    return status
+    """``python -m mongoengine_ids.bench``: ``mongoengine-ids bench`` with ``argv``."""
+    from ..cli import main as cli_main
+
+    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
 
 
 __all__ = [

@@ -70,6 +70,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Literal
 
+from .. import uri as _uri
+
 #: A timed batch: perform ``n`` operations, return the seconds they took (set-up excluded).
 Trial = Callable[[int], float]
 #: One operation, the ``i``-th of its round: perform it, return the seconds to count (its own
@@ -447,7 +449,7 @@ class BenchError(RuntimeError):
 
 #: How long to wait for a server given with ``--uri`` unless the URI says otherwise: pymongo's
 #: default of 30 s is a long time to stare at a benchmark that cannot start.
-SERVER_SELECTION_TIMEOUT_MS: Final = 5_000
+SERVER_SELECTION_TIMEOUT_MS: Final = _uri.SERVER_SELECTION_TIMEOUT_MS
 
 
 @contextlib.contextmanager
@@ -459,19 +461,22 @@ def database(uri: str | None, *, alias: str = BENCH_ALIAS) -> Iterator[Any]:
 
     Args:
         uri: a MongoDB URI (the server is pinged first, the database dropped on exit), or None
-            for an in-memory mongomock database.
+            for an in-memory mongomock database. The URI's own database is not used (only
+            authenticated against, when the URI has a user).
         alias: the MongoEngine connection alias to connect.
 
     Raises:
-        BenchError: ``uri`` is None and mongomock is not installed, or the URI is invalid, or
-            the server does not answer.
+        CommandError: (status 2) ``uri`` is not a valid MongoDB URI.
+        BenchError: ``uri`` is None and mongomock is not installed, or the server does not
+            answer.
     """
     import mongoengine
     import pymongo.errors
 
     name = f"mongoengine_ids_bench_{uuid.uuid4().hex[:12]}"
+    target = None if uri is None else _uri.parse(uri)
     try:
-        if uri is None:
+        if target is None:
             try:
                 import mongomock
             except ImportError as error:  # pragma: no cover - in the demo and test extras
@@ -486,22 +491,27 @@ def database(uri: str | None, *, alias: str = BENCH_ALIAS) -> Iterator[Any]:
                 uuidRepresentation="standard",
             )
         else:
-            options: dict[str, Any] = {"uuidRepresentation": "standard"}
-            if "serverselectiontimeoutms" not in uri.lower():
-                options["serverSelectionTimeoutMS"] = SERVER_SELECTION_TIMEOUT_MS
-            mongoengine.connect(name, alias=alias, host=uri, **options)
+            # Without the URI's database: MongoEngine would use it instead of the new one.
+            mongoengine.connect(
+                name,
+                alias=alias,
+                host=target.without_database(),
+                uuidRepresentation="standard",
+                **target.client_options(),
+            )
             # Fail here, once and clearly, rather than inside the first timed write.
             mongoengine.get_db(alias).command("ping")
     except pymongo.errors.PyMongoError as error:
         mongoengine.disconnect(alias)
-        raise BenchError(f"cannot use the server at --uri {uri!r}: {error}") from error
+        where = "mongomock" if target is None else f"the server at {target.shown}"
+        raise BenchError(f"cannot use {where}: {_uri.server_message(error)}") from error
     except BaseException:
         mongoengine.disconnect(alias)
         raise
     try:
         yield mongoengine.get_db(alias)
     finally:
-        if uri is not None:
+        if target is not None:
             with contextlib.suppress(Exception):
                 mongoengine.get_connection(alias).drop_database(name)
         mongoengine.disconnect(alias)
