@@ -98,25 +98,13 @@ def _open_database(
         embedded: Any = mongomock.MongoClient()
         return embedded[args.db or EMBEDDED_DATABASE], embedded.close
 
-    import pymongo
-    import pymongo.errors
-
     name = args.db or target.database
     if not name:
         raise CommandError(
             f"no database: give --db NAME or name one in the URI ({target.shown})",
             status=EXIT_USAGE,
         )
-    client: pymongo.MongoClient[Any] | None = None
-    try:
-        client = pymongo.MongoClient(target.text, **target.client_options())
-        client.admin.command("ping")  # fail here, once, if no server answers
-    except pymongo.errors.PyMongoError as error:
-        if client is not None:
-            client.close()
-        raise CommandError(
-            f"cannot use the server at {target.shown}: {uri.server_message(error)}"
-        ) from error
+    client = uri.open_client(target)
     return client[name], client.close
 
 

@@ -181,6 +181,29 @@ class MongoURI:
         return f"{scheme}://{hosts}/{question}{query}"
 
 
+def open_client(target: MongoURI) -> Any:
+    """A pymongo client of the server ``target`` names, once that server answered a ping.
+
+    Raises:
+        CommandError: (status 1) no server answered within the timeout, or the DNS of a
+            ``mongodb+srv://`` host failed.
+    """
+    import pymongo
+    import pymongo.errors
+
+    client: Any = None
+    try:
+        client = pymongo.MongoClient(target.text, **target.client_options())
+        client.admin.command("ping")
+    except pymongo.errors.PyMongoError as error:
+        if client is not None:
+            client.close()
+        raise CommandError(
+            f"cannot use the server at {target.shown}: {server_message(error)}"
+        ) from error
+    return client
+
+
 def _is_dns_failure(error: BaseException) -> bool:
     """Whether pymongo raised ``error`` because a DNS lookup (of a ``mongodb+srv`` host) failed."""
     cause = error.__cause__
@@ -258,6 +281,7 @@ __all__ = [
     "SERVER_SELECTION_TIMEOUT_MS",
     "MongoURI",
     "check_database_name",
+    "open_client",
     "parse",
     "redact",
     "scrub",

@@ -366,9 +366,10 @@ def test_unreachable_server_is_one_line_error(capsys: pytest.CaptureFixture[str]
     # Port 1 on the loopback interface: refused at once, nothing is listening there.
     uri = "mongodb://admin:s3cret@127.0.0.1:1/?serverSelectionTimeoutMS=200"
 
-    status, _, err = _run(capsys, "--quick", "--uri", uri)
+    status, out, err = _run(capsys, "--quick", "--uri", uri)
 
     assert status == bench.FAILURE
+    assert out == ""  # checked before anything runs
     assert err.startswith(
         "mongoengine-ids: error: bench: cannot use the server at "
         "'mongodb://admin:***@127.0.0.1:1/?serverSelectionTimeoutMS=200': "

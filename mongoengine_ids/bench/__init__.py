@@ -94,11 +94,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     """Run the benchmark as the parsed options say; return the exit status.
 
     Raises:
-        CommandError: (status 2) ``--uri`` is not a valid MongoDB URI (checked before anything
-            runs).
+        CommandError: checked before anything runs: ``--uri`` is not a valid MongoDB URI
+            (status 2), or its server does not answer (status 1).
     """
     if args.uri is not None:
-        uri.parse(args.uri)
+        uri.open_client(uri.parse(args.uri)).close()
     requested: list[str] = list(args.groups) if args.groups else list(GROUPS)
     unknown = [name for name in requested if name not in GROUPS]
     if unknown:  # a Namespace built without add_options()' choices
