@@ -434,7 +434,22 @@ def test_inspect_bad_input_table(capsys: pytest.CaptureFixture[str], bad: str) -
 
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert_one_error_line(captured.err, repr(bad), "is not a valid id", "expected")
+    assert_one_error_line(captured.err, "inspect: ", repr(bad), "is not a valid id", "expected")
+
+
+def test_inspect_cuts_a_long_input_short(capsys: pytest.CaptureFixture[str]) -> None:
+    bad = "g" + "0" * 99_999
+
+    assert cli.main(["inspect", "--json", bad]) == 2
+
+    captured = capsys.readouterr()
+    assert_one_error_line(
+        captured.err, f"{'g' + '0' * 59!r}... (100,000 characters) is not a valid id"
+    )
+    assert len(captured.err) < 400
+    [failed] = json.loads(captured.out)
+    assert failed["input"] == bad  # the data keeps what was given
+    assert len(failed["error"]) < 400
 
 
 # -- demo ---------------------------------------------------------------------------------------
