@@ -25,6 +25,7 @@ import importlib
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
@@ -128,6 +129,33 @@ def check_output_path(path: str, *, option: str) -> None:
         raise CommandError(
             f"{option} {shown} cannot be written: {error.strerror or error}", status=EXIT_USAGE
         ) from None
+
+
+def machine_mac_quietly() -> tuple[int, bool]:
+    """The MAC this process's Locality UUID generators use, read without their warning.
+
+    The generators warn (a RuntimeWarning, once per process) when the MAC is a locally
+    administered one, as containers and virtual machines get; a subcommand reads it first with
+    this function, so the warning is not printed in the middle of its output, and says it in
+    words where it matters (``demo``) or not at all (``bench``, ``compare``: their ids are
+    thrown away).
+
+    Returns:
+        The MAC, and whether it is a shared-looking one that ``$MONGOENGINE_IDS_MAC`` does not
+        override (locally administered, not the random multicast one of :func:`uuid.getnode`).
+    """
+    from . import constants as C
+    from .locality import machine_mac
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mac = machine_mac()
+    shared = (
+        not os.environ.get(C.MAC_ENV_VAR)
+        and bool(mac & C.MAC_LOCAL_BIT)
+        and not mac & C.MAC_MULTICAST_BIT
+    )
+    return mac, shared
 
 
 class _ArgumentParser(argparse.ArgumentParser):

@@ -39,7 +39,14 @@ from pymongo import monitoring
 
 from . import shardsim
 from . import uri as mongo_uri
-from .cli import EXIT_USAGE, SHOWN_PATH_CHARACTERS, CommandError, check_output_path, shorten
+from .cli import (
+    EXIT_USAGE,
+    SHOWN_PATH_CHARACTERS,
+    CommandError,
+    check_output_path,
+    machine_mac_quietly,
+    shorten,
+)
 
 if TYPE_CHECKING:
     from .bench._core import Trial
@@ -845,6 +852,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--chart {chart} needs matplotlib: {shardsim.PLOT_INSTALL}",
                 status=EXIT_USAGE,
             ) from error
+    machine_mac_quietly()  # the ids are thrown away: no warning about a shared MAC
     stream = sys.stderr if (args.progress or sys.stderr.isatty()) else None
     progress = Progress(0, stream)
     try:

@@ -28,7 +28,7 @@ from pymongo.errors import PyMongoError
 
 from . import constants as C
 from . import uri as mongo_uri
-from .cli import CommandError
+from .cli import CommandError, machine_mac_quietly
 from .decode import describe
 from .fields import LocalityUUIDField
 from .locality import LocalityUUIDGenerator
@@ -53,12 +53,15 @@ class Demo:
 
     Attributes:
         out: where the demo prints.
+        mac_note: what to say about this machine's MAC where the ids' node is shown, if
+            anything (see :func:`_mac_note`).
         alias: the MongoEngine alias to put in the models' ``meta``.
         run_id: a token unique to this run, part of every collection name.
         collections: the collections named so far (dropped when the demo ends).
     """
 
     out: TextIO
+    mac_note: str | None = None
     alias: str = ALIAS
     run_id: str = field(default_factory=lambda: secrets.token_hex(4))
     collections: list[str] = field(default_factory=list)
@@ -136,6 +139,9 @@ def saved_one_by_one(demo: Demo) -> None:
         "digits reversed, so the first characters of consecutive ids differ and writes spread "
         "over range-based shards."
     )
+    if demo.mac_note:
+        demo.say()
+        demo.say(demo.mac_note)
 
 
 def inserted_in_bulk(demo: Demo) -> None:
@@ -389,6 +395,21 @@ def _connected(uri: str | None) -> Iterator[tuple[Database[Any], str]]:
         mongoengine.disconnect(ALIAS)
 
 
+def _mac_note() -> str | None:
+    """A word about the node column, when this machine's MAC may be shared with others."""
+    mac, shared = machine_mac_quietly()
+    if not shared:
+        return None
+    octets = ":".join(f"{byte:02x}" for byte in mac.to_bytes(6, "big"))
+    return (
+        f"Note: the node is the low 28 bits of this machine's MAC, {octets}, a locally "
+        "administered address, as containers and virtual machines get and often share. Two "
+        "machines with the same node and process id can make the same id in the same "
+        f"millisecond: in production, set {C.MAC_ENV_VAR} to an address unique to each machine "
+        "(or pass mac= to LocalityUUIDGenerator)."
+    )
+
+
 def _drop(database: Database[Any], collections: Sequence[str]) -> None:
     # Best effort: if the server went away, the error that stopped the demo matters more.
     with contextlib.suppress(PyMongoError):
@@ -438,7 +459,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         CommandError: the database cannot be used (see :func:`_connected`).
     """
-    demo = Demo(out=sys.stdout)
+    demo = Demo(out=sys.stdout, mac_note=_mac_note())
     with _connected(args.uri) as (database, where):
         print(f"mongoengine-ids demo: database {database.name!r} on {where}", file=demo.out)
         try:

@@ -518,6 +518,37 @@ def test_demo_saves_documents_and_shows_their_ids(capsys: pytest.CaptureFixture[
     assert "Dropped the demo's " in out
 
 
+def test_demo_says_in_words_when_the_mac_may_be_shared(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import uuid
+
+    from mongoengine_ids import locality
+
+    # A container's MAC, read afresh (the MAC is read once per process, and restored after).
+    monkeypatch.delenv("MONGOENGINE_IDS_MAC")
+    monkeypatch.setattr(locality, "_machine_mac", None)
+    monkeypatch.setattr(uuid, "getnode", lambda: 0x02FC00000001)
+
+    # pytest turns warnings into errors: the generators' RuntimeWarning would fail this.
+    assert cli.main(["demo"]) == 0
+
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    first = " ".join(_section(captured.out, 1).split())
+    assert "this machine's MAC, 02:fc:00:00:00:01, a locally administered address" in first
+    assert "set MONGOENGINE_IDS_MAC to an address unique to each machine" in first
+    assert captured.out.count("MONGOENGINE_IDS_MAC") == 1  # said once
+
+
+def test_demo_says_nothing_of_a_mac_set_on_purpose(capsys: pytest.CaptureFixture[str]) -> None:
+    assert os.environ["MONGOENGINE_IDS_MAC"]  # set by conftest.py
+
+    assert cli.main(["demo"]) == 0
+
+    assert "MAC" not in capsys.readouterr().out
+
+
 def test_demo_disconnects_what_it_connected(capsys: pytest.CaptureFixture[str]) -> None:
     settings_before = dict(mongoengine.connection._connection_settings)
 

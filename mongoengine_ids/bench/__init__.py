@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any, Final
 
 from .. import uri
+from ..cli import machine_mac_quietly
 from ._core import BenchError, Result, format_machine, format_table, machine_info, to_json
 
 #: The group modules, in the order they run; a missing one is skipped.
@@ -99,6 +100,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     """
     if args.uri is not None:
         uri.open_client(uri.parse(args.uri)).close()
+    machine_mac_quietly()  # the ids are thrown away: no warning about a shared MAC
     requested: list[str] = list(args.groups) if args.groups else list(GROUPS)
     unknown = [name for name in requested if name not in GROUPS]
     if unknown:  # a Namespace built without add_options()' choices
