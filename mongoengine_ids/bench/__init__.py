@@ -17,6 +17,7 @@ noisy machine must not fail a build); read the ``met`` column, or ``met`` in the
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
 from collections.abc import Sequence
@@ -25,7 +26,16 @@ from typing import Any, Final
 
 from .. import uri
 from ..cli import machine_mac_quietly
-from ._core import BenchError, Result, format_machine, format_table, machine_info, to_json
+from ._core import (
+    BenchError,
+    Result,
+    StatusLine,
+    format_machine,
+    format_table,
+    machine_info,
+    reporting,
+    to_json,
+)
 
 #: The group modules, in the order they run; a missing one is skipped.
 GROUPS: Final[tuple[str, ...]] = ("locality", "sequence", "random_unique")
@@ -126,22 +136,36 @@ def run_from_args(args: argparse.Namespace) -> int:
             "ratio: time/op of the candidate over its baseline's, both measured interleaved "
             "in the same run"
         )
-    for name, module in modules:
-        try:
-            rows: list[Result] = module.run(quick=args.quick, uri=args.uri)
-        except BenchError as error:
-            _print_error(str(error))
-            return FAILURE
-        results.extend(rows)
-        if not args.json:
-            # Printed as each group finishes, so a long run shows progress.
-            print(f"\n[{name}]")
-            print(format_table(rows), flush=True)
+    # On a terminal, stderr shows which group and round is running; piped, nothing extra.
+    status = StatusLine(sys.stderr)
+    try:
+        for index, (name, module) in enumerate(modules, start=1):
+            where = f"bench: group {index}/{len(modules)}, {name}"
+            status.show(where)
+            try:
+                with reporting(functools.partial(_show_round, status, where)):
+                    rows: list[Result] = module.run(quick=args.quick, uri=args.uri)
+            except BenchError as error:
+                status.clear()
+                _print_error(str(error))
+                return FAILURE
+            status.clear()
+            results.extend(rows)
+            if not args.json:
+                # Printed as each group finishes, so a long run shows progress.
+                print(f"\n[{name}]")
+                print(format_table(rows), flush=True)
+    finally:
+        status.clear()
     if args.json:
         print(to_json(results, machine=machine))
     else:
         print(f"\n{_summary(results)}")
     return 0
+
+
+def _show_round(status: StatusLine, where: str, text: str) -> None:
+    status.show(f"{where}, {text}")
 
 
 def _print_error(message: str) -> None:

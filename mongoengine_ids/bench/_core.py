@@ -63,12 +63,13 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Final, Literal
+from typing import IO, Any, Final, Literal
 
 from .. import uri as _uri
 
@@ -136,6 +137,67 @@ class Result:
     def as_dict(self) -> dict[str, Any]:
         """The row as JSON-ready data (the keys are the attribute names)."""
         return asdict(self)
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+#: Told what :func:`measure` and :func:`measure_alternating` are doing, round by round, between
+#: timed rounds (see :func:`reporting`); None when nobody listens.
+_listener: Callable[[str], None] | None = None
+
+
+@contextlib.contextmanager
+def reporting(listener: Callable[[str], None]) -> Iterator[None]:
+    """Tell ``listener`` which round of which candidates the timing functions run, meanwhile.
+
+    The groups' ``run()`` print nothing; this is how ``mongoengine-ids bench`` shows progress
+    on a terminal without them knowing. ``listener`` is called between rounds, never inside a
+    timed trial.
+    """
+    global _listener
+    previous, _listener = _listener, listener
+    try:
+        yield
+    finally:
+        _listener = previous
+
+
+def _report(names: Sequence[str], round_index: int, warmup: int, rounds: int) -> None:
+    listener = _listener
+    if listener is not None:
+        done = round_index + warmup + 1
+        listener(f"round {done}/{warmup + rounds}: {', '.join(names)}")
+
+
+class StatusLine:
+    """One line of progress, redrawn in place on a terminal; nothing on anything else.
+
+    Args:
+        stream: where to draw (stderr); nothing is drawn unless it is a terminal, so piped or
+            redirected output gets nothing extra.
+    """
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        self._stream = stream if stream is not None and stream.isatty() else None
+        self._shown = 0
+
+    def show(self, text: str) -> None:
+        """Replace the line with ``text``, cut to the terminal's width."""
+        stream = self._stream
+        if stream is None:
+            return
+        text = text[: max(shutil.get_terminal_size().columns - 1, 10)]
+        stream.write(f"\r{text}{' ' * max(self._shown - len(text), 0)}")
+        stream.flush()
+        self._shown = len(text)
+
+    def clear(self) -> None:
+        """Erase the line, so that what is printed next starts on a clean one."""
+        stream = self._stream
+        if stream is not None and self._shown:
+            stream.write(f"\r{' ' * self._shown}\r")
+            stream.flush()
+            self._shown = 0
 
 
 def loop(func: Callable[[], object]) -> Trial:
@@ -229,6 +291,7 @@ def measure(
     names = list(trials)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(-warmup, rounds):
+        _report(names, round_index, warmup, rounds)
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
             elapsed = _run_trial(trials[name], number, disable_gc=disable_gc)
@@ -277,6 +340,7 @@ def measure_alternating(
     names = list(steps)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(-warmup, rounds):
+        _report(names, round_index, warmup, rounds)
         totals = dict.fromkeys(names, 0.0)
         with _collector_off(disable_gc):
             for index in range(number):
@@ -526,6 +590,7 @@ __all__ = [
     "BENCH_ALIAS",
     "SERVER_SELECTION_TIMEOUT_MS",
     "BenchError",
+    "StatusLine",
     "JSON_FORMAT_VERSION",
     "Result",
     "Statistic",
@@ -547,5 +612,6 @@ __all__ = [
     "machine_info",
     "measure",
     "measure_alternating",
+    "reporting",
     "save_trial",
 ]
