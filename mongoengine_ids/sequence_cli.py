@@ -32,6 +32,12 @@ URI_ENV_VAR: Final = "MONGOENGINE_IDS_URI"
 #: The database of the embedded mongomock client, unless ``--db`` names one.
 EMBEDDED_DATABASE: Final = "mongoengine_ids_counters"
 
+#: Said after the output when no server was named.
+EMBEDDED_NOTE: Final = (
+    "an embedded mongomock database, empty at the start and gone at the end: "
+    "give --uri for a server"
+)
+
 #: Exit statuses: success, a refused or failed operation, a usage error (argparse's).
 OK: Final = 0
 FAILED: Final = 1
@@ -68,9 +74,7 @@ def _target(args: argparse.Namespace) -> uri.MongoURI | None:
     return None
 
 
-def _open_database(
-    args: argparse.Namespace, *, err: TextIO | None = None
-) -> tuple[Any, Callable[[], None]]:
+def _open_database(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
     """Open the database the options name: a server's, or an embedded mongomock one.
 
     Raises:
@@ -90,11 +94,7 @@ def _open_database(
                 "the embedded database needs mongomock: pip install 'mongoengine-ids[demo]' "
                 "(or give --uri mongodb://HOST/DATABASE to use a server)"
             ) from None
-        print(
-            "mongoengine-ids counters: an embedded mongomock database, empty at the start and "
-            "gone at the end (give --uri for a server)",
-            file=err or sys.stderr,
-        )
+        args.embedded_database = True  # run() says so after the output
         embedded: Any = mongomock.MongoClient()
         return embedded[args.db or EMBEDDED_DATABASE], embedded.close
 
@@ -226,6 +226,8 @@ def run(
         ) from error
     finally:
         close()
+    if getattr(args, "embedded_database", False):
+        print(f"\n({EMBEDDED_NOTE})", file=out)
     return OK
 
 
