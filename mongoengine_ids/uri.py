@@ -38,7 +38,7 @@ SHOWN_CHARACTERS: Final = 120
 _SCHEME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 #: Option values that are secrets: any option whose name holds "password", and the AWS session
 #: token inside authMechanismProperties.
-_SECRET_OPTION: Final = re.compile(r"(?i)((?:^|[?&;])[^=&;]*password[^=&;]*=)([^&;]*)")
+_SECRET_OPTION: Final = re.compile(r"(?i)([?&;][^=&;?]*password[^=&;?]*=)([^&;]*)")
 _SECRET_PROPERTY: Final = re.compile(r"(?i)(AWS_SESSION_TOKEN:)([^,&;]*)")
 #: The characters MongoDB refuses in a database name (those of every platform but Windows').
 _BAD_DATABASE_CHARACTERS: Final = '/\\. "$\x00'
@@ -102,12 +102,11 @@ def scrub(message: str, hidden: list[str]) -> str:
 
 def server_message(error: BaseException) -> str:
     """The first line of a pymongo error, without the topology and timeout details."""
-    lines = str(error).strip().splitlines()
-    text = lines[0] if lines else type(error).__name__
+    text = " ".join(str(error).split())  # on one line, whatever the host name held
     text = text.replace(" Refer to docstring.", "")  # pymongo's, about its own MongoClient
     for tail in (", Timeout: ", " (configured timeouts: ", ", full error: "):
         text = text.split(tail)[0]
-    return text or type(error).__name__
+    return shorten(text, 300, quoted=False) if text else type(error).__name__
 
 
 def _database_problem(name: str) -> str | None:
@@ -239,6 +238,11 @@ def parse(text: str, *, source: str = "--uri") -> MongoURI:
             status=EXIT_USAGE,
         ) from error
     database = parsed.get("database")
+    problem = _hosts_problem(parsed.get("nodelist") or [])
+    if problem is not None:
+        raise CommandError(
+            f"{source} {shown} is not a valid MongoDB URI: {problem}", status=EXIT_USAGE
+        )
     problem = None if database is None else _database_problem(database)
     if problem is not None:
         raise CommandError(
@@ -251,6 +255,16 @@ def parse(text: str, *, source: str = "--uri") -> MongoURI:
         options=dict(parsed.get("options") or {}),
         username=parsed.get("username"),
     )
+
+
+def _hosts_problem(nodes: list[tuple[str, int | None]]) -> str | None:
+    """What is wrong with the hosts pymongo accepted (``mongodb://:27017`` has an empty one)."""
+    for host, _ in nodes:
+        if not host:
+            return "a host is empty"
+        if any(character.isspace() or not character.isprintable() for character in host):
+            return f"the host {shorten(host)} has spaces or control characters in it"
+    return None
 
 
 def _safe_reason(text: str, error: BaseException) -> str:

@@ -42,6 +42,8 @@ def test_secrets_and_scrub() -> None:
     assert set(hidden) == {"s3cr%2Ft", "s3cr/t", "k3y"}
     assert uri.scrub("s3cr/t, s3cr%2Ft and k3y", hidden) == "***, *** and ***"
     assert uri.secrets("mongodb://a:b@db/") == []  # too short to hide anything
+    # Only an option named *password* is a secret, not the next option after the user's.
+    assert uri.secrets("mongodb://a:PASSWORD@db/?serverSelectionTimeoutMS=100") == ["PASSWORD"]
 
 
 def test_parse_keeps_the_uri_and_shows_it_masked() -> None:
@@ -99,6 +101,10 @@ def test_without_database(text: str, without: str) -> None:
         ("mongodb+srv://db:27017/x", ["must not include a port number"]),
         ("mongodb+srv://a,b/x", ["one, and only one, hostname"]),
         ("mongodb://%zz@db/x", ["must be escaped"]),
+        ("mongodb://:27017/x", ["is not a valid MongoDB URI: a host is empty"]),
+        ("mongodb://db,:1/x", ["a host is empty"]),
+        ("mongodb://d b/x", ["the host 'd b' has spaces or control characters in it"]),
+        ("mongodb://db\t/x", ["the host 'db\\t' has spaces"]),
     ],
 )
 def test_parse_rejects_with_a_usage_error(text: str, fragments: list[str]) -> None:
