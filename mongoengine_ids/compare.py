@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 COMPARE_ALIAS: Final = "mongoengine_ids_compare"
 #: The ``format`` version of the JSON document; bumped if a key changes meaning.
 JSON_FORMAT_VERSION: Final = 1
+#: The most shards ``--shards`` simulates (a sharded cluster has far fewer).
+MAX_SHARDS: Final = 10_000
 
 #: The BSON element of ``_id`` costs 5 bytes besides its value (type byte and ``"_id\0"``).
 _ID_ELEMENT_OVERHEAD: Final = 5
@@ -838,8 +840,11 @@ def run(args: argparse.Namespace) -> int:
             be written. Then (status 1): mongomock missing, the server does not answer, the
             chart cannot be written after all.
     """
-    if args.shards < 1:
-        raise CommandError(f"--shards {args.shards!r}: expected 1 or more", status=EXIT_USAGE)
+    if not 1 <= args.shards <= MAX_SHARDS:
+        raise CommandError(
+            f"--shards {shorten(str(args.shards), quoted=False)}: expected 1 to {MAX_SHARDS:,}",
+            status=EXIT_USAGE,
+        )
     if args.uri is not None:
         mongo_uri.parse(args.uri)
     chart = None if args.chart is None else shorten(args.chart, SHOWN_PATH_CHARACTERS)

@@ -188,13 +188,14 @@ def run(
     """Carry out the parsed ``counters`` command; return the exit status.
 
     Raises:
-        CommandError: the database cannot be opened (see :func:`_open_database`), the counter
-            does not exist, ``set`` would move it down without ``--force``, or the database
-            failed (status 1).
+        CommandError: a bad ``--collection`` name (status 2); the database cannot be opened
+            (see :func:`_open_database`), the counter does not exist, ``set`` would move it
+            down without ``--force``, or the database failed (status 1).
     """
     import pymongo.errors
 
     out = out or sys.stdout
+    uri.check_collection_name(args.collection)
     database, close = open_database(args)
     try:
         if args.action == "list":

@@ -136,6 +136,28 @@ def check_database_name(name: str, *, source: str = "--db") -> str:
     return name
 
 
+def check_collection_name(name: str, *, source: str = "--collection") -> str:
+    """Return ``name`` if MongoDB accepts it as a collection name, else raise a usage error.
+
+    Raises:
+        CommandError: (status 2) ``name`` is empty, holds ``$`` or NUL, or has an empty part
+            between dots.
+    """
+    problem = None
+    if not name:
+        problem = "it is empty"
+    elif "$" in name or "\x00" in name:
+        problem = "it contains '$' or NUL"
+    elif name.startswith(".") or name.endswith(".") or ".." in name:
+        problem = "a part between dots is empty"
+    if problem is not None:
+        raise CommandError(
+            f"{source} {shorten(name)} is not a valid collection name: {problem}",
+            status=EXIT_USAGE,
+        )
+    return name
+
+
 @dataclass(frozen=True)
 class MongoURI:
     """A MongoDB URI that :func:`parse` accepted.
@@ -294,6 +316,7 @@ __all__ = [
     "EXPECTED",
     "SERVER_SELECTION_TIMEOUT_MS",
     "MongoURI",
+    "check_collection_name",
     "check_database_name",
     "open_client",
     "parse",

@@ -212,7 +212,9 @@ def test_chart_without_matplotlib_is_a_one_line_usage_error(
 
 def test_bad_shard_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert compare.main(["--shards", "0"]) == 2
-    assert "--shards 0: expected 1 or more" in capsys.readouterr().err
+    assert "--shards 0: expected 1 to 10,000" in capsys.readouterr().err
+    assert compare.main(["--shards", "9" * 30]) == 2
+    assert f"--shards {'9' * 30}: expected 1 to 10,000" in capsys.readouterr().err
 
 
 def test_run_raises_command_error_for_the_cli() -> None:

@@ -203,3 +203,15 @@ def test_server_message_is_one_line() -> None:
     )
     assert uri.server_message(error) == "127.0.0.1:1: [Errno 111] Connection refused"
     assert uri.server_message(ValueError("")) == "ValueError"
+
+
+@pytest.mark.parametrize("name", ["", "a$b", "a\x00b", ".a", "a.", "a..b"])
+def test_check_collection_name_refuses(name: str) -> None:
+    with pytest.raises(CommandError, match="is not a valid collection name") as caught:
+        uri.check_collection_name(name)
+    assert caught.value.status == 2
+
+
+def test_check_collection_name_accepts() -> None:
+    for name in ("mongoengine.counters", "counters", "a-b_c"):
+        assert uri.check_collection_name(name) == name
