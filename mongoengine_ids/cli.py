@@ -5,7 +5,14 @@ module exposes ``add_subcommand(subparsers) -> None``, which adds its parser wit
 ``subparsers.add_parser(...)`` and sets ``func`` with ``set_defaults(func=run)``, where
 ``run(args: argparse.Namespace) -> int`` returns the exit status. For an error the user caused
 (a bad argument, a missing optional dependency, an unreachable server), ``run`` raises
-:class:`CommandError`: the command prints it as one line, without a traceback.
+:class:`CommandError`.
+
+:func:`main` is the one place where errors are printed: every failure is one line on stderr,
+``mongoengine-ids: error: COMMAND: MESSAGE``, never a traceback. A :class:`CommandError` gives
+its message and status; a pymongo error that escapes a subcommand is a failed operation
+(status 1); any other exception is a bug, reported in one line that asks for ``--debug``,
+which prints the traceback too. Passwords of the URIs on the command line (and in
+``$MONGOENGINE_IDS_URI``) are masked in every message, whatever raised it.
 
 Exit status: 0 on success, 1 when an operation failed (:class:`CommandError`'s default),
 2 for invalid usage or input.
@@ -17,8 +24,10 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
+import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from . import __version__
 
@@ -43,6 +52,12 @@ _SUBCOMMAND_MODULES: Final = (
 
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
+#: What shells report for a command stopped with Ctrl-C: 128 + SIGINT.
+EXIT_INTERRUPTED: Final = 130
+#: How many characters of a value given on the command line an error message quotes.
+SHOWN_CHARACTERS: Final = 60
+#: ... and of a file path.
+SHOWN_PATH_CHARACTERS: Final = 200
 
 
 class CommandError(Exception):
@@ -60,7 +75,87 @@ class CommandError(Exception):
 
 def print_error(message: str) -> None:
     """Print ``message`` to stderr as the command's one-line error."""
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    one_line = " ".join(message.split("\n"))
+    print(f"{PROG}: error: {one_line}", file=sys.stderr)
+
+
+def shorten(text: str, limit: int = SHOWN_CHARACTERS, *, quoted: bool = True) -> str:
+    """``text`` as an error message shows it: on one line, at most ``limit`` characters of it.
+
+    Args:
+        text: a value from the command line (an id, a URI, a path), or a message.
+        limit: how many characters to keep; the rest is counted, not shown.
+        quoted: quote it with :func:`repr` (control characters escaped); else only newlines
+            are replaced.
+
+    Returns:
+        ``'abc'``, or ``'abcd...'... (1,234 characters)`` when cut.
+    """
+    cut = text[:limit]
+    shown = repr(cut) if quoted else " ".join(cut.splitlines())
+    if len(text) > limit:
+        shown += f"... ({len(text):,} characters)"
+    return shown
+
+
+def check_output_path(path: str, *, option: str) -> None:
+    """Check, before any work, that the file ``path`` given with ``option`` can be written.
+
+    A new file is created and removed again; an existing one must be a writable file.
+
+    Raises:
+        CommandError: (status 2) ``path`` is a directory, its directory does not exist, or it
+            cannot be written there.
+    """
+    shown = shorten(path, SHOWN_PATH_CHARACTERS)
+    if os.path.isdir(path):
+        raise CommandError(f"{option} {shown} is a directory, not a file", status=EXIT_USAGE)
+    directory = os.path.dirname(path) or os.curdir
+    if not os.path.isdir(directory):
+        raise CommandError(
+            f"{option} {shown}: the directory {shorten(directory, SHOWN_PATH_CHARACTERS)} "
+            "does not exist",
+            status=EXIT_USAGE,
+        )
+    try:
+        if os.path.exists(path):
+            with open(path, "ab"):
+                pass
+        else:
+            with open(path, "xb"):
+                pass
+            os.unlink(path)
+    except OSError as error:
+        raise CommandError(
+            f"{option} {shown} cannot be written: {error.strerror or error}", status=EXIT_USAGE
+        ) from None
+
+
+def machine_mac_quietly() -> tuple[int, bool]:
+    """The MAC this process's Locality UUID generators use, read without their warning.
+
+    The generators warn (a RuntimeWarning, once per process) when the MAC is a locally
+    administered one, as containers and virtual machines get; a subcommand reads it first with
+    this function, so the warning is not printed in the middle of its output, and says it in
+    words where it matters (``demo``) or not at all (``bench``, ``compare``: their ids are
+    thrown away).
+
+    Returns:
+        The MAC, and whether it is a shared-looking one that ``$MONGOENGINE_IDS_MAC`` does not
+        override (locally administered, not the random multicast one of :func:`uuid.getnode`).
+    """
+    from . import constants as C
+    from .locality import machine_mac
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mac = machine_mac()
+    shared = (
+        not os.environ.get(C.MAC_ENV_VAR)
+        and bool(mac & C.MAC_LOCAL_BIT)
+        and not mac & C.MAC_MULTICAST_BIT
+    )
+    return mac, shared
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -97,7 +192,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for name in _SUBCOMMAND_MODULES:
         importlib.import_module(name).add_subcommand(subparsers)
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error, print the traceback too (for a bug report)",
+    )
+    _add_debug_everywhere(subparsers)
     return parser
+
+
+def _add_debug_everywhere(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Accept ``--debug`` after any subcommand too (``mongoengine-ids counters list --debug``)."""
+    for parser in subparsers.choices.values():
+        if not any("--debug" in action.option_strings for action in parser._actions):
+            parser.add_argument(
+                "--debug",
+                action="store_true",
+                default=argparse.SUPPRESS,  # absent here: keep the top-level parser's value
+                help="on an error, print the traceback too (for a bug report)",
+            )
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _add_debug_everywhere(action)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,21 +224,24 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status: 0 on success, 1 when an operation failed, 2 for invalid usage or
-        input (``--help`` and ``--version`` return 0).
+        input (``--help`` and ``--version`` return 0), 130 when stopped with Ctrl-C.
     """
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # Until the arguments are parsed (a broken installation fails before), trust the word.
+    debug = "--debug" in argv
+    command = ""
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # --help, --version, or a usage error already printed
-        return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
-    run: Callable[[argparse.Namespace], int] = args.func
-    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exit_:  # --help, --version, or a usage error already printed
+            return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
+        debug = bool(getattr(args, "debug", False))
+        command = str(getattr(args, "command", "") or "")
+        run: Callable[[argparse.Namespace], int] = args.func
         status = run(args)
         # Flush here, so that a closed pipe is reported below and not at interpreter exit.
         sys.stdout.flush()
-    except CommandError as error:
-        print_error(str(error))
-        return error.status
     except BrokenPipeError:
         # The reader went away (`mongoengine-ids inspect ... | head -1`): stop quietly. Python
         # flushes stdout once more at exit; point it at /dev/null so that flush cannot fail.
@@ -130,8 +249,41 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAILURE
     except KeyboardInterrupt:
-        return 130  # 128 + SIGINT, what shells report for a command stopped with Ctrl-C
+        return EXIT_INTERRUPTED
+    except Exception as error:
+        if debug:
+            traceback.print_exc()
+        message, status = _explain(error, debug=debug)
+        where = f"{command}: " if command else ""
+        print_error(_without_secrets(f"{where}{message}", argv))
+        return status
     return status
+
+
+def _explain(error: Exception, *, debug: bool) -> tuple[str, int]:
+    """The one-line message and the exit status for an exception that ended the command."""
+    if isinstance(error, CommandError):
+        return str(error), error.status
+    pymongo_errors = sys.modules.get("pymongo.errors")
+    if pymongo_errors is not None and isinstance(error, pymongo_errors.PyMongoError):
+        from .uri import server_message
+
+        return f"the database failed: {type(error).__name__}: {server_message(error)}", (
+            EXIT_FAILURE
+        )
+    text = shorten(str(error), 200, quoted=False)
+    hint = "" if debug else "; run it again with --debug for the traceback, and report it"
+    return f"internal error: {type(error).__name__}: {text}{hint}", EXIT_FAILURE
+
+
+def _without_secrets(message: str, argv: list[str]) -> str:
+    """``message`` with the passwords of URIs in ``argv`` and the environment masked."""
+    from .uri import scrub, secrets
+
+    hidden: list[str] = []
+    for text in (*argv, os.environ.get("MONGOENGINE_IDS_URI", "")):
+        hidden += secrets(text)
+    return scrub(message, sorted(set(hidden), key=len, reverse=True))
 
 
 if __name__ == "__main__":

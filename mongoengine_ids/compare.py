@@ -38,7 +38,15 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from pymongo import monitoring
 
 from . import shardsim
-from .cli import EXIT_USAGE, CommandError
+from . import uri as mongo_uri
+from .cli import (
+    EXIT_USAGE,
+    SHOWN_PATH_CHARACTERS,
+    CommandError,
+    check_output_path,
+    machine_mac_quietly,
+    shorten,
+)
 
 if TYPE_CHECKING:
     from .bench._core import Trial
@@ -48,6 +56,8 @@ if TYPE_CHECKING:
 COMPARE_ALIAS: Final = "mongoengine_ids_compare"
 #: The ``format`` version of the JSON document; bumped if a key changes meaning.
 JSON_FORMAT_VERSION: Final = 1
+#: The most shards ``--shards`` simulates (a sharded cluster has far fewer).
+MAX_SHARDS: Final = 10_000
 
 #: The BSON element of ``_id`` costs 5 bytes besides its value (type byte and ``"_id\0"``).
 _ID_ELEMENT_OVERHEAD: Final = 5
@@ -494,8 +504,9 @@ def _counting_database(uri: str | None, counter: _CallCounter) -> Iterator[Any]:
     import pymongo.errors
 
     name = f"mongoengine_ids_compare_{uuid.uuid4().hex[:12]}"
+    target = None if uri is None else mongo_uri.parse(uri)
     try:
-        if uri is None:
+        if target is None:
             from .sequence_wrappers import instrumented_client_class
 
             mongoengine.connect(
@@ -505,13 +516,14 @@ def _counting_database(uri: str | None, counter: _CallCounter) -> Iterator[Any]:
                 uuidRepresentation="standard",
             )
         else:
-            from .bench._core import SERVER_SELECTION_TIMEOUT_MS
-
-            options: dict[str, Any] = {"uuidRepresentation": "standard"}
-            if "serverselectiontimeoutms" not in uri.lower():
-                options["serverSelectionTimeoutMS"] = SERVER_SELECTION_TIMEOUT_MS
+            # Without the URI's database: MongoEngine would use it instead of the new one.
             mongoengine.connect(
-                name, alias=COMPARE_ALIAS, host=uri, event_listeners=[counter], **options
+                name,
+                alias=COMPARE_ALIAS,
+                host=target.without_database(),
+                event_listeners=[counter],
+                uuidRepresentation="standard",
+                **target.client_options(),
             )
             mongoengine.get_db(COMPARE_ALIAS).command("ping")
     except ImportError as error:
@@ -521,11 +533,12 @@ def _counting_database(uri: str | None, counter: _CallCounter) -> Iterator[Any]:
         ) from error
     except pymongo.errors.PyMongoError as error:
         mongoengine.disconnect(COMPARE_ALIAS)
-        raise CommandError(f"cannot use the server at --uri {uri!r}: {error}") from error
+        where = "mongomock" if target is None else f"the server at {target.shown}"
+        raise CommandError(f"cannot use {where}: {mongo_uri.server_message(error)}") from error
     try:
         yield mongoengine.get_db(COMPARE_ALIAS)
     finally:
-        if uri is not None:
+        if target is not None:
             with contextlib.suppress(Exception):
                 mongoengine.get_connection(COMPARE_ALIAS).drop_database(name)
         mongoengine.disconnect(COMPARE_ALIAS)
@@ -822,19 +835,29 @@ def run(args: argparse.Namespace) -> int:
         0.
 
     Raises:
-        CommandError: bad ``--shards``, mongomock missing, the server does not answer, or
-            ``--chart`` without matplotlib (checked before anything runs).
+        CommandError: checked before anything runs (status 2): bad ``--shards``, a ``--uri``
+            that is not a MongoDB URI, ``--chart`` without matplotlib or to a file that cannot
+            be written. Then (status 1): mongomock missing, the server does not answer, the
+            chart cannot be written after all.
     """
-    if args.shards < 1:
-        raise CommandError(f"--shards {args.shards!r}: expected 1 or more", status=EXIT_USAGE)
+    if not 1 <= args.shards <= MAX_SHARDS:
+        raise CommandError(
+            f"--shards {shorten(str(args.shards), quoted=False)}: expected 1 to {MAX_SHARDS:,}",
+            status=EXIT_USAGE,
+        )
+    if args.uri is not None:
+        mongo_uri.parse(args.uri)
+    chart = None if args.chart is None else shorten(args.chart, SHOWN_PATH_CHARACTERS)
     if args.chart is not None:
+        check_output_path(args.chart, option="--chart")
         try:
             import matplotlib  # noqa: F401
         except ImportError as error:
             raise CommandError(
-                f"--chart {args.chart!r} needs matplotlib: {shardsim.PLOT_INSTALL}",
+                f"--chart {chart} needs matplotlib: {shardsim.PLOT_INSTALL}",
                 status=EXIT_USAGE,
             ) from error
+    machine_mac_quietly()  # the ids are thrown away: no warning about a shared MAC
     stream = sys.stderr if (args.progress or sys.stderr.isatty()) else None
     progress = Progress(0, stream)
     try:
@@ -844,31 +867,24 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     if args.chart is not None:
-        path = shardsim.plot(comparison.shards, args.chart)
-        print(f"shard chart written to {str(path)!r}", file=sys.stderr)
+        try:
+            path = shardsim.plot(comparison.shards, args.chart)
+        except OSError as error:
+            raise CommandError(
+                f"--chart {chart} cannot be written: {error.strerror or error}"
+            ) from error
+        print(
+            f"shard chart written to {shorten(str(path), SHOWN_PATH_CHARACTERS)}", file=sys.stderr
+        )
     print(to_json(comparison) if args.json else format_table(comparison))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m mongoengine_ids.compare``: parse ``argv``, run, return the exit status."""
-    from .cli import print_error
+    """``python -m mongoengine_ids.compare``: ``mongoengine-ids compare`` with ``argv``."""
+    from .cli import main as cli_main
 
-    parser = argparse.ArgumentParser(
-        prog="python -m mongoengine_ids.compare",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-    )
-    add_options(parser)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_request:
-        code = exit_request.code
-        return code if isinstance(code, int) else EXIT_USAGE
-    try:
-        return run(args)
-    except CommandError as error:
-        print_error(f"compare: {error}")
-        return error.status
+    return cli_main(["compare", *(sys.argv[1:] if argv is None else argv)])
 
 
 __all__ = [

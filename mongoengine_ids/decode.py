@@ -18,7 +18,7 @@ import uuid
 from typing import TYPE_CHECKING, Final
 
 from . import constants as C
-from .cli import EXIT_USAGE, print_error
+from .cli import EXIT_USAGE, print_error, shorten
 from .errors import InvalidIdError
 from .locality import LocalityUUID
 
@@ -146,7 +146,11 @@ def describe(text: str) -> dict[str, object]:
         if (number >> _VERSION_SHIFT) & _NIBBLE == C.LOCALITY_VERSION:
             return _describe_locality(text, LocalityUUID(text))
         return _describe_uuid(text, number)
-    raise InvalidIdError(f"{text!r} is not a valid id ({_reason(text)}): expected {ACCEPTED}")
+    # Quoted with repr (one line, control characters escaped) and cut short: the text may be
+    # anything pasted on a command line.
+    raise InvalidIdError(
+        f"{shorten(text)} is not a valid id ({_reason(text)}): expected {ACCEPTED}"
+    )
 
 
 def _describe_locality(text: str, value: LocalityUUID) -> dict[str, object]:
@@ -350,7 +354,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             described = describe(text)
         except InvalidIdError as error:
-            print_error(str(error))
+            print_error(f"inspect: {error}")
             described = {"input": text, "error": str(error)}
             failed = True
         results.append(described)

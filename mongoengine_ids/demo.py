@@ -24,10 +24,11 @@ from bson.codec_options import CodecOptions
 from mongoengine import Document, StringField
 from mongoengine.connection import ConnectionFailure
 from mongoengine.errors import NotUniqueError
-from pymongo.errors import ConfigurationError, PyMongoError
+from pymongo.errors import PyMongoError
 
 from . import constants as C
-from .cli import EXIT_FAILURE, EXIT_USAGE, CommandError
+from . import uri as mongo_uri
+from .cli import CommandError, machine_mac_quietly
 from .decode import describe
 from .fields import LocalityUUIDField
 from .locality import LocalityUUIDGenerator
@@ -43,9 +44,6 @@ if TYPE_CHECKING:
 DATABASE: Final = "mongoengine_ids_demo"
 #: The MongoEngine alias the demo connects, and disconnects when it ends.
 ALIAS: Final = "mongoengine_ids_demo"
-#: pymongo's default is 30 s: far too long to wait before saying that a server is unreachable.
-_SERVER_SELECTION_TIMEOUT_MS: Final = 5000
-_URI_SCHEMES: Final = ("mongodb://", "mongodb+srv://")
 _WIDTH: Final = 100
 
 
@@ -55,12 +53,15 @@ class Demo:
 
     Attributes:
         out: where the demo prints.
+        mac_note: what to say about this machine's MAC where the ids' node is shown, if
+            anything (see :func:`_mac_note`).
         alias: the MongoEngine alias to put in the models' ``meta``.
         run_id: a token unique to this run, part of every collection name.
         collections: the collections named so far (dropped when the demo ends).
     """
 
     out: TextIO
+    mac_note: str | None = None
     alias: str = ALIAS
     run_id: str = field(default_factory=lambda: secrets.token_hex(4))
     collections: list[str] = field(default_factory=list)
@@ -138,6 +139,9 @@ def saved_one_by_one(demo: Demo) -> None:
         "digits reversed, so the first characters of consecutive ids differ and writes spread "
         "over range-based shards."
     )
+    if demo.mac_note:
+        demo.say()
+        demo.say(demo.mac_note)
 
 
 def inserted_in_bulk(demo: Demo) -> None:
@@ -340,13 +344,6 @@ SECTIONS: Final[tuple[Section, ...]] = (
 # -- connection -------------------------------------------------------------------------------
 
 
-def _one_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    text = lines[0] if lines else type(error).__name__
-    # pymongo's server selection error goes on with the whole topology description.
-    return text.split(", Timeout: ")[0]
-
-
 @contextlib.contextmanager
 def _connected(uri: str | None) -> Iterator[tuple[Database[Any], str]]:
     """Connect :data:`ALIAS` to mongomock (``uri`` None) or a server; disconnect on exit.
@@ -355,8 +352,8 @@ def _connected(uri: str | None) -> Iterator[tuple[Database[Any], str]]:
         The database, and a description of where it is.
 
     Raises:
-        CommandError: mongomock is missing, ``uri`` is not a MongoDB URI, the server cannot be
-            reached, or :data:`ALIAS` is already connected.
+        CommandError: ``uri`` is not a MongoDB URI (status 2); mongomock is missing, the server
+            cannot be reached, or :data:`ALIAS` is already connected (status 1).
     """
     settings: dict[str, Any] = {"uuidRepresentation": "standard"}
     if uri is None:
@@ -372,16 +369,10 @@ def _connected(uri: str | None) -> Iterator[tuple[Database[Any], str]]:
         settings["mongo_client_class"] = mongomock.MongoClient
         where = "an embedded mongomock database"
     else:
-        if not uri.startswith(_URI_SCHEMES):
-            raise CommandError(
-                f"--uri {uri!r} is not a MongoDB URI: expected "
-                "'mongodb://HOST[:PORT][/DATABASE][?OPTIONS]' or 'mongodb+srv://...'",
-                status=EXIT_USAGE,
-            )
-        settings["host"] = uri
-        if "serverselectiontimeoutms=" not in uri.lower():
-            settings["serverSelectionTimeoutMS"] = _SERVER_SELECTION_TIMEOUT_MS
-        where = "the server given by --uri"
+        target = mongo_uri.parse(uri)
+        settings["host"] = target.text
+        settings.update(target.client_options())
+        where = f"the server at {target.shown}"
     try:
         mongoengine.get_connection(ALIAS)
     except ConnectionFailure:
@@ -396,16 +387,27 @@ def _connected(uri: str | None) -> Iterator[tuple[Database[Any], str]]:
             mongoengine.connect(DATABASE, alias=ALIAS, **settings)
             database = mongoengine.get_db(ALIAS)
             database.command("ping")
-        except (PyMongoError, ValueError) as error:
-            # pymongo rejects some malformed URIs with a plain ValueError.
-            bad_input = isinstance(error, (ConfigurationError, ValueError))
-            raise CommandError(
-                f"cannot use {where}: {_one_line(error)}",
-                status=EXIT_USAGE if bad_input else EXIT_FAILURE,
-            ) from None
+        except PyMongoError as error:
+            # The URI was checked: what fails now is the server (or the DNS of an SRV host).
+            raise CommandError(f"cannot use {where}: {mongo_uri.server_message(error)}") from None
         yield database, where
     finally:
         mongoengine.disconnect(ALIAS)
+
+
+def _mac_note() -> str | None:
+    """A word about the node column, when this machine's MAC may be shared with others."""
+    mac, shared = machine_mac_quietly()
+    if not shared:
+        return None
+    octets = ":".join(f"{byte:02x}" for byte in mac.to_bytes(6, "big"))
+    return (
+        f"Note: the node is the low 28 bits of this machine's MAC, {octets}, a locally "
+        "administered address, as containers and virtual machines get and often share. Two "
+        "machines with the same node and process id can make the same id in the same "
+        f"millisecond: in production, set {C.MAC_ENV_VAR} to an address unique to each machine "
+        "(or pass mac= to LocalityUUIDGenerator)."
+    )
 
 
 def _drop(database: Database[Any], collections: Sequence[str]) -> None:
@@ -438,8 +440,8 @@ def add_subcommand(subparsers: Subparsers) -> None:
         "--uri",
         metavar="URI",
         help=(
-            f"a MongoDB URI (mongodb://HOST[:PORT][/DATABASE]); the demo uses the database the "
-            f"URI names, else {DATABASE!r}"
+            f"a MongoDB URI (mongodb://[USER:PASSWORD@]HOST[:PORT][/DATABASE]); the demo uses "
+            f"the database the URI names, else {DATABASE!r}"
         ),
     )
     parser.set_defaults(func=run)
@@ -457,7 +459,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         CommandError: the database cannot be used (see :func:`_connected`).
     """
-    demo = Demo(out=sys.stdout)
+    demo = Demo(out=sys.stdout, mac_note=_mac_note())
     with _connected(args.uri) as (database, where):
         print(f"mongoengine-ids demo: database {database.name!r} on {where}", file=demo.out)
         try:

@@ -2,13 +2,16 @@
 
 ::
 
+    mongoengine-ids counters list                                   # an embedded database
     mongoengine-ids counters --uri mongodb://localhost:27017/shop list
     mongoengine-ids counters --uri mongodb://localhost:27017/shop show invoice.number --scope acme
     mongoengine-ids counters --uri mongodb://localhost:27017/shop set order.id 100000
     mongoengine-ids counters --uri mongodb://localhost:27017/shop set order.id 10 --force
 
-``set`` only moves a counter up unless ``--force`` is given: processes holding leased blocks
-keep handing them out, so moving it down can hand a value out twice.
+Without ``--uri`` (and without ``$MONGOENGINE_IDS_URI``) the command works on an embedded
+mongomock database, empty when it starts and gone when it ends, as ``demo`` and ``compare`` do:
+enough to try it. ``set`` only moves a counter up unless ``--force`` is given: processes
+holding leased blocks keep handing them out, so moving it down can hand a value out twice.
 """
 
 from __future__ import annotations
@@ -19,34 +22,94 @@ import sys
 from collections.abc import Callable
 from typing import Any, Final, TextIO
 
-import pymongo.errors
-
+from . import uri
+from .cli import EXIT_USAGE, CommandError
 from .sequence import DEFAULT_COLLECTION
 from .sequence_admin import CounterInfo, list_counters, set_next_value, show_counter
 
 #: Environment variable read when ``--uri`` is not given.
 URI_ENV_VAR: Final = "MONGOENGINE_IDS_URI"
-DEFAULT_URI: Final = "mongodb://localhost:27017"
+#: The database of the embedded mongomock client, unless ``--db`` names one.
+EMBEDDED_DATABASE: Final = "mongoengine_ids_counters"
+
+#: Said after the output when no server was named.
+EMBEDDED_NOTE: Final = (
+    "an embedded mongomock database, empty at the start and gone at the end: "
+    "give --uri for a server"
+)
 
 #: Exit statuses: success, a refused or failed operation, a usage error (argparse's).
 OK: Final = 0
 FAILED: Final = 1
-USAGE_ERROR: Final = 2
+USAGE_ERROR: Final = EXIT_USAGE
 
 #: ``open_database(args)`` -> (pymongo Database, close function).
 OpenDatabase = Callable[[argparse.Namespace], "tuple[Any, Callable[[], None]]"]
 
+_DESCRIPTION: Final = (
+    "List, show or set the counters of SequenceField: one document per counter (or per range "
+    "of a sharded one) in the counter collection. Without --uri (or $MONGOENGINE_IDS_URI) it "
+    "works on an embedded mongomock database, empty at the start and gone at the end, so it "
+    "can be tried at once; give --uri for a server."
+)
+_EPILOG: Final = """\
+examples:
+  mongoengine-ids counters list
+  mongoengine-ids counters --uri mongodb://localhost:27017/shop list
+  mongoengine-ids counters --uri mongodb://localhost:27017/shop show invoice.number --scope acme
+  mongoengine-ids counters --uri mongodb://localhost:27017/shop set order.id 100000
+
+'set' only moves a counter up unless --force is given: processes holding leased blocks keep
+handing them out, so moving it down can hand a value out twice.
+Exit status: 0 on success, 1 when the operation failed, 2 for invalid usage or input."""
+
+
+def _target(args: argparse.Namespace) -> uri.MongoURI | None:
+    """The server the options name (``--uri``, else ``$MONGOENGINE_IDS_URI``), or None."""
+    if args.uri is not None:
+        return uri.parse(args.uri)
+    from_environment = os.environ.get(URI_ENV_VAR)
+    if from_environment:
+        return uri.parse(from_environment, source=f"${URI_ENV_VAR}")
+    return None
+
+
+def _open_database(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
+    """Open the database the options name: a server's, or an embedded mongomock one.
+
+    Raises:
+        CommandError: a bad URI or database name (status 2), mongomock missing, a server that
+            does not answer (status 1).
+    """
+    if args.db is not None:
+        uri.check_database_name(args.db)
+    target = _target(args)
+    if target is None:
+        try:
+            import mongomock
+        except ModuleNotFoundError as error:
+            if error.name != "mongomock":
+                raise
+            raise CommandError(
+                "the embedded database needs mongomock: pip install 'mongoengine-ids[demo]' "
+                "(or give --uri mongodb://HOST/DATABASE to use a server)"
+            ) from None
+        args.embedded_database = True  # run() says so after the output
+        embedded: Any = mongomock.MongoClient()
+        return embedded[args.db or EMBEDDED_DATABASE], embedded.close
+
+    name = args.db or target.database
+    if not name:
+        raise CommandError(
+            f"no database: give --db NAME or name one in the URI ({target.shown})",
+            status=EXIT_USAGE,
+        )
+    client = uri.open_client(target)
+    return client[name], client.close
+
 
 def _open_with_pymongo(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
-    import pymongo
-    from pymongo.uri_parser import parse_uri
-
-    uri: str = args.uri or os.environ.get(URI_ENV_VAR) or DEFAULT_URI
-    name = args.db or parse_uri(uri).get("database")
-    if not name:
-        raise ValueError(f"no database: give --db NAME or put it in the URI ({uri!r})")
-    client: pymongo.MongoClient[Any] = pymongo.MongoClient(uri, serverSelectionTimeoutMS=5000)
-    return client[name], client.close
+    return _open_database(args)
 
 
 def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_pymongo) -> None:
@@ -60,25 +123,36 @@ def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_
     parser = subparsers.add_parser(
         "counters",
         help="list, show or set sequence counters",
-        description=(__doc__ or "").splitlines()[0],
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--uri",
+        metavar="URI",
         default=None,
-        help=f"MongoDB URI (default: ${URI_ENV_VAR}, else {DEFAULT_URI})",
+        help=(
+            "a MongoDB URI, mongodb://HOST[:PORT]/DATABASE (default: $MONGOENGINE_IDS_URI, "
+            "else an embedded mongomock database)"
+        ),
     )
-    parser.add_argument("--db", default=None, help="database name (default: the URI's)")
+    parser.add_argument(
+        "--db", metavar="NAME", default=None, help="database name (default: the URI's)"
+    )
     parser.add_argument(
         "--collection",
+        metavar="NAME",
         default=DEFAULT_COLLECTION,
-        help=f"counter collection ({DEFAULT_COLLECTION})",
+        help=f"counter collection (default: {DEFAULT_COLLECTION})",
     )
     actions = parser.add_subparsers(dest="action", metavar="{list,show,set}")
     actions.required = True
 
-    actions.add_parser("list", help="every counter: next value, shards, headroom")
+    list_help = "every counter: next value, shards, headroom"
+    actions.add_parser("list", help=list_help, description=list_help.capitalize())
 
-    show = actions.add_parser("show", help="one counter: value, shards, headroom")
+    show_help = "one counter: value, shards, headroom"
+    show = actions.add_parser("show", help=show_help, description=show_help.capitalize())
     show.add_argument("name", help='the sequence name, e.g. "order.id"')
     show.add_argument("--scope", default=None, help="the scope value of a scoped sequence")
     show.add_argument(
@@ -88,7 +162,8 @@ def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_
         help="the field's digits, for the headroom of an unsharded counter (default: int64)",
     )
 
-    set_ = actions.add_parser("set", help="set the next value (upwards only unless --force)")
+    set_help = "set the next value (upwards only unless --force)"
+    set_ = actions.add_parser("set", help=set_help, description=set_help.capitalize())
     set_.add_argument("name", help='the sequence name, e.g. "order.id"')
     set_.add_argument("value", type=int, help="the next value a lease hands out")
     set_.add_argument("--scope", default=None, help="the scope value of a scoped sequence")
@@ -109,16 +184,19 @@ def run(
     *,
     open_database: OpenDatabase = _open_with_pymongo,
     out: TextIO | None = None,
-    err: TextIO | None = None,
 ) -> int:
-    """Carry out the parsed ``counters`` command; return the exit status."""
+    """Carry out the parsed ``counters`` command; return the exit status.
+
+    Raises:
+        CommandError: a bad ``--collection`` name (status 2); the database cannot be opened
+            (see :func:`_open_database`), the counter does not exist, ``set`` would move it
+            down without ``--force``, or the database failed (status 1).
+    """
+    import pymongo.errors
+
     out = out or sys.stdout
-    err = err or sys.stderr
-    try:
-        database, close = open_database(args)
-    except ValueError as error:
-        print(f"mongoengine-ids counters: {error}", file=err)
-        return USAGE_ERROR
+    uri.check_collection_name(args.collection)
+    database, close = open_database(args)
     try:
         if args.action == "list":
             print(_table(list_counters(database, collection=args.collection)), file=out)
@@ -136,15 +214,21 @@ def run(
                 collection=args.collection,
             )
             print(_details(info, None), file=out)
-    except (LookupError, ValueError, TypeError) as error:
-        print(f"mongoengine-ids counters {args.action}: {error}", file=err)
-        return FAILED
+    except LookupError as error:
+        # KeyError's str() is the repr of its argument: take the message itself.
+        message = error.args[0] if error.args else str(error)
+        raise CommandError(f"{args.action}: {message}") from error
+    except (ValueError, TypeError) as error:
+        raise CommandError(f"{args.action}: {error}") from error
     except pymongo.errors.PyMongoError as error:
         # An unreachable server, refused credentials: one line, no traceback.
-        print(f"mongoengine-ids counters {args.action}: {type(error).__name__}: {error}", file=err)
-        return FAILED
+        raise CommandError(
+            f"{args.action}: {type(error).__name__}: {uri.server_message(error)}"
+        ) from error
     finally:
         close()
+    if getattr(args, "embedded_database", False):
+        print(f"\n({EMBEDDED_NOTE})", file=out)
     return OK
 
 

@@ -7,9 +7,11 @@ counts) and check only the structure of what is printed.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import re
+import sys
 from typing import Any
 
 import pytest
@@ -41,6 +43,7 @@ def test_quick_table_has_every_row(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = _run(capsys, "--quick")
 
     assert status == 0, err
+    assert err == ""  # no progress: stderr is not a terminal
     lines = out.splitlines()
     assert lines[0].startswith("machine: ")
     assert "CPUs" in lines[0]
@@ -144,6 +147,51 @@ def test_missing_group_module_is_skipped_unless_asked_for(
     assert status == bench.USAGE_ERROR
     assert out == ""
     assert "'not_written_yet' is not available" in err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+
+    assert bench.main(["--quick", "--json", "--group", "locality"]) == 0
+
+    json.loads(capsys.readouterr().out)  # stdout stays machine-readable
+    shown = terminal.getvalue()
+    assert shown.startswith("\rbench: group 1/1, locality")
+    assert "\rbench: group 1/1, locality, round 1/" in shown
+    assert "\n" not in shown  # redrawn in place
+    *_, erased, after = shown.rsplit("\r", 2)
+    assert erased.strip() == ""  # erased at the end
+    assert after == ""
+
+
+def test_status_line_fits_the_terminal_and_erases_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    monkeypatch.setattr(_core.shutil, "get_terminal_size", lambda: os.terminal_size((21, 5)))
+    terminal = _Terminal()
+    status = _core.StatusLine(terminal)
+    status.show("a long line of progress")
+    status.show("short")
+    status.clear()
+    status.clear()  # idempotent
+    assert terminal.getvalue() == (
+        "\ra long line of progr"
+        "\rshort               "  # padded over the longer line before
+        "\r     \r"
+    )
+    piped = io.StringIO()
+    _core.StatusLine(piped).show("x")
+    assert piped.getvalue() == ""
 
 
 def test_subcommand_has_the_same_options(capsys: pytest.CaptureFixture[str]) -> None:
@@ -364,11 +412,50 @@ def test_run_from_args_checks_group_names_itself(capsys: pytest.CaptureFixture[s
 
 def test_unreachable_server_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     # Port 1 on the loopback interface: refused at once, nothing is listening there.
-    uri = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200"
+    uri = "mongodb://admin:s3cret@127.0.0.1:1/?serverSelectionTimeoutMS=200"
 
-    status, _, err = _run(capsys, "--quick", "--uri", uri)
+    status, out, err = _run(capsys, "--quick", "--uri", uri)
 
     assert status == bench.FAILURE
-    assert err.startswith("mongoengine-ids: error: bench: cannot use the server at --uri ")
-    assert repr(uri) in err
-    assert "Traceback" not in err
+    assert out == ""  # checked before anything runs
+    assert err.startswith(
+        "mongoengine-ids: error: bench: cannot use the server at "
+        "'mongodb://admin:***@127.0.0.1:1/?serverSelectionTimeoutMS=200': "
+    )
+    assert len(err.splitlines()) == 1
+    assert "s3cret" not in err
+
+
+@pytest.mark.parametrize(
+    "uri", ["mongodb://127.0.0.1:99999/x", "localhost:27017", "mongodb://db/?bogus=1"]
+)
+def test_a_bad_uri_is_a_usage_error_before_anything_runs(
+    capsys: pytest.CaptureFixture[str], uri: str
+) -> None:
+    status, out, err = _run(capsys, "--quick", "--uri", uri)
+
+    assert status == bench.USAGE_ERROR
+    assert out == ""  # not even the machine line
+    assert err.startswith(f"mongoengine-ids: error: bench: --uri {uri!r} is not a ")
+    assert len(err.splitlines()) == 1
+
+
+def test_database_leaves_the_uri_database_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # MongoEngine takes the URI's database over the one it is given: the benchmark must not
+    # write into the user's database, so it connects without it.
+    import mongoengine
+
+    connected: dict[str, Any] = {}
+
+    def connect(name: str, **settings: Any) -> None:
+        connected.update(settings, name=name)
+        raise _core.BenchError("stop here")
+
+    monkeypatch.setattr(mongoengine, "connect", connect)
+
+    with pytest.raises(_core.BenchError), _core.database("mongodb://u:p@db/shop"):
+        pass
+
+    assert connected["name"].startswith("mongoengine_ids_bench_")
+    assert connected["host"] == "mongodb://u:p@db/?authSource=shop"
+    assert connected["serverSelectionTimeoutMS"] == _core.SERVER_SELECTION_TIMEOUT_MS

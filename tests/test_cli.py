@@ -91,13 +91,22 @@ def test_every_subcommand_module_has_add_subcommand() -> None:
         assert callable(module.add_subcommand), name
 
 
-def test_any_other_missing_module_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_any_other_missing_module_is_an_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(
         cli, "_SUBCOMMAND_MODULES", (*cli._SUBCOMMAND_MODULES, "mongoengine_ids.no_such_module")
     )
 
-    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
-        cli.main(["--help"])
+    assert cli.main(["--help"]) == 1
+    assert_one_error_line(
+        capsys.readouterr().err, "internal error: ModuleNotFoundError", "no_such_module", "--debug"
+    )
+
+    assert cli.main(["--debug", "--help"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):")
+    assert err.splitlines()[-1].startswith("mongoengine-ids: error: internal error: ")
 
 
 def _install_fake_subcommand(monkeypatch: pytest.MonkeyPatch, run: Any, name: str = "fake") -> None:
@@ -154,6 +163,115 @@ def test_the_subcommand_status_is_the_exit_status(monkeypatch: pytest.MonkeyPatc
     _install_fake_subcommand(monkeypatch, lambda args: 7)
 
     assert cli.main(["fake"]) == 7
+
+
+def test_a_bug_is_one_line_that_asks_for_debug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run(args: argparse.Namespace) -> int:
+        raise KeyError("surprise\nsecond line")
+
+    _install_fake_subcommand(monkeypatch, run)
+
+    assert cli.main(["fake"]) == 1
+    assert_one_error_line(
+        capsys.readouterr().err, "fake: internal error: KeyError: ", "surprise", "--debug"
+    )
+
+
+@pytest.mark.parametrize("argv", [["--debug", "fake"], ["fake", "--debug"]])
+def test_debug_prints_the_traceback_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    def run(args: argparse.Namespace) -> int:
+        raise cli.CommandError("bad input", status=2)
+
+    _install_fake_subcommand(monkeypatch, run)
+
+    assert cli.main(argv) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert "CommandError: bad input" in lines[-2]
+    assert lines[-1] == "mongoengine-ids: error: fake: bad input"
+
+
+def test_debug_is_accepted_after_a_nested_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["counters", "list", "--debug"]) == 0
+    assert cli.main(["counters", "--debug", "show", "x"]) == 1
+    assert cli.main(["inspect", BLOG_ID, "--debug"]) == 0
+
+
+def test_a_database_error_that_escapes_is_a_failed_operation(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pymongo.errors
+
+    def run(args: argparse.Namespace) -> int:
+        raise pymongo.errors.AutoReconnect("db:27017: connection closed, full error: {...}")
+
+    _install_fake_subcommand(monkeypatch, run)
+
+    assert cli.main(["fake"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "mongoengine-ids: error: fake: the database failed: AutoReconnect: db:27017: "
+        "connection closed\n"
+    )
+
+
+def test_passwords_on_the_command_line_never_reach_a_message(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run(args: argparse.Namespace) -> int:
+        raise RuntimeError(f"something quoted {args.uri} and s3cr%2Ft, decoded s3cr/t")
+
+    def add_subcommand(subparsers: Any) -> None:
+        parser = subparsers.add_parser("fake")
+        parser.add_argument("--uri")
+        parser.set_defaults(func=run)
+
+    module = types.ModuleType("fake_subcommand")
+    module.add_subcommand = add_subcommand  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_subcommand", module)
+    monkeypatch.setattr(cli, "_SUBCOMMAND_MODULES", (*cli._SUBCOMMAND_MODULES, "fake_subcommand"))
+
+    assert cli.main(["fake", "--uri", "mongodb://admin:s3cr%2Ft@db/shop"]) == 1
+
+    err = capsys.readouterr().err
+    assert "s3cr" not in err
+    assert "mongodb://admin:***@db/shop" in err
+    assert "decoded ***" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "shown"),
+    [
+        ("abc", 60, "'abc'"),
+        ("a\nb\x1b[31m", 60, "'a\\nb\\x1b[31m'"),  # control characters escaped
+        ("x" * 61, 60, f"'{'x' * 60}'... (61 characters)"),
+        ("y" * 5000, 3, "'yyy'... (5,000 characters)"),
+    ],
+)
+def test_shorten(text: str, limit: int, shown: str) -> None:
+    assert cli.shorten(text, limit) == shown
+
+
+def test_check_output_path(tmp_path: Any) -> None:
+    cli.check_output_path(str(tmp_path / "new.png"), option="--chart")
+    assert not (tmp_path / "new.png").exists()  # created and removed again
+    (tmp_path / "old.png").write_bytes(b"kept")
+    cli.check_output_path(str(tmp_path / "old.png"), option="--chart")
+    assert (tmp_path / "old.png").read_bytes() == b"kept"
+
+    for path, fragment in [
+        (tmp_path, "is a directory"),
+        (tmp_path / "missing" / "x.png", "does not exist"),
+        (tmp_path / ("n" * 300), "cannot be written: File name too long"),
+    ]:
+        with pytest.raises(cli.CommandError, match=fragment) as caught:
+            cli.check_output_path(str(path), option="--chart")
+        assert caught.value.status == 2
+        assert str(caught.value).startswith("--chart '")
 
 
 # -- as a program -------------------------------------------------------------------------------
@@ -316,7 +434,22 @@ def test_inspect_bad_input_table(capsys: pytest.CaptureFixture[str], bad: str) -
 
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert_one_error_line(captured.err, repr(bad), "is not a valid id", "expected")
+    assert_one_error_line(captured.err, "inspect: ", repr(bad), "is not a valid id", "expected")
+
+
+def test_inspect_cuts_a_long_input_short(capsys: pytest.CaptureFixture[str]) -> None:
+    bad = "g" + "0" * 99_999
+
+    assert cli.main(["inspect", "--json", bad]) == 2
+
+    captured = capsys.readouterr()
+    assert_one_error_line(
+        captured.err, f"{'g' + '0' * 59!r}... (100,000 characters) is not a valid id"
+    )
+    assert len(captured.err) < 400
+    [failed] = json.loads(captured.out)
+    assert failed["input"] == bad  # the data keeps what was given
+    assert len(failed["error"]) < 400
 
 
 # -- demo ---------------------------------------------------------------------------------------
@@ -385,6 +518,37 @@ def test_demo_saves_documents_and_shows_their_ids(capsys: pytest.CaptureFixture[
     assert "Dropped the demo's " in out
 
 
+def test_demo_says_in_words_when_the_mac_may_be_shared(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import uuid
+
+    from mongoengine_ids import locality
+
+    # A container's MAC, read afresh (the MAC is read once per process, and restored after).
+    monkeypatch.delenv("MONGOENGINE_IDS_MAC")
+    monkeypatch.setattr(locality, "_machine_mac", None)
+    monkeypatch.setattr(uuid, "getnode", lambda: 0x02FC00000001)
+
+    # pytest turns warnings into errors: the generators' RuntimeWarning would fail this.
+    assert cli.main(["demo"]) == 0
+
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    first = " ".join(_section(captured.out, 1).split())
+    assert "this machine's MAC, 02:fc:00:00:00:01, a locally administered address" in first
+    assert "set MONGOENGINE_IDS_MAC to an address unique to each machine" in first
+    assert captured.out.count("MONGOENGINE_IDS_MAC") == 1  # said once
+
+
+def test_demo_says_nothing_of_a_mac_set_on_purpose(capsys: pytest.CaptureFixture[str]) -> None:
+    assert os.environ["MONGOENGINE_IDS_MAC"]  # set by conftest.py
+
+    assert cli.main(["demo"]) == 0
+
+    assert "MAC" not in capsys.readouterr().out
+
+
 def test_demo_disconnects_what_it_connected(capsys: pytest.CaptureFixture[str]) -> None:
     settings_before = dict(mongoengine.connection._connection_settings)
 
@@ -450,9 +614,14 @@ def test_demo_without_mongomock_says_how_to_install_it(
     [
         ("localhost:27017", 2, "'localhost:27017' is not a MongoDB URI"),  # no scheme
         ("http://localhost", 2, "'http://localhost' is not a MongoDB URI"),  # another scheme
-        ("mongodb://:::", 2, "cannot use the server given by --uri"),  # unparseable
+        ("mongodb://:::", 2, "'mongodb://:::' is not a valid MongoDB URI"),  # unparseable
+        ("mongodb://db/shop?bogus=1", 2, "Unknown option: bogus"),
         # Nothing listens on port 1: refused; the URI's short timeout is kept.
-        ("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=50", 1, "Connection refused"),
+        (
+            "mongodb://admin:s3cret@127.0.0.1:1/?serverSelectionTimeoutMS=50",
+            1,
+            "cannot use the server at 'mongodb://admin:***@127.0.0.1:1/",
+        ),
     ],
 )
 def test_demo_with_an_unusable_uri_fails_in_one_line(
@@ -462,7 +631,8 @@ def test_demo_with_an_unusable_uri_fails_in_one_line(
 
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert_one_error_line(captured.err, fragment)
+    assert_one_error_line(captured.err, "demo: ", fragment)
+    assert "s3cret" not in captured.err
     with pytest.raises(ConnectionFailure):
         mongoengine.get_connection(demo.ALIAS)
 

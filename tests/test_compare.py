@@ -197,20 +197,24 @@ def test_no_progress_without_a_stream() -> None:
 
 
 def test_chart_without_matplotlib_is_a_one_line_usage_error(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Any
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.chdir(tmp_path)
     assert compare.main(["--quick", "--chart", "shards.png"]) == 2
     err = capsys.readouterr().err
     assert err == (
         "mongoengine-ids: error: compare: --chart 'shards.png' needs matplotlib: "
         "pip install 'mongoengine-ids[plot]'\n"
     )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_shard_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert compare.main(["--shards", "0"]) == 2
-    assert "--shards 0: expected 1 or more" in capsys.readouterr().err
+    assert "--shards 0: expected 1 to 10,000" in capsys.readouterr().err
+    assert compare.main(["--shards", "9" * 30]) == 2
+    assert f"--shards {'9' * 30}: expected 1 to 10,000" in capsys.readouterr().err
 
 
 def test_run_raises_command_error_for_the_cli() -> None:
@@ -223,8 +227,41 @@ def test_run_raises_command_error_for_the_cli() -> None:
 
 
 def test_unreachable_server_is_a_command_error() -> None:
-    with pytest.raises(CommandError, match=r"cannot use the server at --uri 'mongodb://"):
-        compare.compare(uri="mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=100", quick=True)
+    with pytest.raises(CommandError, match=r"cannot use the server at 'mongodb://u:\*\*\*@"):
+        compare.compare(uri="mongodb://u:pw@127.0.0.1:9/?serverSelectionTimeoutMS=100", quick=True)
+
+
+def test_the_chart_path_is_checked_before_the_work(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    def never(**kwargs: Any) -> Any:
+        raise AssertionError("compare() ran")
+
+    monkeypatch.setattr(compare, "compare", never)
+    chart = str(tmp_path / "missing" / "x.png")
+
+    assert compare.main(["--quick", "--chart", chart]) == 2
+    assert capsys.readouterr().err == (
+        f"mongoengine-ids: error: compare: --chart {chart!r}: the directory "
+        f"{str(tmp_path / 'missing')!r} does not exist\n"
+    )
+
+
+def test_a_bad_uri_is_a_usage_error_before_the_work(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def never(**kwargs: Any) -> Any:
+        raise AssertionError("compare() ran")
+
+    monkeypatch.setattr(compare, "compare", never)
+
+    assert compare.main(["--uri", "mongodb://admin:s3cret@db:99999/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "mongoengine-ids: error: compare: --uri 'mongodb://admin:***@db:99999/x' is not a valid "
+        "MongoDB URI: Port must be an integer"
+    )
+    assert "s3cret" not in err
 
 
 def test_add_subcommand_registers_compare(capsys: pytest.CaptureFixture[str]) -> None:

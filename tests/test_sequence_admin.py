@@ -11,9 +11,18 @@ import pytest
 from mongoengine import Document, StringField
 from mongoengine import fields as me_fields
 
+from mongoengine_ids.cli import CommandError, main
 from mongoengine_ids.sequence import DEFAULT_COLLECTION, INT64_MAX, Sequence, SequenceField
 from mongoengine_ids.sequence_admin import list_counters, set_next_value, show_counter
-from mongoengine_ids.sequence_cli import FAILED, OK, add_subcommand, run
+from mongoengine_ids.sequence_cli import (
+    EMBEDDED_NOTE,
+    FAILED,
+    OK,
+    USAGE_ERROR,
+    add_subcommand,
+    run,
+)
+from mongoengine_ids.uri import EXPECTED
 
 
 def test_list_groups_shards_and_scopes(mongoengine_db: Any) -> None:
@@ -116,10 +125,13 @@ def _cli(db: Any) -> Callable[..., tuple[int, str, str]]:
 
     def invoke(*argv: str) -> tuple[int, str, str]:
         args = parser.parse_args(["counters", *argv])
-        out, err = io.StringIO(), io.StringIO()
-        status = run(args, open_database=lambda _: (db, lambda: None), out=out, err=err)
+        out = io.StringIO()
+        try:
+            status = run(args, open_database=lambda _: (db, lambda: None), out=out)
+        except CommandError as error:
+            return error.status, out.getvalue(), str(error)
         assert args.func is not None
-        return status, out.getvalue(), err.getvalue()
+        return status, out.getvalue(), ""
 
     return invoke
 
@@ -147,13 +159,14 @@ def test_cli_list_show_set(mongoengine_db: Any) -> None:
     assert "headroom:   9,900 values before exhaustion" in out
     status, _, err = cli("set", "order.id", "5")
     assert status == FAILED
+    assert err.startswith("set: ")
     assert "moving it down can hand values out twice" in err
     assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "order.id"})["next"] == 99
     assert cli("set", "order.id", "5", "--force")[0] == OK
     assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "order.id"})["next"] == 4
     status, _, err = cli("show", "nothing")
     assert status == FAILED
-    assert "no counter 'nothing'" in err
+    assert err.startswith("show: no counter 'nothing'")
 
 
 def test_cli_handler_is_registered_with_the_parser(mongoengine_db: Any) -> None:
@@ -174,13 +187,58 @@ def test_cli_reports_a_database_error_in_one_line() -> None:
         name = "shop"
 
         def get_collection(self, *args: Any, **kwargs: Any) -> Any:
-            raise pymongo.errors.ServerSelectionTimeoutError("localhost:1: connection refused")
+            raise pymongo.errors.ServerSelectionTimeoutError(
+                "localhost:1: connection refused, Timeout: 3.0s, Topology Description: <...>"
+            )
 
     cli = _cli(Unreachable())
     status, out, err = cli("list")
     assert status == FAILED
     assert out == ""
-    assert err == (
-        "mongoengine-ids counters list: ServerSelectionTimeoutError: "
-        "localhost:1: connection refused\n"
+    assert err == "list: ServerSelectionTimeoutError: localhost:1: connection refused"
+
+
+def test_counters_without_uri_uses_an_embedded_database(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("MONGOENGINE_IDS_URI", raising=False)
+
+    assert main(["counters", "list"]) == OK
+    captured = capsys.readouterr()
+    assert captured.out == f"no counters\n\n({EMBEDDED_NOTE})\n"
+    assert captured.err == ""
+
+    assert main(["counters", "--db", "shop", "set", "order.id", "500"]) == OK
+    assert "next value: 500" in capsys.readouterr().out
+    # Each run starts from an empty database.
+    assert main(["counters", "show", "order.id"]) == FAILED
+    assert "show: no counter 'order.id'" in capsys.readouterr().err
+
+
+def test_counters_reads_the_uri_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MONGOENGINE_IDS_URI", "localhost:27017/shop")
+
+    assert main(["counters", "list"]) == USAGE_ERROR
+    assert capsys.readouterr().err == (
+        "mongoengine-ids: error: counters: $MONGOENGINE_IDS_URI 'localhost:27017/shop' is not "
+        f"a MongoDB URI: {EXPECTED}\n"
     )
+
+
+def test_counters_on_a_server_needs_a_database(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["counters", "--uri", "mongodb://u:s3cret@127.0.0.1:1", "list"]) == USAGE_ERROR
+    assert capsys.readouterr().err == (
+        "mongoengine-ids: error: counters: no database: give --db NAME or name one in the URI "
+        "('mongodb://u:***@127.0.0.1:1')\n"
+    )
+
+
+def test_counters_help_is_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["counters", "--help"]) == OK
+    out = capsys.readouterr().out
+    assert out.startswith("usage: mongoengine-ids counters ")
+    assert "``" not in out  # not a docstring
+    assert "embedded mongomock database" in out
+    assert "examples:\n  mongoengine-ids counters list\n" in out

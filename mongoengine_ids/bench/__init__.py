@@ -17,14 +17,25 @@ noisy machine must not fail a build); read the ``met`` column, or ``met`` in the
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, Final
 
-from ._core import BenchError, Result, format_machine, format_table, machine_info, to_json
+from .. import uri
+from ..cli import machine_mac_quietly
+from ._core import (
+    BenchError,
+    Result,
+    StatusLine,
+    format_machine,
+    format_table,
+    machine_info,
+    reporting,
+    to_json,
+)
 
 #: The group modules, in the order they run; a missing one is skipped.
 GROUPS: Final[tuple[str, ...]] = ("locality", "sequence", "random_unique")
@@ -91,7 +102,15 @@ def add_subcommand(subparsers: Any) -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    """Run the benchmark as the parsed options say; return the exit status."""
+    """Run the benchmark as the parsed options say; return the exit status.
+
+    Raises:
+        CommandError: checked before anything runs: ``--uri`` is not a valid MongoDB URI
+            (status 2), or its server does not answer (status 1).
+    """
+    if args.uri is not None:
+        uri.open_client(uri.parse(args.uri)).close()
+    machine_mac_quietly()  # the ids are thrown away: no warning about a shared MAC
     requested: list[str] = list(args.groups) if args.groups else list(GROUPS)
     unknown = [name for name in requested if name not in GROUPS]
     if unknown:  # a Namespace built without add_options()' choices
@@ -117,22 +136,36 @@ def run_from_args(args: argparse.Namespace) -> int:
             "ratio: time/op of the candidate over its baseline's, both measured interleaved "
             "in the same run"
         )
-    for name, module in modules:
-        try:
-            rows: list[Result] = module.run(quick=args.quick, uri=args.uri)
-        except BenchError as error:
-            _print_error(str(error))
-            return FAILURE
-        results.extend(rows)
-        if not args.json:
-            # Printed as each group finishes, so a long run shows progress.
-            print(f"\n[{name}]")
-            print(format_table(rows), flush=True)
+    # On a terminal, stderr shows which group and round is running; piped, nothing extra.
+    status = StatusLine(sys.stderr)
+    try:
+        for index, (name, module) in enumerate(modules, start=1):
+            where = f"bench: group {index}/{len(modules)}, {name}"
+            status.show(where)
+            try:
+                with reporting(functools.partial(_show_round, status, where)):
+                    rows: list[Result] = module.run(quick=args.quick, uri=args.uri)
+            except BenchError as error:
+                status.clear()
+                _print_error(str(error))
+                return FAILURE
+            status.clear()
+            results.extend(rows)
+            if not args.json:
+                # Printed as each group finishes, so a long run shows progress.
+                print(f"\n[{name}]")
+                print(format_table(rows), flush=True)
+    finally:
+        status.clear()
     if args.json:
         print(to_json(results, machine=machine))
     else:
         print(f"\n{_summary(results)}")
     return 0
+
+
+def _show_round(status: StatusLine, where: str, text: str) -> None:
+    status.show(f"{where}, {text}")
 
 
 def _print_error(message: str) -> None:
@@ -150,27 +183,10 @@ def _summary(results: Sequence[Result]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` (default: the command line), run the benchmark, return the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m mongoengine_ids.bench",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-    )
-    add_options(parser)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_request:  # --help, or a usage error argparse already printed
-        code = exit_request.code
-        return code if isinstance(code, int) else USAGE_ERROR
-    try:
-        status = run_from_args(args)
-        sys.stdout.flush()  # so that a closed pipe is caught here, not at interpreter exit
-    except BrokenPipeError:
-        # The reader went away (`... | head`): stop quietly, as the mongoengine-ids command does.
-        # Python flushes stdout once more at exit; point it at /dev/null so that cannot fail.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return FAILURE
-    return status
+    """``python -m mongoengine_ids.bench``: ``mongoengine-ids bench`` with ``argv``."""
+    from ..cli import main as cli_main
+
+    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
 
 
 __all__ = [

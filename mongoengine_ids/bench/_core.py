@@ -63,12 +63,15 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Final, Literal
+from typing import IO, Any, Final, Literal
+
+from .. import uri as _uri
 
 #: A timed batch: perform ``n`` operations, return the seconds they took (set-up excluded).
 Trial = Callable[[int], float]
@@ -134,6 +137,67 @@ class Result:
     def as_dict(self) -> dict[str, Any]:
         """The row as JSON-ready data (the keys are the attribute names)."""
         return asdict(self)
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+#: Told what :func:`measure` and :func:`measure_alternating` are doing, round by round, between
+#: timed rounds (see :func:`reporting`); None when nobody listens.
+_listener: Callable[[str], None] | None = None
+
+
+@contextlib.contextmanager
+def reporting(listener: Callable[[str], None]) -> Iterator[None]:
+    """Tell ``listener`` which round of which candidates the timing functions run, meanwhile.
+
+    The groups' ``run()`` print nothing; this is how ``mongoengine-ids bench`` shows progress
+    on a terminal without them knowing. ``listener`` is called between rounds, never inside a
+    timed trial.
+    """
+    global _listener
+    previous, _listener = _listener, listener
+    try:
+        yield
+    finally:
+        _listener = previous
+
+
+def _report(names: Sequence[str], round_index: int, warmup: int, rounds: int) -> None:
+    listener = _listener
+    if listener is not None:
+        done = round_index + warmup + 1
+        listener(f"round {done}/{warmup + rounds}: {', '.join(names)}")
+
+
+class StatusLine:
+    """One line of progress, redrawn in place on a terminal; nothing on anything else.
+
+    Args:
+        stream: where to draw (stderr); nothing is drawn unless it is a terminal, so piped or
+            redirected output gets nothing extra.
+    """
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        self._stream = stream if stream is not None and stream.isatty() else None
+        self._shown = 0
+
+    def show(self, text: str) -> None:
+        """Replace the line with ``text``, cut to the terminal's width."""
+        stream = self._stream
+        if stream is None:
+            return
+        text = text[: max(shutil.get_terminal_size().columns - 1, 10)]
+        stream.write(f"\r{text}{' ' * max(self._shown - len(text), 0)}")
+        stream.flush()
+        self._shown = len(text)
+
+    def clear(self) -> None:
+        """Erase the line, so that what is printed next starts on a clean one."""
+        stream = self._stream
+        if stream is not None and self._shown:
+            stream.write(f"\r{' ' * self._shown}\r")
+            stream.flush()
+            self._shown = 0
 
 
 def loop(func: Callable[[], object]) -> Trial:
@@ -227,6 +291,7 @@ def measure(
     names = list(trials)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(-warmup, rounds):
+        _report(names, round_index, warmup, rounds)
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
             elapsed = _run_trial(trials[name], number, disable_gc=disable_gc)
@@ -275,6 +340,7 @@ def measure_alternating(
     names = list(steps)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(-warmup, rounds):
+        _report(names, round_index, warmup, rounds)
         totals = dict.fromkeys(names, 0.0)
         with _collector_off(disable_gc):
             for index in range(number):
@@ -447,7 +513,7 @@ class BenchError(RuntimeError):
 
 #: How long to wait for a server given with ``--uri`` unless the URI says otherwise: pymongo's
 #: default of 30 s is a long time to stare at a benchmark that cannot start.
-SERVER_SELECTION_TIMEOUT_MS: Final = 5_000
+SERVER_SELECTION_TIMEOUT_MS: Final = _uri.SERVER_SELECTION_TIMEOUT_MS
 
 
 @contextlib.contextmanager
@@ -459,19 +525,22 @@ def database(uri: str | None, *, alias: str = BENCH_ALIAS) -> Iterator[Any]:
 
     Args:
         uri: a MongoDB URI (the server is pinged first, the database dropped on exit), or None
-            for an in-memory mongomock database.
+            for an in-memory mongomock database. The URI's own database is not used (only
+            authenticated against, when the URI has a user).
         alias: the MongoEngine connection alias to connect.
 
     Raises:
-        BenchError: ``uri`` is None and mongomock is not installed, or the URI is invalid, or
-            the server does not answer.
+        CommandError: (status 2) ``uri`` is not a valid MongoDB URI.
+        BenchError: ``uri`` is None and mongomock is not installed, or the server does not
+            answer.
     """
     import mongoengine
     import pymongo.errors
 
     name = f"mongoengine_ids_bench_{uuid.uuid4().hex[:12]}"
+    target = None if uri is None else _uri.parse(uri)
     try:
-        if uri is None:
+        if target is None:
             try:
                 import mongomock
             except ImportError as error:  # pragma: no cover - in the demo and test extras
@@ -486,22 +555,27 @@ def database(uri: str | None, *, alias: str = BENCH_ALIAS) -> Iterator[Any]:
                 uuidRepresentation="standard",
             )
         else:
-            options: dict[str, Any] = {"uuidRepresentation": "standard"}
-            if "serverselectiontimeoutms" not in uri.lower():
-                options["serverSelectionTimeoutMS"] = SERVER_SELECTION_TIMEOUT_MS
-            mongoengine.connect(name, alias=alias, host=uri, **options)
+            # Without the URI's database: MongoEngine would use it instead of the new one.
+            mongoengine.connect(
+                name,
+                alias=alias,
+                host=target.without_database(),
+                uuidRepresentation="standard",
+                **target.client_options(),
+            )
             # Fail here, once and clearly, rather than inside the first timed write.
             mongoengine.get_db(alias).command("ping")
     except pymongo.errors.PyMongoError as error:
         mongoengine.disconnect(alias)
-        raise BenchError(f"cannot use the server at --uri {uri!r}: {error}") from error
+        where = "mongomock" if target is None else f"the server at {target.shown}"
+        raise BenchError(f"cannot use {where}: {_uri.server_message(error)}") from error
     except BaseException:
         mongoengine.disconnect(alias)
         raise
     try:
         yield mongoengine.get_db(alias)
     finally:
-        if uri is not None:
+        if target is not None:
             with contextlib.suppress(Exception):
                 mongoengine.get_connection(alias).drop_database(name)
         mongoengine.disconnect(alias)
@@ -516,6 +590,7 @@ __all__ = [
     "BENCH_ALIAS",
     "SERVER_SELECTION_TIMEOUT_MS",
     "BenchError",
+    "StatusLine",
     "JSON_FORMAT_VERSION",
     "Result",
     "Statistic",
@@ -537,5 +612,6 @@ __all__ = [
     "machine_info",
     "measure",
     "measure_alternating",
+    "reporting",
     "save_trial",
 ]

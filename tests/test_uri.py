@@ -1,0 +1,217 @@
+"""``mongoengine_ids.uri``: the command's URIs, parsed once, shown without their password."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mongoengine_ids import uri
+from mongoengine_ids.cli import CommandError
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("mongodb://localhost/shop", "mongodb://localhost/shop"),
+        ("mongodb://admin:s3cret@db:27017/shop", "mongodb://admin:***@db:27017/shop"),
+        ("mongodb+srv://admin:s3cret@cluster.example/", "mongodb+srv://admin:***@cluster.example/"),
+        ("mongodb://admin@db/shop", "mongodb://admin@db/shop"),  # a user, no password
+        ("mongodb://admin:@db/shop", "mongodb://admin:***@db/shop"),
+        # Not percent-encoded: '/', '?' and '@' in the password stay masked.
+        ("mongodb://admin:pa/ss@db/shop", "mongodb://admin:***@db/shop"),
+        ("mongodb://admin:p?a@ss@db/shop", "mongodb://admin:***@db/shop"),
+        ("http://admin:s3cret@db/shop", "http://admin:***@db/shop"),  # any scheme
+        ("admin:s3cret@db/shop", "admin:***@db/shop"),  # no scheme
+        (
+            "mongodb://db/?tls=true&tlsCertificateKeyFilePassword=s3cret&appName=x",
+            "mongodb://db/?tls=true&tlsCertificateKeyFilePassword=***&appName=x",
+        ),
+        (
+            "mongodb://db/?authMechanismProperties=AWS_SESSION_TOKEN:t0ken,X:y",
+            "mongodb://db/?authMechanismProperties=AWS_SESSION_TOKEN:***,X:y",
+        ),
+    ],
+)
+def test_redact(text: str, shown: str) -> None:
+    assert uri.redact(text) == shown
+
+
+def test_secrets_and_scrub() -> None:
+    hidden = uri.secrets("mongodb://admin:s3cr%2Ft@db/?tlsCertificateKeyFilePassword=k3y")
+    assert set(hidden) == {"s3cr%2Ft", "s3cr/t", "k3y"}
+    assert uri.scrub("s3cr/t, s3cr%2Ft and k3y", hidden) == "***, *** and ***"
+    assert uri.secrets("mongodb://a:b@db/") == []  # too short to hide anything
+    # Only an option named *password* is a secret, not the next option after the user's.
+    assert uri.secrets("mongodb://a:PASSWORD@db/?serverSelectionTimeoutMS=100") == ["PASSWORD"]
+
+
+def test_parse_keeps_the_uri_and_shows_it_masked() -> None:
+    parsed = uri.parse("mongodb://admin:s3cret@db:27017/shop?appName=x")
+
+    assert parsed.text == "mongodb://admin:s3cret@db:27017/shop?appName=x"
+    assert parsed.shown == "'mongodb://admin:***@db:27017/shop?appName=x'"
+    assert parsed.database == "shop"
+    assert parsed.username == "admin"
+    assert "s3cret" not in repr(parsed)
+    assert parsed.client_options() == {"serverSelectionTimeoutMS": uri.SERVER_SELECTION_TIMEOUT_MS}
+
+
+def test_a_uri_with_its_own_timeout_keeps_it() -> None:
+    parsed = uri.parse("mongodb://db/?serverselectiontimeoutms=100")
+    assert parsed.client_options() == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "without"),
+    [
+        ("mongodb://db/shop", "mongodb://db/"),
+        ("mongodb://db/shop?w=1", "mongodb://db/?w=1"),
+        ("mongodb://db", "mongodb://db"),
+        # The URI's database is where its user authenticates: kept as authSource.
+        ("mongodb://u:p@db/shop", "mongodb://u:p@db/?authSource=shop"),
+        ("mongodb://u:p@db/shop?w=1", "mongodb://u:p@db/?w=1&authSource=shop"),
+        ("mongodb://u:p@db/shop?authSource=admin", "mongodb://u:p@db/?authSource=admin"),
+    ],
+)
+def test_without_database(text: str, without: str) -> None:
+    assert uri.parse(text).without_database() == without
+    assert uri.parse(without).database is None
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        ("localhost:27017/shop", ["'localhost:27017/shop' is not a MongoDB URI", "expected"]),
+        ("http://x/shop", ["'http://x/shop' is not a MongoDB URI"]),
+        ("", ["'' is not a MongoDB URI"]),
+        ("mongodb://", ["is not a valid MongoDB URI: Must provide at least one hostname"]),
+        ("mongodb:///shop", ["is not a valid MongoDB URI: Empty host"]),
+        ("mongodb://db:99999/x", ["is not a valid MongoDB URI: Port must be an integer"]),
+        ("mongodb://db:0/x", ["Port must be an integer"]),
+        ("mongodb://db:port/x", ["Port contains non-digit characters"]),
+        ("mongodb://db/x?bogus=1", ["Unknown option: bogus"]),
+        ("mongodb://db/x?w=-5", ["is not a valid MongoDB URI: "]),
+        ("mongodb://[::1/x", ["is not a valid MongoDB URI: "]),
+        ("mongodb://db/a$b", ["Bad database name"]),
+        (
+            "mongodb://db/" + "d" * 70,
+            ["names a database MongoDB refuses: it is longer than 63 bytes"],
+        ),
+        ("mongodb+srv://db:27017/x", ["must not include a port number"]),
+        ("mongodb+srv://a,b/x", ["one, and only one, hostname"]),
+        ("mongodb://%zz@db/x", ["must be escaped"]),
+        ("mongodb://:27017/x", ["is not a valid MongoDB URI: a host is empty"]),
+        ("mongodb://db,:1/x", ["a host is empty"]),
+        ("mongodb://d b/x", ["the host 'd b' has spaces or control characters in it"]),
+        ("mongodb://db\t/x", ["the host 'db\\t' has spaces"]),
+    ],
+)
+def test_parse_rejects_with_a_usage_error(text: str, fragments: list[str]) -> None:
+    with pytest.raises(CommandError) as caught:
+        uri.parse(text)
+
+    assert caught.value.status == 2
+    message = str(caught.value)
+    assert message.startswith("--uri ")
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mongodb://admin:pa/ss@db/shop",  # pymongo would say: Bad database name "ss@db/shop"
+        "mongodb://admin:s3cret@db:99999/shop",
+        "mongodb://admin:s3cr%zzet@db/shop",  # a bad escape in the password itself
+        "http://admin:s3cret@db/shop",
+        "mongodb://admin:s3cret@db/shop?bogus=1",
+        "mongodb://admin:s3cret@db/" + "x" * 100,
+    ],
+)
+def test_a_rejected_uri_never_shows_its_password(text: str) -> None:
+    with pytest.raises(CommandError) as caught:
+        uri.parse(text)
+
+    message = str(caught.value)
+    for secret in ("pa/ss", "ss@", "s3cr"):
+        assert secret not in message
+    assert "admin:***@" in message
+
+
+def test_a_long_uri_is_cut_short() -> None:
+    with pytest.raises(CommandError) as caught:
+        uri.parse("mongodb://db:99999/" + "x" * 5000)
+
+    message = str(caught.value)
+    assert len(message) < 300
+    assert "... (5,019 characters)" in message
+
+
+def test_an_unresolvable_srv_host_is_a_runtime_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dns.resolver
+
+    def nxdomain(*args: Any, **kwargs: Any) -> Any:
+        raise dns.resolver.NXDOMAIN(qnames=[dns.name.from_text("_mongodb._tcp.nowhere.invalid")])
+
+    monkeypatch.setattr(dns.resolver, "resolve", nxdomain)
+
+    with pytest.raises(CommandError) as caught:
+        uri.parse("mongodb+srv://admin:s3cret@nowhere.invalid/shop")
+
+    assert caught.value.status == 1
+    message = str(caught.value)
+    assert message.startswith(
+        "--uri 'mongodb+srv://admin:***@nowhere.invalid/shop': cannot resolve"
+    )
+    assert "s3cret" not in message
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("", "it is empty"),
+        ("a/b", "it contains '/'"),
+        ("a.b", "it contains '.'"),
+        ("a b", "it contains ' '"),
+        ("a$b", "it contains '$'"),
+        ('a"b', "it contains '\"'"),
+        ("a\\b", "it contains '\\\\'"),
+        ("a\x00b", "it contains '\\x00'"),
+        ("é" * 32, "longer than 63 bytes"),
+    ],
+)
+def test_check_database_name(name: str, fragment: str) -> None:
+    with pytest.raises(CommandError, match="is not a valid database name") as caught:
+        uri.check_database_name(name)
+    assert caught.value.status == 2
+    assert fragment in str(caught.value)
+
+
+def test_check_database_name_accepts_what_mongodb_does() -> None:
+    for name in ("shop", "Shop-2024_a", "é" * 31, "x" * 63):
+        assert uri.check_database_name(name) == name
+
+
+def test_server_message_is_one_line() -> None:
+    import pymongo.errors
+
+    error = pymongo.errors.ServerSelectionTimeoutError(
+        "127.0.0.1:1: [Errno 111] Connection refused (configured timeouts: socketTimeoutMS: "
+        "20000.0ms), Timeout: 3.0s, Topology Description: <...>"
+    )
+    assert uri.server_message(error) == "127.0.0.1:1: [Errno 111] Connection refused"
+    assert uri.server_message(ValueError("")) == "ValueError"
+
+
+@pytest.mark.parametrize("name", ["", "a$b", "a\x00b", ".a", "a.", "a..b"])
+def test_check_collection_name_refuses(name: str) -> None:
+    with pytest.raises(CommandError, match="is not a valid collection name") as caught:
+        uri.check_collection_name(name)
+    assert caught.value.status == 2
+
+
+def test_check_collection_name_accepts() -> None:
+    for name in ("mongoengine.counters", "counters", "a-b_c"):
+        assert uri.check_collection_name(name) == name
