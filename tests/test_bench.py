@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from _support import real_server
 
-from mongoengine_ids import bench
-from mongoengine_ids.bench import _core
-from mongoengine_ids.bench import locality as locality_group
+from mongoengine_ids.tools import bench
+from mongoengine_ids.tools.bench import _core
+from mongoengine_ids.tools.bench import locality as locality_group
 
 EXPECTED_LOCALITY_ROWS = locality_group.expected_rows()
 

@@ -18,19 +18,19 @@ from _support import TEST_URI, real_server
 from mongoengine.connection import ConnectionFailure
 
 import mongoengine_ids
-from mongoengine_ids import cli, demo
 from mongoengine_ids.constants import LOCALITY_COUNTER_MASK, SPREAD_STEP
-from mongoengine_ids.decode import describe
 from mongoengine_ids.testing import Connect
+from mongoengine_ids.tools import cli, demo
+from mongoengine_ids.tools.decode import describe
 
 BLOG_ID = "20be0ffc-314a-bd53-7a50-013a65ca76d2"
 LOCALITY_ID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-b[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 
 
 def run_module(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m mongoengine_ids.cli ARGS`` with this interpreter, not an installed script."""
+    """Run ``python -m mongoengine_ids.tools.cli ARGS`` with this interpreter (no script)."""
     return subprocess.run(
-        [sys.executable, "-m", "mongoengine_ids.cli", *args],
+        [sys.executable, "-m", "mongoengine_ids.tools.cli", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -297,7 +297,7 @@ def test_python_m_reports_a_bad_id_without_traceback() -> None:
 def test_help_does_not_import_mongomock() -> None:
     code = (
         "import sys\n"
-        "from mongoengine_ids.cli import main\n"
+        "from mongoengine_ids.tools.cli import main\n"
         "assert main(['--help']) == 0\n"
         "assert 'mongomock' not in sys.modules, 'mongomock imported by --help'\n"
     )
@@ -321,7 +321,7 @@ def test_a_closed_pipe_ends_the_output_quietly(count: int) -> None:
     os.close(read_end)
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "mongoengine_ids.cli", "inspect", *[BLOG_ID] * count],
+            [sys.executable, "-m", "mongoengine_ids.tools.cli", "inspect", *[BLOG_ID] * count],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,

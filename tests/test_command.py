@@ -34,7 +34,7 @@ def _command() -> list[str]:
     found = shutil.which("mongoengine-ids")
     if found:
         return [found]
-    return [sys.executable, "-m", "mongoengine_ids.cli"]
+    return [sys.executable, "-m", "mongoengine_ids.tools.cli"]
 
 
 COMMAND = _command()

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from _support import TEST_URI
 
-from mongoengine_ids import compare, shardsim
-from mongoengine_ids.cli import CommandError
+from mongoengine_ids.tools import compare, shardsim
+from mongoengine_ids.tools.cli import CommandError
 
 URI_ARGS = ["--uri", TEST_URI] if TEST_URI else []
 
@@ -154,7 +154,7 @@ def test_table_for_people(capsys: pytest.CaptureFixture[str]) -> None:
         assert line.startswith(strategy)
     object_id = table[0].split()
     assert object_id[1:4] == ["12", "12", "objectId"]
-    assert "shard balance (mongoengine_ids.shardsim):" in lines
+    assert "shard balance (mongoengine_ids.tools.shardsim):" in lines
 
 
 def test_progress_bar_on_request(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mongoengine_ids import InvalidIdError, LocalityUUID
-from mongoengine_ids.decode import describe, format_text
+from mongoengine_ids.tools.decode import describe, format_text
 
 BLOG_ID = "20be0ffc-314a-bd53-7a50-013a65ca76d2"
 BLOG_MS = 1350327498450  # 2012-10-15T18:58:18.450Z

@@ -68,10 +68,29 @@ def test_typed_package() -> None:
 
 def test_entry_points() -> None:
     points = {(point.group, point.name): point.value for point in DIST.entry_points}
-    assert points[("console_scripts", "mongoengine-ids")] == "mongoengine_ids.cli:main"
+    assert points[("console_scripts", "mongoengine-ids")] == "mongoengine_ids.tools.cli:main"
     assert points[("pytest11", "mongoengine_ids")] == "mongoengine_ids.testing"
 
 
 def test_public_names_are_importable() -> None:
     for name in mongoengine_ids.__all__:
         assert getattr(mongoengine_ids, name) is not None
+
+
+def test_the_library_never_imports_the_command_line_tools() -> None:
+    """Using the fields loads nothing of mongoengine_ids.tools (the command line)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pkgutil, importlib, mongoengine_ids, mongoengine_ids.write as w\n"
+        "for package in (mongoengine_ids, w):\n"
+        "    for info in pkgutil.iter_modules(package.__path__, package.__name__ + '.'):\n"
+        "        if info.name != 'mongoengine_ids.tools':\n"
+        "            importlib.import_module(info.name)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('mongoengine_ids.tools')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == "[]"

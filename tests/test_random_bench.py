@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from mongoengine_ids.bench import random_unique
+from mongoengine_ids.tools.bench import random_unique
 
 
 def test_quick_run_has_every_row_in_order() -> None:

@@ -11,10 +11,10 @@ import pytest
 from mongoengine import Document, StringField
 from mongoengine import fields as me_fields
 
-from mongoengine_ids.cli import CommandError, main
 from mongoengine_ids.sequence import DEFAULT_COLLECTION, INT64_MAX, Sequence, SequenceField
 from mongoengine_ids.sequence_admin import list_counters, set_next_value, show_counter
-from mongoengine_ids.sequence_cli import (
+from mongoengine_ids.tools.cli import CommandError, main
+from mongoengine_ids.tools.sequence_cli import (
     EMBEDDED_NOTE,
     FAILED,
     OK,
@@ -22,7 +22,7 @@ from mongoengine_ids.sequence_cli import (
     add_subcommand,
     run,
 )
-from mongoengine_ids.uri import EXPECTED
+from mongoengine_ids.tools.uri import EXPECTED
 
 
 def test_list_groups_shards_and_scopes(mongoengine_db: Any) -> None:

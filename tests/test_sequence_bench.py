@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from mongoengine_ids.bench import sequence as bench
-from mongoengine_ids.bench.sequence import CountingLatency, latency_database
 from mongoengine_ids.sequence import DEFAULT_COLLECTION, Sequence
+from mongoengine_ids.tools.bench import sequence as bench
+from mongoengine_ids.tools.bench.sequence import CountingLatency, latency_database
 
 
 def test_quick_run_returns_every_row() -> None:

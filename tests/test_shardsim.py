@@ -11,8 +11,8 @@ import pytest
 from bson.binary import Binary
 from bson.objectid import ObjectId
 
-from mongoengine_ids import shardsim
-from mongoengine_ids.shardsim import (
+from mongoengine_ids.tools import shardsim
+from mongoengine_ids.tools.shardsim import (
     MIN_KEY,
     Burst,
     Chunk,

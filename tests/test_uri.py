@@ -1,4 +1,4 @@
-"""``mongoengine_ids.uri``: the command's URIs, parsed once, shown without their password."""
+"""``mongoengine_ids.tools.uri``: the command's URIs, parsed once, shown without their password."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from mongoengine_ids import uri
-from mongoengine_ids.cli import CommandError
+from mongoengine_ids.tools import uri
+from mongoengine_ids.tools.cli import CommandError
 
 
 @pytest.mark.parametrize(

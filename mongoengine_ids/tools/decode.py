@@ -17,10 +17,10 @@ import textwrap
 import uuid
 from typing import TYPE_CHECKING, Final
 
-from . import constants as C
+from .. import constants as C
+from ..errors import InvalidIdError
+from ..locality import LocalityUUID
 from .cli import EXIT_USAGE, print_error, shorten
-from .errors import InvalidIdError
-from .locality import LocalityUUID
 
 if TYPE_CHECKING:
     from .cli import Subparsers

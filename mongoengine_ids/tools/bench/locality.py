@@ -24,8 +24,8 @@ from typing import Final
 import bson
 from mongoengine import Document, IntField, ListField, StringField
 
-from ..fields import LocalityUUIDField
-from ..locality import LocalityUUIDGenerator
+from ...fields import LocalityUUIDField
+from ...locality import LocalityUUIDGenerator
 from ._core import (
     BENCH_ALIAS,
     Result,

@@ -13,7 +13,7 @@ Rows (names are stable; the tests look for them), for each fill f in 0%, 1%, 10%
 The space holds :attr:`_Counts.space` values; a fill is made by inserting that share of them
 before timing. Each saved document is deleted again right after its (timed) save, untimed, so
 every save meets exactly that fill and expects ``f / (1 - f)`` retries. Baseline and candidate
-take turns save by save (:func:`~mongoengine_ids.bench._core.measure_alternating`): the speed
+take turns save by save (:func:`~mongoengine_ids.tools.bench._core.measure_alternating`): the speed
 of the machine changes from second to second, and both must meet the same spells for a ratio
 to hold within a few percent.
 """
@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from mongoengine import Document, IntField, StringField
 
-from ..random_unique import RandomUniqueField
+from ...random_unique import RandomUniqueField
 from ._core import (
     BENCH_ALIAS,
     Result,

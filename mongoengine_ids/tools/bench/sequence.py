@@ -30,8 +30,8 @@ import mongoengine
 from mongoengine import Document, IntField, StringField
 from mongoengine import fields as me_fields
 
-from ..sequence import DEFAULT_COLLECTION, Sequence, SequenceField
-from ..sequence_wrappers import Hook, instrumented_client_class
+from ...sequence import DEFAULT_COLLECTION, Sequence, SequenceField
+from ...sequence_wrappers import Hook, instrumented_client_class
 from ._core import (
     BENCH_ALIAS,
     Result,

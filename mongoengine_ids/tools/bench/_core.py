@@ -4,13 +4,13 @@ The API the group modules (``locality``, ``sequence``, ``random_unique``) build 
 stable so that they can be written independently.
 
 Writing a group
-    A group is a module ``mongoengine_ids.bench.<name>`` listed in
-    :data:`mongoengine_ids.bench.GROUPS`, exposing::
+    A group is a module ``mongoengine_ids.tools.bench.<name>`` listed in
+    :data:`mongoengine_ids.tools.bench.GROUPS`, exposing::
 
         def run(*, quick: bool, uri: str | None) -> list[Result]: ...
 
     ``run`` **prints nothing**: it returns its rows in the order they should be shown, and
-    :func:`mongoengine_ids.bench.main` prints the machine, then one table per group (or all
+    :func:`mongoengine_ids.tools.bench.main` prints the machine, then one table per group (or all
     rows as one JSON document with ``--json``). ``quick=True`` asks for tiny iteration counts
     (tests and CI smoke runs: the numbers are meaningless, only the rows matter). ``uri`` is a
     MongoDB URI for the database parts, or None for mongomock; :func:`database` connects

@@ -22,10 +22,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, Final, TextIO
 
+from ..sequence import DEFAULT_COLLECTION
+from ..sequence_admin import CounterInfo, list_counters, set_next_value, show_counter
 from . import uri
 from .cli import EXIT_USAGE, CommandError
-from .sequence import DEFAULT_COLLECTION
-from .sequence_admin import CounterInfo, list_counters, set_next_value, show_counter
 
 #: Environment variable read when ``--uri`` is not given.
 URI_ENV_VAR: Final = "MONGOENGINE_IDS_URI"

@@ -13,11 +13,11 @@ random 12-digit id), on the embedded mongomock database or a server given with `
 * **saves/s**: ``save()`` of new documents, one at a time;
 * **time-ordered**: whether the ids of consecutive saves by one process sort in the order they
   were made (and the share of consecutive pairs that do);
-* **shard imbalance**: from :mod:`mongoengine_ids.shardsim`, the worst time window's largest
+* **shard imbalance**: from :mod:`mongoengine_ids.tools.shardsim`, the worst time window's largest
   shard share over the ideal one, for a burst of the strategy's ids written into a collection
   range-sharded on ``_id``.
 
-Times are measured interleaved (every strategy once per round, :func:`~mongoengine_ids.bench.
+Times are measured interleaved (every strategy once per round, :func:`~mongoengine_ids.tools.bench.
 _core.measure`), so the ratios between rows mean more than the absolute numbers.
 """
 
@@ -139,7 +139,7 @@ class Candidate:
     """A strategy as a model to save.
 
     Attributes:
-        strategy: the row's name (one of :data:`mongoengine_ids.shardsim.STRATEGIES`).
+        strategy: the row's name (one of :data:`mongoengine_ids.tools.shardsim.STRATEGIES`).
         declaration: how the primary key is declared.
         model: a Document class with that primary key, a ``name`` and a ``seq`` field.
     """
@@ -154,10 +154,10 @@ def candidates() -> tuple[Candidate, ...]:
     """The models of every strategy, made once (importing MongoEngine is deferred to here)."""
     from mongoengine import Document, IntField, StringField
 
-    from .fields import LocalityUUIDField
-    from .random_unique import RandomUniqueField
-    from .sequence import SequenceField
-    from .standard import UUID4Field, UUID7Field
+    from ..fields import LocalityUUIDField
+    from ..random_unique import RandomUniqueField
+    from ..sequence import SequenceField
+    from ..standard import UUID4Field, UUID7Field
 
     def model(class_name: str, collection: str, id_field: Any | None) -> Any:
         attributes: dict[str, Any] = {
@@ -291,7 +291,7 @@ class Comparison:
     """A whole run: the rows, the shard reports, and what they were measured on.
 
     Attributes:
-        rows: one per strategy, in :data:`mongoengine_ids.shardsim.STRATEGIES` order.
+        rows: one per strategy, in :data:`mongoengine_ids.tools.shardsim.STRATEGIES` order.
         shards: the shard-balance report of each strategy, same order.
         database: ``"mongomock"`` or ``"mongod"``.
         quick: whether the counts were :data:`QUICK` (numbers meaningless).
@@ -374,7 +374,7 @@ def _generator(candidate: Candidate) -> Callable[[], object]:
     """What ``save()`` calls to make one id in stored form."""
     import bson
 
-    from .write import Write
+    from ..write import Write
 
     model = candidate.model
     if candidate.strategy == shardsim.OBJECT_ID:
@@ -507,7 +507,7 @@ def _counting_database(uri: str | None, counter: _CallCounter) -> Iterator[Any]:
     target = None if uri is None else mongo_uri.parse(uri)
     try:
         if target is None:
-            from .sequence_wrappers import instrumented_client_class
+            from ..sequence_wrappers import instrumented_client_class
 
             mongoengine.connect(
                 name,
@@ -747,7 +747,7 @@ def format_table(comparison: Comparison) -> str:
         f"(after {counts.shard_history:,}) from {shardsim.DEFAULT_PROCESSES} writers; "
         f"1.00x is even, {config.shards:.2f}x one hot shard.",
         "",
-        "shard balance (mongoengine_ids.shardsim):",
+        "shard balance (mongoengine_ids.tools.shardsim):",
         shardsim.format_summary(comparison.shards),
     ]
     return "\n".join(lines)
@@ -881,7 +881,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m mongoengine_ids.compare``: ``mongoengine-ids compare`` with ``argv``."""
+    """``python -m mongoengine_ids.tools.compare``: ``mongoengine-ids compare`` with ``argv``."""
     from .cli import main as cli_main
 
     return cli_main(["compare", *(sys.argv[1:] if argv is None else argv)])
@@ -909,6 +909,6 @@ __all__ = [
 
 if __name__ == "__main__":
     # Run the imported module's main(), not this __main__ copy's: CommandError must be one class.
-    from mongoengine_ids.compare import main as _main
+    from mongoengine_ids.tools.compare import main as _main
 
     sys.exit(_main())

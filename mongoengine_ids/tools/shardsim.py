@@ -59,8 +59,8 @@ from typing import Any, Final
 from bson.binary import Binary
 from bson.objectid import ObjectId
 
-from . import constants as C
-from .errors import MongoEngineIdsError
+from .. import constants as C
+from ..errors import MongoEngineIdsError
 
 # -- the numbers of the model ------------------------------------------------------------------
 
@@ -468,7 +468,7 @@ def _uuid4_makers(rng: random.Random, clock: _Clock, processes: int) -> list[Mak
 
 
 def _uuid7_makers(rng: random.Random, clock: _Clock, processes: int) -> list[Maker]:
-    from .standard import UUID7Generator
+    from ..standard import UUID7Generator
 
     def maker() -> Maker:
         generate = UUID7Generator(clock=clock, random_bytes=rng.randbytes).generate
@@ -482,7 +482,7 @@ def _uuid7_makers(rng: random.Random, clock: _Clock, processes: int) -> list[Mak
 
 
 def _locality_makers(mode: str) -> MakerFactory:
-    from .locality import LocalityUUIDGenerator
+    from ..locality import LocalityUUIDGenerator
 
     def factory(rng: random.Random, clock: _Clock, processes: int) -> list[Maker]:
         def maker(process: int) -> Maker:
@@ -517,7 +517,7 @@ class _Counters:
     """
 
     def __init__(self, rng: random.Random, *, batch: int, digits: int | None, ranges: int) -> None:
-        from .sequence import Space
+        from ..sequence import Space
 
         self._rng = rng
         self._batch = batch
@@ -556,7 +556,7 @@ def _sequence_makers(*, batch: int, digits: int | None, ranges: int) -> MakerFac
 
 
 def _random_makers(rng: random.Random, clock: _Clock, processes: int) -> list[Maker]:
-    from .random_space import IntegerSpace
+    from ..random_space import IntegerSpace
 
     space = IntegerSpace.of_digits(RANDOM_DIGITS_COUNT)
     size = space.size

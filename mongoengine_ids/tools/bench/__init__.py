@@ -1,8 +1,8 @@
 """The benchmark: each id strategy timed against named baselines, as ratios from one run.
 
 Run it as ``mongoengine-ids bench``, or without the command as ``python -m
-mongoengine_ids.bench`` (which needs a ``bench/__main__.py``; until that exists,
-``python -m mongoengine_ids.bench.__init__``)::
+mongoengine_ids.tools.bench`` (which needs a ``bench/__main__.py``; until that exists,
+``python -m mongoengine_ids.tools.bench.__init__``)::
 
     mongoengine-ids bench                      # every group, mongomock, a table per group
     mongoengine-ids bench --quick --json       # tiny counts, one JSON document (CI smoke run)
@@ -10,7 +10,7 @@ mongoengine_ids.bench`` (which needs a ``bench/__main__.py``; until that exists,
 
 The groups are the modules named in :data:`GROUPS`; one that is not part of this installation
 yet is skipped. How a group is written, and how the numbers are taken, is in
-:mod:`mongoengine_ids.bench._core`. The exit status is 0 whether or not the targets are met (a
+:mod:`mongoengine_ids.tools.bench._core`. The exit status is 0 whether or not the targets are met (a
 noisy machine must not fail a build); read the ``met`` column, or ``met`` in the JSON.
 """
 
@@ -40,7 +40,7 @@ from ._core import (
 #: The group modules, in the order they run; a missing one is skipped.
 GROUPS: Final[tuple[str, ...]] = ("locality", "sequence", "random_unique")
 
-_PACKAGE: Final = "mongoengine_ids.bench"
+_PACKAGE: Final = "mongoengine_ids.tools.bench"
 
 #: Exit status when the benchmark cannot run (BenchError: no server, no mongomock).
 FAILURE: Final = 1
@@ -183,7 +183,7 @@ def _summary(results: Sequence[Result]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m mongoengine_ids.bench``: ``mongoengine-ids bench`` with ``argv``."""
+    """``python -m mongoengine_ids.tools.bench``: ``mongoengine-ids bench`` with ``argv``."""
     from ..cli import main as cli_main
 
     return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
@@ -201,8 +201,7 @@ __all__ = [
 
 if __name__ == "__main__":
     # Run the main() of the imported package, not of this __main__ copy, whose group modules
-    # would otherwise be looked up under "__main__". (`python -m mongoengine_ids.bench` itself
-    # needs a bench/__main__.py; until there is one, `python -m mongoengine_ids.bench.__init__`.)
-    from mongoengine_ids.bench import main as _main
+    # would otherwise be looked up under "__main__".
+    from mongoengine_ids.tools.bench import main as _main
 
     sys.exit(_main())

@@ -26,14 +26,14 @@ from mongoengine.connection import ConnectionFailure
 from mongoengine.errors import NotUniqueError
 from pymongo.errors import PyMongoError
 
-from . import constants as C
+from .. import constants as C
+from ..fields import LocalityUUIDField
+from ..locality import LocalityUUIDGenerator
+from ..random_unique import RandomUniqueField
+from ..sequence import SequenceField
 from . import uri as mongo_uri
 from .cli import CommandError, machine_mac_quietly
 from .decode import describe
-from .fields import LocalityUUIDField
-from .locality import LocalityUUIDGenerator
-from .random_unique import RandomUniqueField
-from .sequence import SequenceField
 
 if TYPE_CHECKING:
     from pymongo.database import Database

@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from . import __version__
+from .. import __version__
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -43,11 +43,11 @@ PROG: Final = "mongoengine-ids"
 #: (mongomock, a database connection) inside the functions that need them, so ``--help`` and
 #: ``inspect`` stay fast.
 _SUBCOMMAND_MODULES: Final = (
-    "mongoengine_ids.demo",
-    "mongoengine_ids.decode",
-    "mongoengine_ids.bench",
-    "mongoengine_ids.compare",
-    "mongoengine_ids.sequence_cli",
+    "mongoengine_ids.tools.demo",
+    "mongoengine_ids.tools.decode",
+    "mongoengine_ids.tools.bench",
+    "mongoengine_ids.tools.compare",
+    "mongoengine_ids.tools.sequence_cli",
 )
 
 EXIT_FAILURE: Final = 1
@@ -144,8 +144,8 @@ def machine_mac_quietly() -> tuple[int, bool]:
         The MAC, and whether it is a shared-looking one that ``$MONGOENGINE_IDS_MAC`` does not
         override (locally administered, not the random multicast one of :func:`uuid.getnode`).
     """
-    from . import constants as C
-    from .locality import machine_mac
+    from .. import constants as C
+    from ..locality import machine_mac
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -288,7 +288,7 @@ def _without_secrets(message: str, argv: list[str]) -> str:
 
 if __name__ == "__main__":
     # Run the main() of the imported module, not of this __main__ copy: subcommand modules
-    # import CommandError from mongoengine_ids.cli, and `except CommandError` must be that class.
-    from mongoengine_ids.cli import main as _main
+    # import CommandError from mongoengine_ids.tools.cli: `except CommandError` must be it.
+    from mongoengine_ids.tools.cli import main as _main
 
     raise SystemExit(_main())
