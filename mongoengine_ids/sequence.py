@@ -49,6 +49,7 @@ from .errors import (
     invalid_id,
 )
 from .resets import on_reset
+from .write import seam
 from .write.field import GeneratedField, Write
 
 if TYPE_CHECKING:
@@ -913,7 +914,9 @@ class SequenceField(GeneratedField):
     Args:
         collection_name: the counter collection (MongoEngine's default).
         sequence_name: the counter's name; the ``_id`` is ``"<sequence_name>.<field name>"``.
-            Default: the model's collection name (MongoEngine's rule for concrete models).
+            Default: MongoEngine's rule (:meth:`get_sequence_name`): the collection of the
+            model declaring the field; for an abstract base, its class name in snake case, one
+            counter shared by the subclasses.
         db_alias: keep the counters on this alias instead of the model's database (MongoEngine's
             field always used ``"default"``: pass it to keep such counters when migrating).
         batch_size: values leased per round trip (1: MongoEngine's behaviour).
@@ -1011,18 +1014,31 @@ class SequenceField(GeneratedField):
 
     # -- names and sequences --------------------------------------------------------------------
 
-    def counter_name(self, document_class: type[BaseDocument]) -> str:
-        """The counter's ``_id`` for ``document_class`` (MongoEngine's ``"<name>.<field>"``)."""
-        name = self.sequence_name
-        if name is None:
-            get_name = getattr(document_class, "_get_collection_name", None)
-            name = get_name() if get_name is not None else None
-            if not name:
-                # MongoEngine's rule for a model without a collection (abstract): its class name
-                # in snake case.
-                class_name = document_class._class_name
-                name = "".join(f"_{c}" if c.isupper() else c for c in class_name).strip("_").lower()
-        return f"{name}.{self.name}"
+    def get_sequence_name(self, document_class: type[BaseDocument] | None = None) -> str:
+        """The counter's name before ``.<field>``, by MongoEngine's rule.
+
+        ``sequence_name`` if given; else named after the field's owner (MongoEngine's
+        ``owner_document``): the collection of a concrete model, the class name in snake case
+        for an abstract base (one counter shared by its subclasses, ``"base.counter"``) or an
+        embedded document. A field of a plain mixin is owned by the first model made from it.
+        ``document_class`` serves only a field no class owns.
+
+        Raises:
+            TypeError: the field belongs to no class and ``document_class`` is None.
+        """
+        if self.sequence_name is not None:
+            return self.sequence_name
+        owner = seam.owner_of(self) or document_class
+        if owner is None:
+            raise TypeError(
+                f"{self!r} belongs to no document class: its counter has no name "
+                "(declare it on a Document or pass sequence_name=)"
+            )
+        return seam.counter_prefix(owner)
+
+    def counter_name(self, document_class: type[BaseDocument] | None = None) -> str:
+        """The counter's ``_id``: ``"<sequence name>.<field name>"``, MongoEngine's."""
+        return f"{self.get_sequence_name(document_class)}.{self.name}"
 
     def sequence_for(
         self, database: Database[Any], document_class: type[BaseDocument], scope: Any = None
