@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import operator
 import os
 import random
 import threading
@@ -96,6 +97,13 @@ def _corrupted(document_id: object, collection: str, problem: str) -> CorruptedC
     return CorruptedCounterError(
         f"counter document {document_id!r} in {collection!r} is corrupted: {problem}; "
         "repair it or remove it (mongoengine-ids counters show/set)"
+    )
+
+
+def _sharded(name: str, shards: int, what: str) -> ValueError:
+    return ValueError(
+        f"sequence {name!r} has {shards} shards, each with its own counter: it has no single "
+        f"{what} (mongoengine-ids counters show lists them)"
     )
 
 
@@ -438,6 +446,46 @@ class CounterStore:
             )
         return current
 
+    # -- MongoEngine's field-level helpers -------------------------------------------------------
+
+    def _single(self, what: str) -> _Counter:
+        if self.space.shards != 1:
+            raise _sharded(self.name, self.space.shards, what)
+        return self._counters[0]
+
+    def peek(self) -> int:
+        """The value the counter would lease next, without leasing it (one read).
+
+        Raises:
+            ValueError: the sequence is sharded.
+            IdSpaceExhaustedError: every value has been handed out.
+            CorruptedCounterError: the counter document is not what the sequence wrote.
+        """
+        counter = self._single("next value")
+        collection = self.collection
+        document = self._call(lambda: collection.find_one({"_id": counter.document_id}))
+        if document is None:
+            return counter.low
+        current = self._validate(document, counter)
+        if current >= counter.high:
+            raise self._exhausted()
+        # A counter below ``start - 1`` is moved up by the next lease.
+        return max(current + 1, counter.low)
+
+    def set_counter(self, value: int) -> None:
+        """Store ``next = value`` (the next lease starts at ``value + 1``), creating the counter
+        if needed: MongoEngine's ``set_next_value``. Unconditional, down as well as up.
+
+        Raises:
+            ValueError: the sequence is sharded.
+        """
+        counter = self._single("counter to set")
+        update: dict[str, Any] = {"$set": {"next": value}}
+        if counter.extra:
+            update["$setOnInsert"] = dict(counter.extra)
+        collection = self.collection
+        self._call(lambda: collection.update_one({"_id": counter.document_id}, update, upsert=True))
+
     # -- explicit values ------------------------------------------------------------------------
 
     def raise_to(self, value: int) -> None:
@@ -698,6 +746,55 @@ class Sequence:
             self._install(_EMPTY)
             self._ready.clear()
 
+    def peek(self) -> int:
+        """The value :meth:`next` would return now, without handing it out: a preview, which
+        another thread or process may take first.
+
+        The next value of this process's leased blocks if it holds one, else the counter's
+        next value (one read).
+
+        Raises:
+            ValueError: the sequence is sharded (a lease picks a shard at random).
+            IdSpaceExhaustedError: the space is used up.
+        """
+        if self.space.shards != 1:
+            raise _sharded(self.name, self.space.shards, "next value")
+        if self._source is not None:
+            self.store()  # a reconnect of the alias drops the blocks
+        with self._lock:
+            # A range iterator knows how many values it has left: the next is at that offset.
+            left = operator.length_hint(self._iterator)
+            if left:
+                return self._block[len(self._block) - left]
+            if self._ready:
+                return self._ready[0][0]
+        return self.store().peek()
+
+    def set_counter(self, value: int) -> None:
+        """Set the counter to ``value``, so that the next value handed out is ``value + 1``
+        (MongoEngine's ``set_next_value``), and drop the leased blocks of this process.
+
+        **Warning:** moving the counter down hands out again the values between; other
+        processes keep the blocks they leased before (restart them, or move it up only).
+
+        Raises:
+            TypeError: ``value`` is not an int.
+            ValueError: ``value`` is below ``start - 1`` or beyond the space, or the sequence
+                is sharded.
+        """
+        if self.space.shards != 1:
+            raise _sharded(self.name, self.space.shards, "counter to set")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"value must be an int, not {value!r}")
+        if not self.space.start - 1 <= value <= self.space.high:
+            raise ValueError(
+                f"value={value!r} must be between {self.space.start - 1!r} (start - 1) and "
+                f"{self.space.high!r}: the next value handed out is value + 1"
+            )
+        store = self.store()
+        store.set_counter(value)
+        discard_blocks(store.collection.database.name, self.collection_name, store.name)
+
     def raise_to(self, value: int) -> None:
         """Make sure ``value`` (assigned explicitly somewhere) is never generated.
 
@@ -801,6 +898,22 @@ def _forget_all_blocks() -> None:
         sequences = list(_live_sequences)
     for sequence in sequences:
         sequence.discard()
+
+
+def discard_blocks(database: str, collection: str, name: str) -> None:
+    """Drop the blocks this process leased from the counters of sequence ``name`` (every scope)
+    in ``database.collection``: after the counter was set, they could repeat or skip values."""
+    with _live_lock:
+        sequences = list(_live_sequences)
+    for sequence in sequences:
+        store = sequence._store
+        if (
+            store is not None
+            and sequence.name == name
+            and sequence.collection_name == collection
+            and store.collection.database.name == database
+        ):
+            sequence.discard()
 
 
 def _after_fork_in_child() -> None:
@@ -1028,13 +1141,16 @@ class SequenceField(GeneratedField):
         """
         if self.sequence_name is not None:
             return self.sequence_name
+        return seam.counter_prefix(self._owner(document_class))
+
+    def _owner(self, document_class: type[BaseDocument] | None = None) -> type[BaseDocument]:
         owner = seam.owner_of(self) or document_class
         if owner is None:
             raise TypeError(
-                f"{self!r} belongs to no document class: its counter has no name "
-                "(declare it on a Document or pass sequence_name=)"
+                f"{self!r} belongs to no document class: its counter has no name or database "
+                "(declare it on a Document or EmbeddedDocument)"
             )
-        return seam.counter_prefix(owner)
+        return owner
 
     def counter_name(self, document_class: type[BaseDocument] | None = None) -> str:
         """The counter's ``_id``: ``"<sequence name>.<field name>"``, MongoEngine's."""
@@ -1102,6 +1218,70 @@ class SequenceField(GeneratedField):
             )
         scope_field = document._fields[self.scope]
         return scope_field.to_mongo(value)
+
+    # -- MongoEngine's field-level helpers -------------------------------------------------------
+
+    def _counter_sequence(self, scope: Any) -> Sequence:
+        """The sequence the field-level helpers act on: on ``db_alias``, else on the owner's
+        database (its ``meta["db_alias"]``; the default alias for an embedded document)."""
+        owner = self._owner()
+        stored_scope = None
+        if self.scope is not None:
+            if scope is None:
+                raise TypeError(
+                    f"{owner.__name__}.{self.name} is numbered per {self.scope!r}: pass scope= "
+                    "(the value whose counter is meant)"
+                )
+            stored_scope = owner._fields[self.scope].to_mongo(scope)
+        elif scope is not None:
+            raise TypeError(
+                f"{owner.__name__}.{self.name} has one counter (no scope=): scope={scope!r} "
+                "refused"
+            )
+        database = get_db(self.db_alias) if self.db_alias else seam.default_database(owner)
+        return self.sequence_for(database, owner, stored_scope)
+
+    def get_next_value(self, *, scope: Any = None) -> Any:
+        """The value the next document would get, in the field's form: MongoEngine's preview.
+
+        The next value of this process's leased block if it holds one, else the counter's next
+        value. Nothing is handed out: another thread or process may take it first.
+
+        Args:
+            scope: for a scoped field, the scope value whose counter is meant.
+
+        Raises:
+            TypeError: ``scope`` is missing for a scoped field, or given for another.
+            ValueError: the field is sharded (no single next value).
+            IdSpaceExhaustedError: every value has been handed out.
+        """
+        return self._present([self._counter_sequence(scope).peek()])[0]
+
+    def set_next_value(self, value: int, *, scope: Any = None) -> Any:
+        """Set the counter to ``value``: the next document gets ``value + 1`` (MongoEngine's
+        meaning; the admin ``set_next_value`` takes the next value itself).
+
+        The counter document is created if missing. This process's leased blocks of the counter
+        are dropped, so the next value is ``value + 1`` whatever ``batch_size``.
+
+        **Warning:** moving the counter down hands the values between out again, and other
+        processes keep the blocks they had leased: move it down only when no process is
+        writing and no document holds those values.
+
+        Args:
+            value: the counter's new value (the highest value considered handed out).
+            scope: for a scoped field, the scope value whose counter is meant.
+
+        Returns:
+            ``value`` in the field's form, as MongoEngine's returns it.
+
+        Raises:
+            TypeError: ``value`` is not an int; ``scope`` missing or unexpected.
+            ValueError: ``value`` is below ``start - 1`` or beyond the space; the field is
+                sharded.
+        """
+        self._counter_sequence(scope).set_counter(value)
+        return self._present([value])[0]
 
     # -- GeneratedField -------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import mongoengine as me
 import pytest
 from mongoengine import fields as me_fields
 
+from mongoengine_ids.errors import IdSpaceExhaustedError
 from mongoengine_ids.sequence import DEFAULT_COLLECTION, SequenceField
 
 
@@ -170,3 +171,217 @@ def test_a_field_no_class_owns_has_no_counter_name() -> None:
     with pytest.raises(TypeError, match="belongs to no document class"):
         SequenceField().get_sequence_name()
     assert SequenceField(sequence_name="free").get_sequence_name() == "free"
+
+
+# -- get_next_value() and set_next_value() ------------------------------------------------------
+
+
+def script(field: Field, db: Any) -> list[Any]:
+    """What a user of MongoEngine's field sees through its field-level helpers."""
+    Person = model("Person", id=field(primary_key=True), name=me.StringField())
+    seen: list[Any] = [Person.id.get_next_value()]  # no counter yet
+    seen += [Person(name=str(i)).save().id for i in range(3)]
+    seen += [Person.id.get_next_value(), Person.id.get_next_value()]  # a preview: nothing used
+    seen += [Person(name="after preview").save().id]
+    seen += [Person.id.set_next_value(1000), Person(name="up").save().id]
+    seen += [Person.id.get_next_value()]
+    db.drop_collection("person")
+    seen += [Person.id.set_next_value(0), Person(name="down").save().id]
+    seen += [Person.id.get_next_value()]
+    db.drop_collection(DEFAULT_COLLECTION)
+    seen += [Person.id.get_next_value()]
+    return seen
+
+
+@pytest.mark.parametrize("batch_size", [1, 7])
+def test_field_helpers_behave_as_mongoengines(mongoengine_db: Any, batch_size: int) -> None:
+    theirs = script(me_fields.SequenceField, mongoengine_db)
+    drop_all(mongoengine_db)
+    ours = script(lambda **kw: SequenceField(batch_size=batch_size, **kw), mongoengine_db)
+    assert theirs == [1, 1, 2, 3, 4, 4, 4, 1000, 1001, 1002, 0, 1, 2, 1]
+    if batch_size == 1:
+        assert ours == theirs
+    else:
+        # The same, but the last preview: the dropped counter is gone, and this process still
+        # holds values 2..7 of its block, which the next save would use.
+        assert ours == [*theirs[:-1], 2]
+
+
+def test_set_next_value_stores_mongoengines_counter_document(mongoengine_db: Any) -> None:
+    class Person(me.Document):
+        id = SequenceField(primary_key=True, batch_size=50)
+
+    assert Person.id.set_next_value(1000) == 1000
+    assert counters(mongoengine_db) == [{"_id": "person.id", "next": 1000}]
+    assert Person().save().id == 1001
+    assert counters(mongoengine_db) == [{"_id": "person.id", "next": 1050}]
+
+
+def test_get_next_value_previews_the_leased_block(mongoengine_db: Any) -> None:
+    class Leased(me.Document):
+        id = SequenceField(primary_key=True, batch_size=10)
+
+    assert Leased.id.get_next_value() == 1
+    assert counters(mongoengine_db) == []  # a preview creates nothing
+    Leased().save()
+    assert counters(mongoengine_db) == [{"_id": "leased.id", "next": 10}]
+    assert Leased.id.get_next_value() == 2  # this process's block, not the counter's 11
+    Leased.objects.insert([Leased() for _ in range(12)])  # 2..10, then 11..20 leased, 11..13 used
+    assert Leased.id.get_next_value() == 14
+    assert Leased().save().id == 14
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_set_next_value_drops_the_leased_blocks(mongoengine_db: Any, prefetch: bool) -> None:
+    class Batched(me.Document):
+        id = SequenceField(primary_key=True, batch_size=10, prefetch=prefetch)
+
+    assert [Batched().save().id for _ in range(6)] == [1, 2, 3, 4, 5, 6]
+    Batched.id.set_next_value(500)  # up: the rest of 1..10 (and any prefetched block) dropped
+    assert Batched().save().id == 501
+    assert Batched.objects.count() == 7
+    mongoengine_db.drop_collection("batched")
+    Batched.id.set_next_value(0)  # down, as MongoEngine's allows: 502..510 dropped
+    assert [Batched().save().id for _ in range(3)] == [1, 2, 3]
+    assert counters(mongoengine_db) == [{"_id": "batched.id", "next": 10}]
+
+
+def test_set_next_value_drops_the_blocks_of_every_field_on_the_counter(
+    mongoengine_db: Any,
+) -> None:
+    class Left(me.Document):
+        number = SequenceField(sequence_name="shared", batch_size=10)
+
+    class Right(me.Document):
+        number = SequenceField(sequence_name="shared", batch_size=10)
+
+    assert [Left().save().number, Right().save().number] == [1, 11]
+    Left.number.set_next_value(100)
+    # Right's block 12..20 was dropped too: each leases anew from 100.
+    assert [Right().save().number, Left().save().number] == [101, 111]
+
+
+def test_set_next_value_refuses_what_no_counter_can_hold(mongoengine_db: Any) -> None:
+    class Bounded(me.Document):
+        id = SequenceField(primary_key=True, start=100, digits=3)
+
+    with pytest.raises(TypeError, match="value must be an int, not '5'"):
+        Bounded.id.set_next_value("5")
+    with pytest.raises(ValueError, match=r"value=98 must be between 99 \(start - 1\) and 999"):
+        Bounded.id.set_next_value(98)
+    with pytest.raises(ValueError, match="value=1000 must be between 99"):
+        Bounded.id.set_next_value(1000)
+    assert counters(mongoengine_db) == []
+    Bounded.id.set_next_value(99)
+    assert Bounded.id.get_next_value() == 100
+    Bounded.id.set_next_value(999)  # the last value is handed out: exhausted
+    with pytest.raises(IdSpaceExhaustedError):
+        Bounded.id.get_next_value()
+
+
+def test_get_next_value_of_a_new_counter_is_start(mongoengine_db: Any) -> None:
+    class Started(me.Document):
+        id = SequenceField(primary_key=True, start=1000)
+
+    assert Started.id.get_next_value() == 1000
+    mongoengine_db[DEFAULT_COLLECTION].insert_one({"_id": "started.id", "next": 5})
+    # A counter below start - 1 (MongoEngine's, say) is moved up by the next lease.
+    assert Started.id.get_next_value() == 1000
+    assert Started().save().id == 1000
+
+
+def test_field_helpers_use_the_counters_database_and_collection(
+    mongoengine_connect: Any,
+) -> None:
+    default = mongoengine_connect()
+    other = mongoengine_connect("other")
+
+    class Remote(me.Document):
+        meta = {"db_alias": "other"}
+        id = SequenceField(primary_key=True)
+
+    class Pinned(me.Document):
+        meta = {"db_alias": "other"}
+        id = SequenceField(primary_key=True, db_alias="default", collection_name="my_counters")
+
+    Remote.id.set_next_value(10)
+    Pinned.id.set_next_value(20)
+    assert counters(other) == [{"_id": "remote.id", "next": 10}]
+    assert counters(default, "my_counters") == [{"_id": "pinned.id", "next": 20}]
+    assert [Remote().save().id, Pinned().save().id] == [11, 21]
+    assert [Remote.id.get_next_value(), Pinned.id.get_next_value()] == [12, 22]
+
+
+def test_field_helpers_of_an_embedded_field(mongoengine_db: Any) -> None:
+    class Comment(me.EmbeddedDocument):
+        id = SequenceField()
+
+    class Post(me.Document):
+        comments = me.ListField(me.EmbeddedDocumentField(Comment))
+
+    assert Comment.id.set_next_value(41) == 41
+    post = Post(comments=[Comment(), Comment()]).save()
+    assert [comment.id for comment in post.comments] == [42, 43]
+    assert Comment.id.get_next_value() == 44
+    assert counters(mongoengine_db) == [{"_id": "comment.id", "next": 43}]
+
+
+def test_field_helpers_of_an_abstract_base(mongoengine_db: Any) -> None:
+    class Base(me.Document):
+        meta = {"abstract": True}
+        counter = SequenceField(batch_size=5)
+
+    class Foo(Base):
+        pass
+
+    class Bar(Base):
+        pass
+
+    assert Foo().save().counter == 1
+    Bar._fields["counter"].set_next_value(9)
+    assert [Bar().save().counter, Foo().save().counter] == [10, 11]
+    assert Foo._fields["counter"].get_next_value() == 12
+    assert counters(mongoengine_db) == [{"_id": "base.counter", "next": 14}]
+
+
+def test_field_helpers_of_a_scoped_field(mongoengine_db: Any) -> None:
+    class Invoice(me.Document):
+        tenant = me.StringField()
+        number = SequenceField(scope="tenant")
+
+    with pytest.raises(TypeError, match="numbered per 'tenant': pass scope="):
+        Invoice.number.get_next_value()
+    Invoice.number.set_next_value(100, scope="acme")
+    assert Invoice(tenant="acme").save().number == 101
+    assert Invoice(tenant="other").save().number == 1
+    assert Invoice.number.get_next_value(scope="acme") == 102
+    assert Invoice.number.get_next_value(scope="new") == 1
+    assert counters(mongoengine_db) == [
+        {"_id": "invoice.number@acme", "next": 101, "sequence": "invoice.number", "scope": "acme"},
+        {"_id": "invoice.number@other", "next": 1, "sequence": "invoice.number", "scope": "other"},
+    ]
+
+    class Plain(me.Document):
+        number = SequenceField()
+
+    with pytest.raises(TypeError, match="has one counter"):
+        Plain.number.get_next_value(scope="acme")
+
+
+def test_field_helpers_of_a_sharded_field_are_refused(mongoengine_db: Any) -> None:
+    class Sharded(me.Document):
+        number = SequenceField(digits=6, shards=4)
+
+    with pytest.raises(ValueError, match="4 shards, each with its own counter"):
+        Sharded.number.get_next_value()
+    with pytest.raises(ValueError, match="4 shards"):
+        Sharded.number.set_next_value(10)
+
+
+def test_get_next_value_of_a_formatted_field_is_formatted(mongoengine_db: Any) -> None:
+    class Account(me.Document):
+        number = SequenceField(prefix="AC-", digits=4, zero_pad=True)
+
+    assert Account.number.get_next_value() == "AC-0001"
+    assert Account.number.set_next_value(41) == "AC-0041"
+    assert Account().save().number == "AC-0042"

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import mongoengine
 from mongoengine.base import BaseDocument, BaseList
 from mongoengine.base.common import _document_registry
+from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
 from mongoengine.context_managers import set_write_concern as set_write_concern
 from mongoengine.document import Document, EmbeddedDocument
 from mongoengine.queryset import QuerySet, transform
@@ -47,6 +48,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (Document, "_save_update", ("doc", "save_condition", "write_concern")),
     (Document, "_get_collection", ()),
     (Document, "_get_collection_name", ()),
+    (Document, "_get_db", ()),
     (Document, "_mark_as_changed", ("key",)),
     (BaseDocument, "to_mongo", ("use_db_field", "fields")),
     (BaseDocument, "_from_son", ("son", "_auto_dereference", "created")),
@@ -173,6 +175,14 @@ def counter_prefix(owner: type[BaseDocument]) -> str:
         return str(owner._get_collection_name())
     class_name: str = owner._class_name
     return "".join(f"_{c}" if c.isupper() else c for c in class_name).strip("_").lower()
+
+
+def default_database(owner: type[BaseDocument]) -> Any:
+    """The database ``owner``'s documents go to without ``switch_db``: its ``meta["db_alias"]``
+    for a ``Document``, the default alias for anything else (an embedded document)."""
+    if issubclass(owner, Document):
+        return owner._get_db()
+    return get_db(DEFAULT_CONNECTION_NAME)
 
 
 def auto_create_index(document_class: type[BaseDocument]) -> bool:
