@@ -1024,14 +1024,22 @@ class SequenceField(GeneratedField):
 
     **Values are never reused; values leased but not used are lost (gaps).**
 
+    The first four parameters are MongoEngine's, in its order; the others are keyword-only.
+
     Args:
         collection_name: the counter collection (MongoEngine's default).
+        db_alias: keep the counters on this alias instead of the model's database (MongoEngine's
+            field always used ``"default"``: pass it to keep such counters when migrating).
         sequence_name: the counter's name; the ``_id`` is ``"<sequence_name>.<field name>"``.
             Default: MongoEngine's rule (:meth:`get_sequence_name`): the collection of the
             model declaring the field; for an abstract base, its class name in snake case, one
             counter shared by the subclasses.
-        db_alias: keep the counters on this alias instead of the model's database (MongoEngine's
-            field always used ``"default"``: pass it to keep such counters when migrating).
+        value_decorator: MongoEngine's: a callable making the stored value of a counter number
+            (``str``, ``hex``...). Values are stored and loaded as it makes them and not
+            validated; queries by an int or a string of digits are decorated, other query values
+            are sent as they are; an explicit value moves the counter only if it is an int or
+            a string of digits. Prefer ``prefix``/``zero_pad``/``luhn``, which also validate
+            and parse.
         batch_size: values leased per round trip (1: MongoEngine's behaviour).
         prefetch: lease the next block in the background when the current one is half used.
         start: the first value of a new counter.
@@ -1049,21 +1057,24 @@ class SequenceField(GeneratedField):
         **kwargs: any MongoEngine field option (``primary_key``, ``unique``, ``db_field``...).
 
     Raises:
-        TypeError: an option has the wrong type (``value_decorator`` is not supported: use the
-            formatting options, which keep queries by the formatted value working).
-        ValueError: an option is out of range.
+        TypeError: an option has the wrong type.
+        ValueError: an option is out of range; ``value_decorator`` with formatting options.
     """
 
     #: Another process may hold a leased block containing a value assigned explicitly here;
     #: the unique index catches it and the write is retried with a fresh value.
     collision_retries = 3
+    #: MongoEngine's class attributes: the default counter collection and value decorator.
+    COLLECTION_NAME: str = DEFAULT_COLLECTION
+    VALUE_DECORATOR: Callable[[int], Any] = int
 
     def __init__(
         self,
-        *,
         collection_name: str | None = None,
-        sequence_name: str | None = None,
         db_alias: str | None = None,
+        sequence_name: str | None = None,
+        value_decorator: Callable[[int], Any] | None = None,
+        *,
         batch_size: int = 1,
         prefetch: bool = False,
         start: int = 1,
@@ -1078,10 +1089,14 @@ class SequenceField(GeneratedField):
         retries: int = DEFAULT_RETRIES,
         **kwargs: Any,
     ) -> None:
-        if "value_decorator" in kwargs:
-            raise TypeError(
-                f"value_decorator={kwargs['value_decorator']!r} is not supported: use prefix=, "
-                "zero_pad= and luhn=, which keep queries by the formatted value working"
+        if value_decorator is not None and not callable(value_decorator):
+            raise TypeError(f"value_decorator must be a callable or None, not {value_decorator!r}")
+        if value_decorator is int:  # MongoEngine's default, spelled out
+            value_decorator = None
+        if value_decorator is not None and (prefix or zero_pad or luhn):
+            raise ValueError(
+                f"value_decorator={value_decorator!r} and prefix/zero_pad/luhn both format the "
+                "stored value: pass one or the other"
             )
         _check_options(batch_size=batch_size, prefetch=prefetch, retries=retries)
         for option, value in (
@@ -1107,7 +1122,7 @@ class SequenceField(GeneratedField):
                 f"write_concern must be a pymongo WriteConcern or None, not {write_concern!r}"
             )
         self.space = Space.build(start=start, digits=digits, shards=shards)
-        self.collection_name = collection_name or DEFAULT_COLLECTION
+        self.collection_name = collection_name or self.COLLECTION_NAME
         self.sequence_name = sequence_name
         self.db_alias = db_alias
         self.batch_size = batch_size
@@ -1118,6 +1133,17 @@ class SequenceField(GeneratedField):
         self.write_concern = write_concern
         self.retries = retries
         self.format = SequenceFormat(prefix=prefix, width=digits if zero_pad else None, luhn=luhn)
+        #: Whether stored values are made by a user's ``value_decorator`` (MongoEngine's way).
+        self.decorated = value_decorator is not None
+        #: The counter number -> the stored value: the user's decorator, the formatting options',
+        #: or ``int`` (MongoEngine's attribute of the same name and meaning).
+        self.value_decorator: Callable[[int], Any] = (
+            value_decorator
+            if value_decorator is not None
+            else self.format.format
+            if self.format.active
+            else self.VALUE_DECORATOR
+        )
         self._sequences: dict[
             tuple[int, str, str, str | None], tuple[weakref.ref[Any], Sequence]
         ] = {}
@@ -1304,9 +1330,10 @@ class SequenceField(GeneratedField):
         return self._present(numbers)
 
     def _present(self, numbers: list[int]) -> list[Any]:
-        if not self.format.active:
+        decorate = self.value_decorator
+        if decorate is int:
             return numbers
-        return [self.format.format(number) for number in numbers]
+        return [decorate(number) for number in numbers]
 
     def note_assigned(self, write: Write, values: list[Any]) -> None:
         """Move the counters past explicitly assigned values, or reject them.
@@ -1350,6 +1377,9 @@ class SequenceField(GeneratedField):
         return True
 
     def coerce(self, value: Any) -> Any:
+        if self.decorated:
+            # The decorator's form is the user's: stored and loaded as given, as MongoEngine's.
+            return value
         if self.format.active:
             if (
                 isinstance(value, int)
@@ -1385,6 +1415,8 @@ class SequenceField(GeneratedField):
         return self.coerce(value)
 
     def validate(self, value: Any) -> None:
+        if self.decorated:
+            return  # any value the decorator makes is valid: MongoEngine checks nothing either
         accepted = (
             self.format.describe()
             if self.format.active
@@ -1403,8 +1435,18 @@ class SequenceField(GeneratedField):
             self.error(f"{value!r} is out of range: expected {accepted}")
 
     def prepare_query_value(self, op: str, value: Any) -> Any:
+        """The stored form of a query value: a number is formatted (or decorated); a formatted
+        value is checked.
+
+        With ``value_decorator``, an int or a string of digits is taken as the counter number
+        and decorated, as MongoEngine does; anything else is taken as a value already in the
+        decorator's form and sent unchanged (MongoEngine decorates it again: its issue 975).
+        """
         if value is None or isinstance(value, (bool, dict)):
             return value
+        if self.decorated:
+            number = self.number_of(value)
+            return value if number is None else self.value_decorator(number)
         number = self.number_of(value)
         if number is None:
             accepted = self.format.describe() if self.format.active else "an int"

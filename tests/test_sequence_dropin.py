@@ -385,3 +385,121 @@ def test_get_next_value_of_a_formatted_field_is_formatted(mongoengine_db: Any) -
     assert Account.number.get_next_value() == "AC-0001"
     assert Account.number.set_next_value(41) == "AC-0041"
     assert Account().save().number == "AC-0042"
+
+
+# -- value_decorator ----------------------------------------------------------------------------
+
+
+def decorated_script(field: Field, db: Any) -> list[Any]:
+    Person = model("Person", id=field(primary_key=True, value_decorator=str))
+    seen: list[Any] = [Person.id.get_next_value()]
+    seen += [Person().save().id for _ in range(3)]
+    seen += [[doc["_id"] for doc in db["person"].find()], counters(db)]
+    seen += [[person.id for person in Person.objects.order_by("id")]]
+    seen += [Person.objects.get(id=2).id, Person.objects.get(id="3").id]
+    seen += [Person.id.get_next_value(), Person.id.set_next_value(10), Person().save().id]
+    return seen
+
+
+@pytest.mark.parametrize("batch_size", [1, 5])
+def test_value_decorator_behaves_as_mongoengines(mongoengine_db: Any, batch_size: int) -> None:
+    theirs = decorated_script(me_fields.SequenceField, mongoengine_db)
+    drop_all(mongoengine_db)
+    ours = decorated_script(
+        lambda **kw: SequenceField(batch_size=batch_size, **kw), mongoengine_db
+    )
+    assert theirs == [
+        "1",
+        "1",
+        "2",
+        "3",
+        ["1", "2", "3"],
+        [{"_id": "person.id", "next": 3}],
+        ["1", "2", "3"],
+        "2",
+        "3",
+        "4",
+        "10",
+        "11",
+    ]
+    if batch_size == 1:
+        assert ours == theirs
+    else:  # the counter is at the end of the leased block
+        assert ours == [*theirs[:5], [{"_id": "person.id", "next": 5}], *theirs[6:]]
+
+
+def test_queries_by_the_number_and_by_the_decorated_value(mongoengine_db: Any) -> None:
+    class Ticket(me.Document):
+        id = SequenceField(primary_key=True, value_decorator=hex, batch_size=10)
+
+    Ticket.objects.insert([Ticket() for _ in range(20)])
+    assert sorted(doc["_id"] for doc in mongoengine_db["ticket"].find())[:3] == [
+        "0x1",
+        "0x10",
+        "0x11",
+    ]
+    # By the counter number (an int or its digits), as MongoEngine does...
+    assert Ticket.objects.get(id=31 - 20).id == "0xb"
+    assert Ticket.objects.get(id="12").id == "0xc"
+    # ...and by the stored value, which MongoEngine's field decorates again (its issue 975).
+    assert Ticket.objects.get(id="0xd").id == "0xd"
+    assert [t.id for t in Ticket.objects(id__in=[1, "0x2", "3"]).order_by("id")] == [
+        "0x1",
+        "0x2",
+        "0x3",
+    ]
+    assert Ticket.objects(id=None).count() == 0
+
+
+def test_an_explicit_decorated_value_moves_the_counter_when_it_is_a_number(
+    mongoengine_db: Any,
+) -> None:
+    class Label(me.Document):
+        id = SequenceField(primary_key=True, value_decorator=str)
+
+    assert Label().save().id == "1"
+    assert Label(id="50").save().id == "50"  # its digits are the number: counter moved
+    assert Label().save().id == "51"
+    # A value the field cannot read a number from is kept, and moves nothing.
+    assert Label(id="special").save().id == "special"
+    assert Label().save().id == "52"
+    assert counters(mongoengine_db) == [{"_id": "label.id", "next": 52}]
+    assert sorted(doc["_id"] for doc in mongoengine_db["label"].find()) == [
+        "1",
+        "50",
+        "51",
+        "52",
+        "special",
+    ]
+
+
+def test_value_decorator_int_is_the_plain_field(mongoengine_db: Any) -> None:
+    field = SequenceField(value_decorator=int)
+    assert not field.decorated
+    assert field.value_decorator is int
+    assert field.to_mongo("7") == 7  # the plain field's coercion and validation
+    with pytest.raises(me.ValidationError):
+        field.validate("x")
+    assert SequenceField(value_decorator=str).value_decorator is str
+    formatted = SequenceField(prefix="A-")
+    assert formatted.value_decorator(7) == "A-7"
+
+
+def test_mongoengines_positional_parameters_and_class_attributes(mongoengine_db: Any) -> None:
+    class Ordered(me.Document):
+        # MongoEngine's order: collection_name, db_alias, sequence_name, value_decorator.
+        id = SequenceField("my_counters", "default", "jelly", str, primary_key=True)
+
+    assert Ordered().save().id == "1"
+    assert counters(mongoengine_db, "my_counters") == [{"_id": "jelly.id", "next": 1}]
+
+    class Elsewhere(SequenceField):
+        COLLECTION_NAME = "elsewhere"
+
+    class Counted(me.Document):
+        number = Elsewhere()
+
+    Counted().save()
+    assert counters(mongoengine_db, "elsewhere") == [{"_id": "counted.number", "next": 1}]
+    assert SequenceField.COLLECTION_NAME == me_fields.SequenceField.COLLECTION_NAME
+    assert SequenceField.VALUE_DECORATOR is me_fields.SequenceField.VALUE_DECORATOR
