@@ -405,9 +405,7 @@ def decorated_script(field: Field, db: Any) -> list[Any]:
 def test_value_decorator_behaves_as_mongoengines(mongoengine_db: Any, batch_size: int) -> None:
     theirs = decorated_script(me_fields.SequenceField, mongoengine_db)
     drop_all(mongoengine_db)
-    ours = decorated_script(
-        lambda **kw: SequenceField(batch_size=batch_size, **kw), mongoengine_db
-    )
+    ours = decorated_script(lambda **kw: SequenceField(batch_size=batch_size, **kw), mongoengine_db)
     assert theirs == [
         "1",
         "1",
