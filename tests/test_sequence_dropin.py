@@ -501,3 +501,79 @@ def test_mongoengines_positional_parameters_and_class_attributes(mongoengine_db:
     assert counters(mongoengine_db, "elsewhere") == [{"_id": "counted.number", "next": 1}]
     assert SequenceField.COLLECTION_NAME == me_fields.SequenceField.COLLECTION_NAME
     assert SequenceField.VALUE_DECORATOR is me_fields.SequenceField.VALUE_DECORATOR
+
+
+# -- what MongoEngine's field can read back -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "decorator"),
+    [
+        ({}, None),
+        ({"batch_size": 10}, None),
+        ({"start": 1000, "digits": 9}, None),
+        ({"value_decorator": str}, str),
+        ({"prefix": "AC-", "digits": 6, "zero_pad": True}, lambda n: f"AC-{n:06d}"),
+    ],
+    ids=["plain", "batch_size", "start_digits", "value_decorator", "formatted"],
+)
+def test_mongoengines_field_continues_after_ours(
+    mongoengine_db: Any, options: dict[str, Any], decorator: Any
+) -> None:
+    def accounts(field: Field, **extra: Any) -> Any:
+        return model("Account", number=field(**extra), name=me.StringField())
+
+    Ours = accounts(SequenceField, **options)
+    mine = [Ours(name="ours").save().number for _ in range(3)]
+    (counter,) = counters(mongoengine_db)
+    assert set(counter) == {"_id", "next"}  # MongoEngine's shape
+    Theirs = accounts(me_fields.SequenceField, value_decorator=decorator)
+    theirs = Theirs(name="theirs").save().number
+    assert theirs not in mine
+    stored = [doc["number"] for doc in mongoengine_db["account"].find()]
+    assert stored == [*mine, theirs]
+    assert theirs == (decorator or int)(counter["next"] + 1)
+
+
+@pytest.mark.parametrize(
+    ("options", "document_ids"),
+    [
+        ({"digits": 6, "shards": 2}, ["account.number#0", "account.number#1"]),
+        ({"scope": "name"}, ["account.number@a"]),
+    ],
+    ids=["sharded", "scoped"],
+)
+def test_sharded_and_scoped_counters_are_not_mongoengines(
+    mongoengine_db: Any, options: dict[str, Any], document_ids: list[str]
+) -> None:
+    # MongoEngine's field would look for "account.number" and start a new counter at 1.
+    class Account(me.Document):
+        name = me.StringField()
+        number = SequenceField(batch_size=10, **options)
+
+    Account.objects.insert([Account(name="a") for _ in range(30)])
+    found = [doc["_id"] for doc in counters(mongoengine_db)]
+    assert "account.number" not in found
+    assert set(found) <= set(document_ids)
+
+
+def test_assigning_none_clears_the_value_and_backfill_gives_a_new_one(
+    mongoengine_db: Any,
+) -> None:
+    # MongoEngine's field generates a value when None is assigned (the deselected upstream
+    # test_sequence_fields_reload); ours never generates off the write path: None is yours.
+    from mongoengine_ids import backfill
+
+    class Animal(me.Document):
+        counter = SequenceField()
+        name = me.StringField()
+
+    animal = Animal(name="Boi").save()
+    assert animal.counter == 1
+    animal.counter = None
+    assert animal.counter is None
+    animal.save()
+    assert "counter" not in mongoengine_db["animal"].find_one()
+    assert backfill(Animal, "counter") == 1
+    animal.reload()
+    assert animal.counter == 2
