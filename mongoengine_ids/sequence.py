@@ -1091,7 +1091,9 @@ class SequenceField(GeneratedField):
     ) -> None:
         if value_decorator is not None and not callable(value_decorator):
             raise TypeError(f"value_decorator must be a callable or None, not {value_decorator!r}")
-        if value_decorator is int:  # MongoEngine's default, spelled out
+        if value_decorator is None:
+            value_decorator = self.VALUE_DECORATOR  # a subclass may change it, as in MongoEngine
+        if value_decorator is int:  # the plain field
             value_decorator = None
         if value_decorator is not None and (prefix or zero_pad or luhn):
             raise ValueError(
@@ -1142,7 +1144,7 @@ class SequenceField(GeneratedField):
             if value_decorator is not None
             else self.format.format
             if self.format.active
-            else self.VALUE_DECORATOR
+            else int
         )
         self._sequences: dict[
             tuple[int, str, str, str | None], tuple[weakref.ref[Any], Sequence]

@@ -499,6 +499,16 @@ def test_mongoengines_positional_parameters_and_class_attributes(mongoengine_db:
 
     Counted().save()
     assert counters(mongoengine_db, "elsewhere") == [{"_id": "counted.number", "next": 1}]
+
+    class Text(SequenceField):
+        VALUE_DECORATOR = str
+
+    class Labelled(me.Document):
+        number = Text()
+
+    Labelled().save()
+    assert mongoengine_db["labelled"].find_one()["number"] == "1"
+    assert Labelled.objects.get(number=1).number == "1"
     assert SequenceField.COLLECTION_NAME == me_fields.SequenceField.COLLECTION_NAME
     assert SequenceField.VALUE_DECORATOR is me_fields.SequenceField.VALUE_DECORATOR
 
