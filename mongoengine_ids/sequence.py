@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import operator
 import os
 import random
 import threading
@@ -49,6 +50,7 @@ from .errors import (
     invalid_id,
 )
 from .resets import on_reset
+from .write import seam
 from .write.field import GeneratedField, Write
 
 if TYPE_CHECKING:
@@ -95,6 +97,13 @@ def _corrupted(document_id: object, collection: str, problem: str) -> CorruptedC
     return CorruptedCounterError(
         f"counter document {document_id!r} in {collection!r} is corrupted: {problem}; "
         "repair it or remove it (mongoengine-ids counters show/set)"
+    )
+
+
+def _sharded(name: str, shards: int, what: str) -> ValueError:
+    return ValueError(
+        f"sequence {name!r} has {shards} shards, each with its own counter: it has no single "
+        f"{what} (mongoengine-ids counters show lists them)"
     )
 
 
@@ -437,6 +446,46 @@ class CounterStore:
             )
         return current
 
+    # -- MongoEngine's field-level helpers -------------------------------------------------------
+
+    def _single(self, what: str) -> _Counter:
+        if self.space.shards != 1:
+            raise _sharded(self.name, self.space.shards, what)
+        return self._counters[0]
+
+    def peek(self) -> int:
+        """The value the counter would lease next, without leasing it (one read).
+
+        Raises:
+            ValueError: the sequence is sharded.
+            IdSpaceExhaustedError: every value has been handed out.
+            CorruptedCounterError: the counter document is not what the sequence wrote.
+        """
+        counter = self._single("next value")
+        collection = self.collection
+        document = self._call(lambda: collection.find_one({"_id": counter.document_id}))
+        if document is None:
+            return counter.low
+        current = self._validate(document, counter)
+        if current >= counter.high:
+            raise self._exhausted()
+        # A counter below ``start - 1`` is moved up by the next lease.
+        return max(current + 1, counter.low)
+
+    def set_counter(self, value: int) -> None:
+        """Store ``next = value`` (the next lease starts at ``value + 1``), creating the counter
+        if needed: MongoEngine's ``set_next_value``. Unconditional, down as well as up.
+
+        Raises:
+            ValueError: the sequence is sharded.
+        """
+        counter = self._single("counter to set")
+        update: dict[str, Any] = {"$set": {"next": value}}
+        if counter.extra:
+            update["$setOnInsert"] = dict(counter.extra)
+        collection = self.collection
+        self._call(lambda: collection.update_one({"_id": counter.document_id}, update, upsert=True))
+
     # -- explicit values ------------------------------------------------------------------------
 
     def raise_to(self, value: int) -> None:
@@ -697,6 +746,55 @@ class Sequence:
             self._install(_EMPTY)
             self._ready.clear()
 
+    def peek(self) -> int:
+        """The value :meth:`next` would return now, without handing it out: a preview, which
+        another thread or process may take first.
+
+        The next value of this process's leased blocks if it holds one, else the counter's
+        next value (one read).
+
+        Raises:
+            ValueError: the sequence is sharded (a lease picks a shard at random).
+            IdSpaceExhaustedError: the space is used up.
+        """
+        if self.space.shards != 1:
+            raise _sharded(self.name, self.space.shards, "next value")
+        if self._source is not None:
+            self.store()  # a reconnect of the alias drops the blocks
+        with self._lock:
+            # A range iterator knows how many values it has left: the next is at that offset.
+            left = operator.length_hint(self._iterator)
+            if left:
+                return self._block[len(self._block) - left]
+            if self._ready:
+                return self._ready[0][0]
+        return self.store().peek()
+
+    def set_counter(self, value: int) -> None:
+        """Set the counter to ``value``, so that the next value handed out is ``value + 1``
+        (MongoEngine's ``set_next_value``), and drop the leased blocks of this process.
+
+        **Warning:** moving the counter down hands out again the values between; other
+        processes keep the blocks they leased before (restart them, or move it up only).
+
+        Raises:
+            TypeError: ``value`` is not an int.
+            ValueError: ``value`` is below ``start - 1`` or beyond the space, or the sequence
+                is sharded.
+        """
+        if self.space.shards != 1:
+            raise _sharded(self.name, self.space.shards, "counter to set")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"value must be an int, not {value!r}")
+        if not self.space.start - 1 <= value <= self.space.high:
+            raise ValueError(
+                f"value={value!r} must be between {self.space.start - 1!r} (start - 1) and "
+                f"{self.space.high!r}: the next value handed out is value + 1"
+            )
+        store = self.store()
+        store.set_counter(value)
+        discard_blocks(store.collection.database.name, self.collection_name, store.name)
+
     def raise_to(self, value: int) -> None:
         """Make sure ``value`` (assigned explicitly somewhere) is never generated.
 
@@ -800,6 +898,22 @@ def _forget_all_blocks() -> None:
         sequences = list(_live_sequences)
     for sequence in sequences:
         sequence.discard()
+
+
+def discard_blocks(database: str, collection: str, name: str) -> None:
+    """Drop the blocks this process leased from the counters of sequence ``name`` (every scope)
+    in ``database.collection``: after the counter was set, they could repeat or skip values."""
+    with _live_lock:
+        sequences = list(_live_sequences)
+    for sequence in sequences:
+        store = sequence._store
+        if (
+            store is not None
+            and sequence.name == name
+            and sequence.collection_name == collection
+            and store.collection.database.name == database
+        ):
+            sequence.discard()
 
 
 def _after_fork_in_child() -> None:
@@ -910,12 +1024,22 @@ class SequenceField(GeneratedField):
 
     **Values are never reused; values leased but not used are lost (gaps).**
 
+    The first four parameters are MongoEngine's, in its order; the others are keyword-only.
+
     Args:
         collection_name: the counter collection (MongoEngine's default).
-        sequence_name: the counter's name; the ``_id`` is ``"<sequence_name>.<field name>"``.
-            Default: the model's collection name (MongoEngine's rule for concrete models).
         db_alias: keep the counters on this alias instead of the model's database (MongoEngine's
             field always used ``"default"``: pass it to keep such counters when migrating).
+        sequence_name: the counter's name; the ``_id`` is ``"<sequence_name>.<field name>"``.
+            Default: MongoEngine's rule (:meth:`get_sequence_name`): the collection of the
+            model declaring the field; for an abstract base, its class name in snake case, one
+            counter shared by the subclasses.
+        value_decorator: MongoEngine's: a callable making the stored value of a counter number
+            (``str``, ``hex``...). Values are stored and loaded as it makes them and not
+            validated; queries by an int or a string of digits are decorated, other query values
+            are sent as they are; an explicit value moves the counter only if it is an int or
+            a string of digits. Prefer ``prefix``/``zero_pad``/``luhn``, which also validate
+            and parse.
         batch_size: values leased per round trip (1: MongoEngine's behaviour).
         prefetch: lease the next block in the background when the current one is half used.
         start: the first value of a new counter.
@@ -933,21 +1057,24 @@ class SequenceField(GeneratedField):
         **kwargs: any MongoEngine field option (``primary_key``, ``unique``, ``db_field``...).
 
     Raises:
-        TypeError: an option has the wrong type (``value_decorator`` is not supported: use the
-            formatting options, which keep queries by the formatted value working).
-        ValueError: an option is out of range.
+        TypeError: an option has the wrong type.
+        ValueError: an option is out of range; ``value_decorator`` with formatting options.
     """
 
     #: Another process may hold a leased block containing a value assigned explicitly here;
     #: the unique index catches it and the write is retried with a fresh value.
     collision_retries = 3
+    #: MongoEngine's class attributes: the default counter collection and value decorator.
+    COLLECTION_NAME: str = DEFAULT_COLLECTION
+    VALUE_DECORATOR: Callable[[int], Any] = int
 
     def __init__(
         self,
-        *,
         collection_name: str | None = None,
-        sequence_name: str | None = None,
         db_alias: str | None = None,
+        sequence_name: str | None = None,
+        value_decorator: Callable[[int], Any] | None = None,
+        *,
         batch_size: int = 1,
         prefetch: bool = False,
         start: int = 1,
@@ -962,10 +1089,16 @@ class SequenceField(GeneratedField):
         retries: int = DEFAULT_RETRIES,
         **kwargs: Any,
     ) -> None:
-        if "value_decorator" in kwargs:
-            raise TypeError(
-                f"value_decorator={kwargs['value_decorator']!r} is not supported: use prefix=, "
-                "zero_pad= and luhn=, which keep queries by the formatted value working"
+        if value_decorator is not None and not callable(value_decorator):
+            raise TypeError(f"value_decorator must be a callable or None, not {value_decorator!r}")
+        if value_decorator is None:
+            value_decorator = self.VALUE_DECORATOR  # a subclass may change it, as in MongoEngine
+        if value_decorator is int:  # the plain field
+            value_decorator = None
+        if value_decorator is not None and (prefix or zero_pad or luhn):
+            raise ValueError(
+                f"value_decorator={value_decorator!r} and prefix/zero_pad/luhn both format the "
+                "stored value: pass one or the other"
             )
         _check_options(batch_size=batch_size, prefetch=prefetch, retries=retries)
         for option, value in (
@@ -991,7 +1124,7 @@ class SequenceField(GeneratedField):
                 f"write_concern must be a pymongo WriteConcern or None, not {write_concern!r}"
             )
         self.space = Space.build(start=start, digits=digits, shards=shards)
-        self.collection_name = collection_name or DEFAULT_COLLECTION
+        self.collection_name = collection_name or self.COLLECTION_NAME
         self.sequence_name = sequence_name
         self.db_alias = db_alias
         self.batch_size = batch_size
@@ -1002,6 +1135,17 @@ class SequenceField(GeneratedField):
         self.write_concern = write_concern
         self.retries = retries
         self.format = SequenceFormat(prefix=prefix, width=digits if zero_pad else None, luhn=luhn)
+        #: Whether stored values are made by a user's ``value_decorator`` (MongoEngine's way).
+        self.decorated = value_decorator is not None
+        #: The counter number -> the stored value: the user's decorator, the formatting options',
+        #: or ``int`` (MongoEngine's attribute of the same name and meaning).
+        self.value_decorator: Callable[[int], Any] = (
+            value_decorator
+            if value_decorator is not None
+            else self.format.format
+            if self.format.active
+            else int
+        )
         self._sequences: dict[
             tuple[int, str, str, str | None], tuple[weakref.ref[Any], Sequence]
         ] = {}
@@ -1011,18 +1155,34 @@ class SequenceField(GeneratedField):
 
     # -- names and sequences --------------------------------------------------------------------
 
-    def counter_name(self, document_class: type[BaseDocument]) -> str:
-        """The counter's ``_id`` for ``document_class`` (MongoEngine's ``"<name>.<field>"``)."""
-        name = self.sequence_name
-        if name is None:
-            get_name = getattr(document_class, "_get_collection_name", None)
-            name = get_name() if get_name is not None else None
-            if not name:
-                # MongoEngine's rule for a model without a collection (abstract): its class name
-                # in snake case.
-                class_name = document_class._class_name
-                name = "".join(f"_{c}" if c.isupper() else c for c in class_name).strip("_").lower()
-        return f"{name}.{self.name}"
+    def get_sequence_name(self, document_class: type[BaseDocument] | None = None) -> str:
+        """The counter's name before ``.<field>``, by MongoEngine's rule.
+
+        ``sequence_name`` if given; else named after the field's owner (MongoEngine's
+        ``owner_document``): the collection of a concrete model, the class name in snake case
+        for an abstract base (one counter shared by its subclasses, ``"base.counter"``) or an
+        embedded document. A field of a plain mixin is owned by the first model made from it.
+        ``document_class`` serves only a field no class owns.
+
+        Raises:
+            TypeError: the field belongs to no class and ``document_class`` is None.
+        """
+        if self.sequence_name is not None:
+            return self.sequence_name
+        return seam.counter_prefix(self._owner(document_class))
+
+    def _owner(self, document_class: type[BaseDocument] | None = None) -> type[BaseDocument]:
+        owner = seam.owner_of(self) or document_class
+        if owner is None:
+            raise TypeError(
+                f"{self!r} belongs to no document class: its counter has no name or database "
+                "(declare it on a Document or EmbeddedDocument)"
+            )
+        return owner
+
+    def counter_name(self, document_class: type[BaseDocument] | None = None) -> str:
+        """The counter's ``_id``: ``"<sequence name>.<field name>"``, MongoEngine's."""
+        return f"{self.get_sequence_name(document_class)}.{self.name}"
 
     def sequence_for(
         self, database: Database[Any], document_class: type[BaseDocument], scope: Any = None
@@ -1087,6 +1247,70 @@ class SequenceField(GeneratedField):
         scope_field = document._fields[self.scope]
         return scope_field.to_mongo(value)
 
+    # -- MongoEngine's field-level helpers -------------------------------------------------------
+
+    def _counter_sequence(self, scope: Any) -> Sequence:
+        """The sequence the field-level helpers act on: on ``db_alias``, else on the owner's
+        database (its ``meta["db_alias"]``; the default alias for an embedded document)."""
+        owner = self._owner()
+        stored_scope = None
+        if self.scope is not None:
+            if scope is None:
+                raise TypeError(
+                    f"{owner.__name__}.{self.name} is numbered per {self.scope!r}: pass scope= "
+                    "(the value whose counter is meant)"
+                )
+            stored_scope = owner._fields[self.scope].to_mongo(scope)
+        elif scope is not None:
+            raise TypeError(
+                f"{owner.__name__}.{self.name} has one counter (no scope=): scope={scope!r} "
+                "refused"
+            )
+        database = get_db(self.db_alias) if self.db_alias else seam.default_database(owner)
+        return self.sequence_for(database, owner, stored_scope)
+
+    def get_next_value(self, *, scope: Any = None) -> Any:
+        """The value the next document would get, in the field's form: MongoEngine's preview.
+
+        The next value of this process's leased block if it holds one, else the counter's next
+        value. Nothing is handed out: another thread or process may take it first.
+
+        Args:
+            scope: for a scoped field, the scope value whose counter is meant.
+
+        Raises:
+            TypeError: ``scope`` is missing for a scoped field, or given for another.
+            ValueError: the field is sharded (no single next value).
+            IdSpaceExhaustedError: every value has been handed out.
+        """
+        return self._present([self._counter_sequence(scope).peek()])[0]
+
+    def set_next_value(self, value: int, *, scope: Any = None) -> Any:
+        """Set the counter to ``value``: the next document gets ``value + 1`` (MongoEngine's
+        meaning; the admin ``set_next_value`` takes the next value itself).
+
+        The counter document is created if missing. This process's leased blocks of the counter
+        are dropped, so the next value is ``value + 1`` whatever ``batch_size``.
+
+        **Warning:** moving the counter down hands the values between out again, and other
+        processes keep the blocks they had leased: move it down only when no process is
+        writing and no document holds those values.
+
+        Args:
+            value: the counter's new value (the highest value considered handed out).
+            scope: for a scoped field, the scope value whose counter is meant.
+
+        Returns:
+            ``value`` in the field's form, as MongoEngine's returns it.
+
+        Raises:
+            TypeError: ``value`` is not an int; ``scope`` missing or unexpected.
+            ValueError: ``value`` is below ``start - 1`` or beyond the space; the field is
+                sharded.
+        """
+        self._counter_sequence(scope).set_counter(value)
+        return self._present([value])[0]
+
     # -- GeneratedField -------------------------------------------------------------------------
 
     def new_values(self, write: Write, count: int) -> list[Any]:
@@ -1108,9 +1332,10 @@ class SequenceField(GeneratedField):
         return self._present(numbers)
 
     def _present(self, numbers: list[int]) -> list[Any]:
-        if not self.format.active:
+        decorate = self.value_decorator
+        if decorate is int:
             return numbers
-        return [self.format.format(number) for number in numbers]
+        return [decorate(number) for number in numbers]
 
     def note_assigned(self, write: Write, values: list[Any]) -> None:
         """Move the counters past explicitly assigned values, or reject them.
@@ -1154,6 +1379,9 @@ class SequenceField(GeneratedField):
         return True
 
     def coerce(self, value: Any) -> Any:
+        if self.decorated:
+            # The decorator's form is the user's: stored and loaded as given, as MongoEngine's.
+            return value
         if self.format.active:
             if (
                 isinstance(value, int)
@@ -1189,6 +1417,8 @@ class SequenceField(GeneratedField):
         return self.coerce(value)
 
     def validate(self, value: Any) -> None:
+        if self.decorated:
+            return  # any value the decorator makes is valid: MongoEngine checks nothing either
         accepted = (
             self.format.describe()
             if self.format.active
@@ -1207,8 +1437,18 @@ class SequenceField(GeneratedField):
             self.error(f"{value!r} is out of range: expected {accepted}")
 
     def prepare_query_value(self, op: str, value: Any) -> Any:
+        """The stored form of a query value: a number is formatted (or decorated); a formatted
+        value is checked.
+
+        With ``value_decorator``, an int or a string of digits is taken as the counter number
+        and decorated, as MongoEngine does; anything else is taken as a value already in the
+        decorator's form and sent unchanged (MongoEngine decorates it again: its issue 975).
+        """
         if value is None or isinstance(value, (bool, dict)):
             return value
+        if self.decorated:
+            number = self.number_of(value)
+            return value if number is None else self.value_decorator(number)
         number = self.number_of(value)
         if number is None:
             accepted = self.format.describe() if self.format.active else "an int"

@@ -4,8 +4,9 @@ The Python side of ``mongoengine-ids counters list|show|set``. Works on the coun
 directly, so it also sees counters made by MongoEngine's own ``SequenceField``.
 
 .. warning::
-   Processes that already hold leased blocks keep handing them out: moving a counter **down**
-   (``force=True``) can make a value be handed out twice. Moving it up is always safe.
+   Other processes that already hold leased blocks keep handing them out (this process's are
+   dropped): moving a counter **down** (``force=True``) can make a value be handed out twice.
+   Moving it up is always safe.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .sequence import (
     MAJORITY,
     SCOPE_SEPARATOR,
     SHARD_SEPARATOR,
+    discard_blocks,
 )
 
 if TYPE_CHECKING:
@@ -289,6 +291,8 @@ def set_next_value(
         if extra:
             update["$setOnInsert"] = extra
         target.update_one({"_id": document_id}, update, upsert=True)
+    # This process's blocks of the sequence would keep handing out the old values.
+    discard_blocks(database.name, collection, name)
     return show_counter(database, name, scope=scope, collection=collection)
 
 

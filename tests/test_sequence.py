@@ -165,11 +165,6 @@ def test_custom_counter_collection(mongoengine_db: Any) -> None:
     assert counters(mongoengine_db) == []
 
 
-def test_value_decorator_is_refused() -> None:
-    with pytest.raises(TypeError, match="value_decorator"):
-        SequenceField(value_decorator=str)
-
-
 # -- leasing ------------------------------------------------------------------------------------
 
 
@@ -744,6 +739,12 @@ def test_persistent_network_errors_propagate_and_write_nothing(
         ({"scope": ""}, TypeError, "scope must be a non-empty str"),
         ({"write_concern": {"w": 1}}, TypeError, "write_concern must be a pymongo WriteConcern"),
         ({"retries": -1}, ValueError, "retries=-1 must be an int >= 0"),
+        ({"value_decorator": "str"}, TypeError, "value_decorator must be a callable or None"),
+        (
+            {"value_decorator": str, "prefix": "A-"},
+            ValueError,
+            "value_decorator=<class 'str'> and prefix/zero_pad/luhn both format",
+        ),
     ],
 )
 def test_bad_options_are_refused(options: dict[str, Any], error: type, message: str) -> None:

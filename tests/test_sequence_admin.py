@@ -114,6 +114,15 @@ def test_set_on_a_scoped_sequence(mongoengine_db: Any) -> None:
     assert invoice.number == 500
 
 
+def test_set_drops_this_processs_leased_blocks(mongoengine_db: Any) -> None:
+    class Ticket(Document):
+        number = SequenceField(batch_size=100)
+
+    assert Ticket().save().number == 1  # 2..100 leased
+    set_next_value(mongoengine_db, "ticket.number", 500)
+    assert Ticket().save().number == 500
+
+
 # -- the command line ---------------------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import mongoengine
 from mongoengine.base import BaseDocument, BaseList
 from mongoengine.base.common import _document_registry
+from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
 from mongoengine.context_managers import set_write_concern as set_write_concern
 from mongoengine.document import Document, EmbeddedDocument
 from mongoengine.queryset import QuerySet, transform
@@ -46,6 +47,8 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (Document, "_save_create", ("doc", "force_insert", "write_concern")),
     (Document, "_save_update", ("doc", "save_condition", "write_concern")),
     (Document, "_get_collection", ()),
+    (Document, "_get_collection_name", ()),
+    (Document, "_get_db", ()),
     (Document, "_mark_as_changed", ("key",)),
     (BaseDocument, "to_mongo", ("use_db_field", "fields")),
     (BaseDocument, "_from_son", ("son", "_auto_dereference", "created")),
@@ -60,7 +63,15 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
 #: Attributes of document instances read as data. Also read: ``_document``, ``_query``,
 #: ``_collection`` and ``_loaded_fields`` of querysets, ``ONLY``/``EXCLUDE`` and ``as_dict()``
 #: of QueryFieldList.
-DATA_ATTRIBUTES = ("_data", "_created", "_changed_fields", "_fields", "_meta", "_instance")
+DATA_ATTRIBUTES = (
+    "_data",
+    "_created",
+    "_changed_fields",
+    "_fields",
+    "_meta",
+    "_instance",
+    "_class_name",
+)
 
 
 def check_internals() -> None:
@@ -177,6 +188,33 @@ def parts(queryset: Any) -> QuerySetParts:
     return QuerySetParts(
         queryset._document, queryset._collection, queryset._query, queryset._loaded_fields
     )
+
+
+def owner_of(field: Any) -> type[BaseDocument] | None:
+    """The class MongoEngine made the owner of ``field`` (``BaseField.owner_document``).
+
+    The class that declared it; for a field of an abstract base, the base, shared by every
+    subclass; for a field of a plain mixin, the first ``Document`` made from the mixin.
+    """
+    return getattr(field, "owner_document", None)
+
+
+def counter_prefix(owner: type[BaseDocument]) -> str:
+    """The name MongoEngine's ``SequenceField.get_sequence_name()`` gives the counters of the
+    fields ``owner`` owns: the collection of a concrete ``Document``, else the class name in
+    snake case (an abstract base, an embedded document)."""
+    if issubclass(owner, Document) and not owner._meta.get("abstract"):
+        return str(owner._get_collection_name())
+    class_name: str = owner._class_name
+    return "".join(f"_{c}" if c.isupper() else c for c in class_name).strip("_").lower()
+
+
+def default_database(owner: type[BaseDocument]) -> Any:
+    """The database ``owner``'s documents go to without ``switch_db``: its ``meta["db_alias"]``
+    for a ``Document``, the default alias for anything else (an embedded document)."""
+    if issubclass(owner, Document):
+        return owner._get_db()
+    return get_db(DEFAULT_CONNECTION_NAME)
 
 
 def auto_create_index(document_class: type[BaseDocument]) -> bool:
