@@ -1316,7 +1316,10 @@ class SequenceField(GeneratedField):
     def new_values(self, write: Write, count: int) -> list[Any]:
         """``count`` values for ``write.documents`` (one lease per scope)."""
         if self.scope is None:
-            numbers = self.sequence_for(write.database, write.document_class).next_values(count)
+            sequence = self.sequence_for(write.database, write.document_class)
+            # One value (a save()): next() waits for a block being prefetched instead of leasing
+            # another beside it, which would leave values of one block unused.
+            numbers = [sequence.next()] if count == 1 else sequence.next_values(count)
             return self._present(numbers)
         groups: dict[str, tuple[Any, list[int]]] = {}
         for position, document in enumerate(write.documents):
