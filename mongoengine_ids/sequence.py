@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 import pymongo.errors
 from mongoengine.connection import get_db
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from mongoengine.base import BaseDocument
     from pymongo.collection import Collection
     from pymongo.database import Database
+    from typing_extensions import Self
 
 # -- constants ----------------------------------------------------------------------------------
 
@@ -941,6 +942,13 @@ class SequenceField(GeneratedField):
     #: Another process may hold a leased block containing a value assigned explicitly here;
     #: the unique index catches it and the write is retried with a fresh value.
     collision_retries = 3
+
+    if TYPE_CHECKING:  # the value's type for type checkers; BaseField.__get__ runs
+        @overload
+        def __get__(self, instance: None, owner: Any) -> Self: ...
+        @overload
+        def __get__(self, instance: object, owner: Any) -> int | str | None: ...
+        def __get__(self, instance: object, owner: Any) -> Any: ...
 
     def __init__(
         self,
