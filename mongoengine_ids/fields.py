@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 from bson.binary import Binary
 
 from . import constants as C
 from .locality import ACCEPTED_TEXT, LocalityUUID, LocalityUUIDGenerator, Mode, _int_from_uuid_value
 from .write.field import GeneratedField, Write
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 # Guards the lazy creation of the fields' generators; made anew in a forked child, where a
 # lock held by another thread at fork time would stay held forever.
@@ -40,6 +43,13 @@ class UUIDValueField(GeneratedField):
     kind: ClassVar[str] = "UUID"
     #: The version nibble (high half of byte 6) every stored value must carry; None: any.
     _version_nibble: ClassVar[int | None] = None
+
+    if TYPE_CHECKING:  # the value's type for type checkers; BaseField.__get__ runs
+        @overload
+        def __get__(self, instance: None, owner: Any) -> Self: ...
+        @overload
+        def __get__(self, instance: object, owner: Any) -> uuid.UUID | None: ...
+        def __get__(self, instance: object, owner: Any) -> Any: ...
 
     def __init__(self, *, as_string: bool = False, **kwargs: Any) -> None:
         if not isinstance(as_string, bool):
@@ -116,6 +126,13 @@ class LocalityUUIDField(UUIDValueField):
     value_class = LocalityUUID
     kind = "Locality UUID"
     _version_nibble = C.LOCALITY_VERSION
+
+    if TYPE_CHECKING:  # the value's type for type checkers; BaseField.__get__ runs
+        @overload
+        def __get__(self, instance: None, owner: Any) -> Self: ...
+        @overload
+        def __get__(self, instance: object, owner: Any) -> LocalityUUID | None: ...
+        def __get__(self, instance: object, owner: Any) -> Any: ...
 
     def _from_number(self, number: int) -> LocalityUUID:
         if (number >> C.LOCALITY_VERSION_SHIFT) & C.LOCALITY_VERSION_MASK != C.LOCALITY_VERSION:

@@ -30,7 +30,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, overload
 
 import pymongo
 import pymongo.errors
@@ -50,6 +50,9 @@ from .random_space import (
 from .resets import on_reset
 from .write import seam
 from .write.field import GeneratedField, Write
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 
@@ -320,6 +323,13 @@ class RandomUniqueField(GeneratedField):
         Without ``reserve_in``, uniqueness is only as good as the unique index: on a sharded
         collection whose shard key is not a prefix of it, use ``reserve_in``.
     """
+
+    if TYPE_CHECKING:  # the value's type for type checkers; BaseField.__get__ runs
+        @overload
+        def __get__(self, instance: None, owner: Any) -> Self: ...
+        @overload
+        def __get__(self, instance: object, owner: Any) -> int | str | None: ...
+        def __get__(self, instance: object, owner: Any) -> Any: ...
 
     def __init__(
         self,

@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 import pymongo.errors
 from mongoengine.connection import get_db
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from mongoengine.base import BaseDocument
     from pymongo.collection import Collection
     from pymongo.database import Database
+    from typing_extensions import Self
 
 # -- constants ----------------------------------------------------------------------------------
 
@@ -1067,6 +1068,13 @@ class SequenceField(GeneratedField):
     #: MongoEngine's class attributes: the default counter collection and value decorator.
     COLLECTION_NAME: str = DEFAULT_COLLECTION
     VALUE_DECORATOR: Callable[[int], Any] = int
+
+    if TYPE_CHECKING:  # the value's type for type checkers; BaseField.__get__ runs
+        @overload
+        def __get__(self, instance: None, owner: Any) -> Self: ...
+        @overload
+        def __get__(self, instance: object, owner: Any) -> int | str | None: ...
+        def __get__(self, instance: object, owner: Any) -> Any: ...
 
     def __init__(
         self,

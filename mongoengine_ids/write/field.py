@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from mongoengine.base import BaseDocument, BaseField
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pymongo.collection import Collection
     from pymongo.database import Database
     from pymongo.errors import DuplicateKeyError
+    from typing_extensions import Self
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,15 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """Turn a stored or loosely typed value into the Python value; junk unchanged (then
         :meth:`validate` reports it). Applied to every assignment."""
         return value
+
+    if TYPE_CHECKING:
+        # For type checkers only (MongoEngine's BaseField.__get__ runs): on the class, the field;
+        # on a document, its value. Each field narrows the value's type.
+        @overload
+        def __get__(self, instance: None, owner: Any) -> Self: ...
+        @overload
+        def __get__(self, instance: object, owner: Any) -> Any: ...
+        def __get__(self, instance: object, owner: Any) -> Any: ...
 
     def __set__(self, instance: Any, value: Any) -> None:
         super().__set__(instance, None if value is None else self.coerce(value))
