@@ -262,20 +262,7 @@ def set_next_value(
         info = show_counter(database, name, scope=scope, collection=collection)
     except LookupError:
         info = None
-    if info is not None and info.sharded:
-        owners = [
-            shard
-            for shard in info.shards
-            if shard.low is not None and shard.high is not None and shard.low <= value <= shard.high
-        ]
-        if not owners:
-            bounds = ", ".join(f"{s.low}..{s.high}" for s in info.shards)
-            raise ValueError(f"value={value!r} is in no shard of {name!r}; its shards own {bounds}")
-        document_id = owners[0].document_id
-        current = owners[0].next
-    else:
-        document_id = name if scope is None else f"{name}{SCOPE_SEPARATOR}{scope}"
-        current = None if info is None else info.shards[0].next
+    document_id, current = _counter_owning(info, name, value, scope)
     if current is not None and current > value - 1 and not force:
         raise ValueError(
             f"counter {document_id!r} is at {current!r}: the next value is {current + 1!r}, "
@@ -294,6 +281,24 @@ def set_next_value(
     # This process's blocks of the sequence would keep handing out the old values.
     discard_blocks(database.name, collection, name)
     return show_counter(database, name, scope=scope, collection=collection)
+
+
+def _counter_owning(
+    info: CounterInfo | None, name: str, value: int, scope: object
+) -> tuple[str, int | None]:
+    """The ``_id`` of the counter document that hands out ``value``, and its ``next``."""
+    if info is not None and info.sharded:
+        owners = [
+            shard
+            for shard in info.shards
+            if shard.low is not None and shard.high is not None and shard.low <= value <= shard.high
+        ]
+        if not owners:
+            bounds = ", ".join(f"{s.low}..{s.high}" for s in info.shards)
+            raise ValueError(f"value={value!r} is in no shard of {name!r}; its shards own {bounds}")
+        return owners[0].document_id, owners[0].next
+    document_id = name if scope is None else f"{name}{SCOPE_SEPARATOR}{scope}"
+    return document_id, None if info is None else info.shards[0].next
 
 
 __all__ = ["CounterInfo", "ShardInfo", "list_counters", "set_next_value", "show_counter"]
