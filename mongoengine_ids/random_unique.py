@@ -38,6 +38,7 @@ from mongoengine.base import BaseDocument
 from mongoengine.errors import NotUniqueError, OperationError
 from pymongo.write_concern import WriteConcern
 
+from ._checks import check_collection_name
 from .errors import RetriesExhaustedError, UniqueIndexMissingError
 from .random_space import (
     SYSTEM_RANDOMNESS,
@@ -337,6 +338,28 @@ class RandomUniqueField(GeneratedField):
         warn_collision_rate: float = DEFAULT_WARN_COLLISION_RATE,
         **kwargs: Any,
     ) -> None:
+        # MongoEngine's options first: a misspelt option (``lenght=8``) is reported as such,
+        # not as a missing value space.
+        if reserve_in is not None:
+            _check_collection_name(reserve_in)
+        if kwargs.get("unique_with"):
+            raise ValueError(
+                f"unique_with={kwargs['unique_with']!r} is not supported: a compound index "
+                "would not make the random value unique on its own"
+            )
+        if kwargs.get("primary_key"):
+            kwargs.setdefault("unique", False)  # the _id index is unique already
+        elif reserve_in is None:
+            if kwargs.get("unique", True) is not True:
+                raise ValueError(
+                    f"unique={kwargs['unique']!r}: a RandomUniqueField needs its unique index "
+                    "(to create it yourself, set meta['auto_create_index'] = False), or "
+                    "reserve_in='<collection>' where a unique index cannot be enforced"
+                )
+            kwargs["unique"] = True
+            # Documents stored before the field was added lack it: they must not collide.
+            kwargs.setdefault("sparse", True)
+        super().__init__(**kwargs)
         self._space: ValueSpace = _space_from(
             digits=digits,
             min_value=min_value,
@@ -360,25 +383,6 @@ class RandomUniqueField(GeneratedField):
             raise ValueError(
                 f"warn_collision_rate={warn_collision_rate!r} is not a share: expected 0 to 1"
             )
-        if reserve_in is not None:
-            _check_collection_name(reserve_in)
-        if kwargs.get("unique_with"):
-            raise ValueError(
-                f"unique_with={kwargs['unique_with']!r} is not supported: a compound index "
-                "would not make the random value unique on its own"
-            )
-        if kwargs.get("primary_key"):
-            kwargs.setdefault("unique", False)  # the _id index is unique already
-        elif reserve_in is None:
-            if kwargs.get("unique", True) is not True:
-                raise ValueError(
-                    f"unique={kwargs['unique']!r}: a RandomUniqueField needs its unique index "
-                    "(to create it yourself, set meta['auto_create_index'] = False), or "
-                    "reserve_in='<collection>' where a unique index cannot be enforced"
-                )
-            kwargs["unique"] = True
-            # Documents stored before the field was added lack it: they must not collide.
-            kwargs.setdefault("sparse", True)
         self.max_retries = max_retries
         self.collision_retries = max_retries
         self.reserve_in = reserve_in
@@ -389,7 +393,6 @@ class RandomUniqueField(GeneratedField):
         self._draw_index: Callable[[], int] = (
             SYSTEM_RANDOMNESS.below(self._size) if rng is None else self._checked_index
         )
-        super().__init__(**kwargs)
         #: Whether the field's own unique index (or the _id index) decides collisions.
         self._has_own_index = bool(self.primary_key or self.unique)
 
@@ -436,12 +439,6 @@ class RandomUniqueField(GeneratedField):
                 f"the rng of {self._label} returned {index!r}: expected an int from 0 to {size - 1}"
             )
         return index
-
-    @property
-    def _label(self) -> str:
-        owner = getattr(self, "owner_document", None)
-        name = getattr(self, "name", None) or "<unbound RandomUniqueField>"
-        return f"{owner.__name__}.{name}" if owner is not None else name
 
     # -- the write-path strategy ----------------------------------------------------------------
 
@@ -719,13 +716,7 @@ def _space_from(
 
 
 def _check_collection_name(name: object) -> None:
-    if not isinstance(name, str):
-        raise TypeError(f"reserve_in must be a collection name (str), not {name!r}")
-    if not name or "$" in name or "\0" in name or name.startswith(("system.", ".")):
-        raise ValueError(
-            f"reserve_in={name!r} is not a usable collection name: expected a non-empty name "
-            "without '$' that does not start with 'system.'"
-        )
+    check_collection_name("reserve_in", name)
 
 
 def _namespace(write: Write, field: RandomUniqueField) -> str:
