@@ -190,6 +190,14 @@ class _StandardUUIDField(UUIDValueField):
     def _from_number(self, number: int) -> uuid.UUID:
         return self._build(uuid.UUID(int=number))
 
+    def _is_value(self, value: Any) -> bool:
+        # A uuid.UUID of another version is of the value class too: check the version.
+        return (
+            type(value) is uuid.UUID
+            and value.variant == uuid.RFC_4122
+            and value.version == self.version
+        )
+
 
 class UUID4Field(_StandardUUIDField):
     """A random RFC 9562 version 4 UUID, generated when the document is written.
