@@ -34,6 +34,7 @@ from typing import Any, Final
 
 import pymongo
 import pymongo.errors
+from bson.regex import Regex
 from mongoengine.base import BaseDocument
 from mongoengine.errors import NotUniqueError, OperationError
 from pymongo.write_concern import WriteConcern
@@ -434,7 +435,12 @@ class RandomUniqueField(GeneratedField):
         """An index from an injected ``rng``, which may return anything."""
         size = self._size
         index = self._randbelow(size)
-        if type(index) is not int or not 0 <= index < size:
+        if type(index) is not int:
+            raise TypeError(
+                f"the rng of {self._label} returned {index!r} ({type(index).__name__}): "
+                f"expected an int from 0 to {size - 1}"
+            )
+        if not 0 <= index < size:
             raise ValueError(
                 f"the rng of {self._label} returned {index!r}: expected an int from 0 to {size - 1}"
             )
@@ -649,12 +655,36 @@ class RandomUniqueField(GeneratedField):
             )
 
     def prepare_query_value(self, op: str, value: Any) -> Any:
-        """Query values in stored form; anything not in the space simply matches nothing."""
+        """Query values in stored form.
+
+        A value of the space's kind that is not in the space simply matches nothing (documents
+        stored before the space changed can still be found); a value that cannot be one at all
+        (``"--5"`` or ``"²"`` for integers, an int for strings) raises ``ValidationError``
+        naming the field and quoting it.
+        """
         if value is None or isinstance(value, (bool, dict)):
             return value
         if isinstance(value, (list, tuple, set)):
-            return [self._space.coerce(item) for item in value]
-        return self._space.coerce(value)
+            return [self._query_value(item) for item in value]
+        return self._query_value(value)
+
+    def _query_value(self, value: Any) -> Any:
+        coerced = self._space.coerce(value)
+        space = self._space
+        if isinstance(space, IntegerSpace):
+            wrong = isinstance(coerced, bool) or not isinstance(coerced, (int, float))
+            accepted = "an int, or a string of ASCII digits"
+        elif isinstance(space, StringSpace):
+            wrong = not isinstance(coerced, (str, re.Pattern, Regex))
+            accepted = "a str"
+        else:  # a space of the user's: its values may be of any kind
+            wrong = False
+        if wrong:
+            self.error(
+                f"cannot query {self._label} by {value!r}: expected {accepted} "
+                f"({space.description})"
+            )
+        return coerced
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -675,12 +705,15 @@ def _space_from(
     if not isinstance(luhn, bool):
         raise TypeError(f"luhn must be a bool, not {luhn!r}")
     given = [
-        name
-        for name, present in (
-            ("digits", digits is not None),
-            ("min_value/max_value", min_value is not None or max_value is not None),
-            ("length", length is not None),
-            ("space", space is not None),
+        shown
+        for shown, present in (
+            (f"digits={digits!r}", digits is not None),
+            (
+                f"min_value={min_value!r}, max_value={max_value!r}",
+                min_value is not None or max_value is not None,
+            ),
+            (f"length={length!r}", length is not None),
+            (f"space={space!r}", space is not None),
         )
         if present
     ]
