@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, overload
 from bson.binary import Binary
 
 from . import constants as C
-from .locality import ACCEPTED_TEXT, LocalityUUID, LocalityUUIDGenerator, Mode, _int_from_uuid_value
+from .locality import (
+    ACCEPTED_TEXT,
+    LocalityUUID,
+    LocalityUUIDGenerator,
+    Mode,
+    _check_mode,
+    _int_from_uuid_value,
+)
 from .write.field import GeneratedField, Write
 
 if TYPE_CHECKING:
@@ -45,6 +52,7 @@ class UUIDValueField(GeneratedField):
     _version_nibble: ClassVar[int | None] = None
 
     if TYPE_CHECKING:  # the value's type for type checkers; BaseField.__get__ runs
+
         @overload
         def __get__(self, instance: None, owner: Any) -> Self: ...
         @overload
@@ -59,7 +67,13 @@ class UUIDValueField(GeneratedField):
 
     def _build(self, value: Any) -> uuid.UUID:
         """The value as :attr:`value_class`; raises ValueError or TypeError."""
-        return self.value_class(value)
+        if isinstance(value, uuid.UUID):
+            return uuid.UUID(int=value.int)
+        return uuid.UUID(int=_int_from_uuid_value(value))
+
+    def _is_value(self, value: Any) -> bool:
+        """Whether ``value`` is already this field's Python value (of the right version)."""
+        return type(value) is self.value_class
 
     def _from_number(self, number: int) -> uuid.UUID:
         """The 128-bit ``number`` as :attr:`value_class`; raises ValueError if it is not one."""
@@ -67,7 +81,7 @@ class UUIDValueField(GeneratedField):
 
     def coerce(self, value: Any) -> Any:
         """The value as :attr:`value_class` if it reads as one; anything else unchanged."""
-        if value is None or type(value) is self.value_class:
+        if value is None or self._is_value(value):
             return value
         try:
             if isinstance(value, Binary) and value.subtype == C.BSON_UUID_SUBTYPE:
@@ -81,7 +95,7 @@ class UUIDValueField(GeneratedField):
 
     def to_mongo(self, value: Any) -> Any:
         checked = self.coerce(value)
-        if not isinstance(checked, self.value_class):
+        if not self._is_value(checked):
             self.validate(value)
         return self._stored(checked)
 
@@ -89,22 +103,28 @@ class UUIDValueField(GeneratedField):
         return str(value) if self.as_string else Binary(value.bytes, C.BSON_UUID_SUBTYPE)
 
     def validate(self, value: Any) -> None:
-        if isinstance(self.coerce(value), self.value_class):
+        if self._is_value(self.coerce(value)):
             return
         try:
             self._build(value)
         except (ValueError, TypeError) as error:
-            self.error(str(error))
+            self.error(f"{self._label}: {error}")
         else:  # pragma: no cover - coerce() would have converted it on assignment
-            self.error(f"{value!r} is not a {self.kind}")
+            self.error(f"{self._label}: {value!r} is not a {self.kind}")
 
     def prepare_query_value(self, op: str, value: Any) -> Any:
+        """The stored form of a query value; a value that is no UUID at all raises
+        ``ValidationError`` naming the field.
+
+        A UUID of another version is accepted (it matches nothing the field wrote, but finds
+        documents stored before the field replaced another kind of id); assigning one is refused.
+        """
         if value is None or isinstance(value, (bool, dict)):
             return value  # e.g. __exists=True, or a raw operator document
         try:
             number = _int_from_uuid_value(value)
         except (ValueError, TypeError) as error:
-            self.error(f"cannot query {self.name!r} by {value!r}: {error}")
+            self.error(f"cannot query {self._label} by {value!r}: {error}")
         return self._stored(uuid.UUID(int=number))
 
 
@@ -119,7 +139,8 @@ class LocalityUUIDField(UUIDValueField):
         **kwargs: any MongoEngine field option (``primary_key``, ``db_field``, ...).
 
     Raises:
-        TypeError: ``generator`` is not a LocalityUUIDGenerator.
+        TypeError: ``generator`` is not a LocalityUUIDGenerator, ``mode`` is not a str, or an
+            unknown keyword argument (the closest valid name is suggested).
         ValueError: ``mode`` is unknown, or both ``mode`` and ``generator`` are given.
     """
 
@@ -128,11 +149,15 @@ class LocalityUUIDField(UUIDValueField):
     _version_nibble = C.LOCALITY_VERSION
 
     if TYPE_CHECKING:  # the value's type for type checkers; BaseField.__get__ runs
+
         @overload
         def __get__(self, instance: None, owner: Any) -> Self: ...
         @overload
         def __get__(self, instance: object, owner: Any) -> LocalityUUID | None: ...
         def __get__(self, instance: object, owner: Any) -> Any: ...
+
+    def _build(self, value: Any) -> LocalityUUID:
+        return LocalityUUID(value)
 
     def _from_number(self, number: int) -> LocalityUUID:
         if (number >> C.LOCALITY_VERSION_SHIFT) & C.LOCALITY_VERSION_MASK != C.LOCALITY_VERSION:
@@ -154,10 +179,8 @@ class LocalityUUIDField(UUIDValueField):
             )
         if generator is not None and not isinstance(generator, LocalityUUIDGenerator):
             raise TypeError(f"generator must be a LocalityUUIDGenerator, not {generator!r}")
-        if mode is not None and mode not in ("spread", "sequential"):
-            raise ValueError(
-                f"mode={mode!r} is not a Locality UUID mode: expected 'spread' or 'sequential'"
-            )
+        if mode is not None:
+            _check_mode(mode)
         self.mode: Mode = mode or (generator.mode if generator is not None else "spread")
         self._generator = generator
         super().__init__(as_string=as_string, **kwargs)

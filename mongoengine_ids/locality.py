@@ -25,10 +25,15 @@ from typing import Final, Literal
 from bson.binary import Binary
 
 from . import constants as C
-from .errors import invalid_id
+from ._checks import check_callable, check_int, is_int, suggest_keywords
+from .errors import IdSpaceExhaustedError, invalid_id
 
 Mode = Literal["spread", "sequential"]
 Clock = Callable[[], int]
+
+#: An OS process id fits 32 unsigned bits (Linux caps them at 2**22, Windows uses a DWORD); the
+#: id keeps it mod 65536.
+PID_MAX: Final = (1 << 32) - 1
 
 _MODES: Final = ("spread", "sequential")
 _FIXED_VERSION: Final = C.LOCALITY_VERSION << C.LOCALITY_VERSION_SHIFT
@@ -57,7 +62,12 @@ def reverse_hex_digits(value: int) -> int:
 
     Spread mode writes the counter this way so that the first characters of consecutive ids
     differ, which spreads writes across range-based shards. It is its own inverse.
+
+    Raises:
+        TypeError: ``value`` is not an int.
+        ValueError: ``value`` does not fit 32 unsigned bits.
     """
+    check_int("value", value, 0, C.LOCALITY_COUNTER_MASK)
     # Swap the nibbles of each byte, then the bytes of each half, then the halves: 3 steps of
     # integer arithmetic, about 4x cheaper than formatting and reversing a string.
     value = ((value & 0x0F0F0F0F) << 4) | ((value >> 4) & 0x0F0F0F0F)
@@ -86,7 +96,12 @@ def sequential_start(epoch_ms: int) -> int:
 
     MD5 of the UTC time formatted ``yyyyMMddHHm`` (the 10-minute window), first 4 bytes read as
     a little-endian unsigned integer: machines that switch in the same window start together.
+
+    Raises:
+        TypeError: ``epoch_ms`` is not an int.
+        ValueError: ``epoch_ms`` does not fit the 48-bit time field.
     """
+    check_int("epoch_ms", epoch_ms, 0, C.LOCALITY_TIME_MASK)
     moment = _dt.datetime.fromtimestamp(epoch_ms // 1000, tz=_dt.timezone.utc)
     window = moment.strftime(C.SEQUENTIAL_WINDOW_FORMAT)[:-1]
     digest = hashlib.md5(window.encode("ascii"), usedforsecurity=False).digest()
@@ -153,12 +168,19 @@ class LocalityUUID(uuid.UUID):
         """The id whose 128-bit big-endian value is ``number``.
 
         Raises:
+            TypeError: ``number`` is not an int.
             ValueError: ``number`` is out of range or its version nibble is not ``b``.
         """
+        if not is_int(number):
+            raise TypeError(
+                f"a Locality UUID's number must be an int, not {type(number).__name__}: {number!r}"
+            )
         if not 0 <= number < 1 << 128:
             raise invalid_id(number, "Locality UUID", "a 128-bit unsigned int")
         if (number >> C.LOCALITY_VERSION_SHIFT) & C.LOCALITY_VERSION_MASK != C.LOCALITY_VERSION:
-            raise invalid_id(uuid.UUID(int=number), "Locality UUID", "version nibble b")
+            raise invalid_id(
+                number, "Locality UUID", f"version nibble b, found {uuid.UUID(int=number)}"
+            )
         return cls._from_int(number)
 
     @classmethod
@@ -175,6 +197,7 @@ class LocalityUUID(uuid.UUID):
         """Assemble an id from its fields, as a generator in ``mode`` would write them.
 
         Raises:
+            TypeError: a field is not an int, or ``mode`` is not a str.
             ValueError: a field does not fit its width, or ``mode`` is unknown.
         """
         _check_mode(mode)
@@ -184,8 +207,15 @@ class LocalityUUID(uuid.UUID):
             ("node", node, C.LOCALITY_NODE_BITS),
             ("timestamp_ms", timestamp_ms, C.LOCALITY_TIME_BITS),
         ):
+            if not is_int(field_value):
+                raise TypeError(
+                    f"{name} must be an int, not {type(field_value).__name__}: {field_value!r}"
+                )
             if not 0 <= field_value < 1 << bits:
-                raise ValueError(f"{name}={field_value!r} does not fit in {bits} unsigned bits")
+                raise ValueError(
+                    f"{name}={field_value!r} does not fit in {bits} unsigned bits: expected an "
+                    f"int from 0 to {(1 << bits) - 1}"
+                )
         written = reverse_hex_digits(counter) if mode == "spread" else counter
         return cls._from_int(
             (written << C.LOCALITY_COUNTER_SHIFT)
@@ -238,12 +268,21 @@ class LocalityUUID(uuid.UUID):
 
 
 def _check_mode(mode: object) -> None:
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a str, 'spread' or 'sequential', not {mode!r}")
     if mode not in _MODES:
         raise ValueError(f"mode={mode!r} is not a Locality UUID mode: expected one of {_MODES}")
 
 
 def parse_mac(value: str) -> int:
-    """Read a MAC written ``aa:bb:cc:dd:ee:ff``, ``aa-bb-cc-dd-ee-ff`` or as 12 hex digits."""
+    """Read a MAC written ``aa:bb:cc:dd:ee:ff``, ``aa-bb-cc-dd-ee-ff`` or as 12 hex digits.
+
+    Raises:
+        TypeError: ``value`` is not a str.
+        ValueError: it is not a MAC in one of those forms.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"a MAC address to parse must be a str, not {value!r}")
     digits = value.strip().replace(":", "").replace("-", "")
     if len(digits) != 12 or not re.fullmatch(r"[0-9a-fA-F]{12}", digits):
         raise invalid_id(
@@ -286,21 +325,36 @@ def _detected_mac() -> int:
     return mac
 
 
-def _check_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}: {value!r}")
-    return value
-
-
 def _mac_to_int(mac: int | bytes) -> int:
     if isinstance(mac, (bytes, bytearray)):
         if len(mac) != 6:
-            raise ValueError(f"mac={bytes(mac)!r} must be exactly 6 bytes, got {len(mac)}")
+            raise ValueError(f"mac={mac!r} must be exactly 6 bytes, got {len(mac)}")
         return int.from_bytes(mac, "big")
-    value = _check_int("mac", mac)
-    if not 0 <= value <= C.MAC_MASK:
-        raise ValueError(f"mac={value!r} must be a 48-bit unsigned int (0 to 0x{C.MAC_MASK:x})")
-    return value
+    if not is_int(mac):
+        raise TypeError(f"mac must be a 48-bit int or 6 bytes, not {type(mac).__name__}: {mac!r}")
+    if not 0 <= mac <= C.MAC_MASK:
+        raise ValueError(f"mac={mac!r} must be a 48-bit unsigned int (0 to 0x{C.MAC_MASK:x})")
+    return mac
+
+
+def _bad_clock(value: object) -> Exception:
+    """The error for what an injected clock returned: never wrapped into the 48-bit field."""
+    if not is_int(value):
+        return TypeError(
+            f"the clock returned {value!r} ({type(value).__name__}): expected an int, Unix "
+            "epoch milliseconds"
+        )
+    return ValueError(
+        f"the clock returned {value!r}: expected Unix epoch milliseconds from 0 to "
+        f"{C.LOCALITY_TIME_MASK} (the 48-bit time field)"
+    )
+
+
+def _time_exhausted() -> IdSpaceExhaustedError:
+    return IdSpaceExhaustedError(
+        f"the 48-bit time field is used up (millisecond {C.LOCALITY_TIME_MASK}): no later "
+        "Locality UUID exists"
+    )
 
 
 # Every live generator, so that a forked child can give each one its own pid and fresh state.
@@ -329,9 +383,14 @@ class LocalityUUIDGenerator:
     generators in one process share pid and node, so give every model writing to the same
     collection the same generator.
 
+    The injected ``clock`` is checked each time it is called: a value that is not an int, or
+    outside 0 to 2**48 - 1, raises (``TypeError``, ``ValueError``) instead of being wrapped into
+    the time field.
+
     Raises:
-        TypeError: an argument has the wrong type.
-        ValueError: ``mode`` is unknown, or ``mac`` does not fit 48 bits.
+        TypeError: an argument has the wrong type, or an unknown keyword (the closest is named).
+        ValueError: ``mode`` is unknown, ``pid`` is negative or beyond 32 bits, ``mac`` does not
+            fit 48 bits, or ``counter`` does not fit 32 bits.
     """
 
     __slots__ = (
@@ -352,6 +411,7 @@ class LocalityUUIDGenerator:
         "_text_middle",
     )
 
+    @suggest_keywords
     def __init__(
         self,
         *,
@@ -363,11 +423,11 @@ class LocalityUUIDGenerator:
     ) -> None:
         _check_mode(mode)
         if pid is not None:
-            _check_int("pid", pid)
+            check_int("pid", pid, 0, PID_MAX)
         if counter is not None:
-            _check_int("counter", counter)
-        if clock is not None and not callable(clock):
-            raise TypeError(f"clock must be a callable returning epoch milliseconds, not {clock!r}")
+            check_int("counter", counter, 0, C.LOCALITY_COUNTER_MASK)
+        if clock is not None:
+            check_callable("clock", clock, "a callable returning epoch milliseconds (an int)")
         self._explicit_pid = pid
         self._node = (_mac_to_int(mac) if mac is not None else machine_mac()) & C.LOCALITY_NODE_MASK
         self._clock = clock
@@ -406,7 +466,12 @@ class LocalityUUIDGenerator:
         self._release = self._lock.release
 
     def _now(self) -> int:
-        return self._clock() if self._clock is not None else _time_ns() // 1_000_000
+        if self._clock is None:
+            return _time_ns() // 1_000_000
+        now = self._clock()
+        if type(now) is not int or not 0 <= now <= _TIME_MASK:
+            raise _bad_clock(now)
+        return now
 
     def _fresh_counter(self) -> int:
         if self._mode == "sequential":
@@ -425,6 +490,8 @@ class LocalityUUIDGenerator:
         # After a mode switch the counter may revisit values used before; moving on to a
         # millisecond that no earlier id used keeps every (counter, time) pair distinct. Java's
         # library skipped this and repeated an id after sequential -> spread -> sequential.
+        if self._ms >= _TIME_MASK:
+            raise _time_exhausted()
         self._ms += 1
         self._first = self._counter
 
@@ -475,7 +542,13 @@ class LocalityUUIDGenerator:
         self._acquire()
         try:
             clock = self._clock
-            now = clock() if clock is not None else _time_ns() // 1_000_000
+            if clock is None:
+                now = _time_ns() // 1_000_000
+            else:
+                # Checked, never masked: a clock at -5 would otherwise write year 10889.
+                now = clock()
+                if type(now) is not int or not 0 <= now <= _TIME_MASK:
+                    raise _bad_clock(now)
             previous = self._counter
             step = self._step
             counter = (previous + step) & _COUNTER_MASK
@@ -486,6 +559,8 @@ class LocalityUUIDGenerator:
             elif counter == self._first:
                 # 2**32 ids in one millisecond (only possible while the clock stands still or
                 # is behind): this counter was used at this millisecond, so move to the next.
+                if self._ms >= _TIME_MASK:
+                    raise _time_exhausted()
                 self._ms += 1
                 self._first = previous
             ms = self._ms
@@ -494,7 +569,7 @@ class LocalityUUIDGenerator:
         if step == _SPREAD_STEP:
             counter = (_REVERSED_HALF[counter & 0xFFFF] << 16) | _REVERSED_HALF[counter >> 16]
         value = _new_object(LocalityUUID)
-        _set_slot(value, "int", (counter << _COUNTER_SHIFT) | self._fixed | (ms & _TIME_MASK))
+        _set_slot(value, "int", (counter << _COUNTER_SHIFT) | self._fixed | ms)
         return value
 
     def generate_str(self) -> str:

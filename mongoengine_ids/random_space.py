@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import secrets
 from collections.abc import Callable
 from typing import Any, Final, Protocol, cast, runtime_checkable
+
+from ._checks import check_bool, check_int, closest, is_int, suggest_keywords
 
 # -- constants (candidates for mongoengine_ids.constants) ---------------------------------------
 
@@ -42,6 +45,17 @@ MAX_DIGITS: Final = 18
 
 #: Crockford decoding: lower case is accepted, and the look-alikes read as the digit.
 _CROCKFORD_READ: Final = str.maketrans("ILO", "110")
+
+#: What an alphabet *name* looks like: a short word, maybe ending in digits ("hex", "base64",
+#: "Decimal"). Such a string is read as a name unless its characters are in ascending order, as
+#: the characters of a real alphabet are written ("abcdef"): so a misspelt or unknown name is
+#: refused instead of becoming an alphabet of its letters ("hex" as the 3 characters h, e, x).
+_NAME_LIKE: Final = re.compile(r"[a-zA-Z]+[0-9]*")
+_NAME_MAX: Final = 12
+
+#: An integer in text: optional sign, then ASCII digits only (``str.isdigit`` also takes "²"
+#: and Arabic-Indic digits, which ``int()`` refuses or reads as another number).
+_ASCII_INT: Final = re.compile(r"-?[0-9]+")
 
 
 class RandBelow(Protocol):
@@ -140,7 +154,9 @@ class IntegerSpace:
 
     __slots__ = ("_description", "_luhn", "_max", "_min", "_size")
 
+    @suggest_keywords
     def __init__(self, min_value: int, max_value: int, *, luhn: bool = False) -> None:
+        check_bool("luhn", luhn)
         for name, bound in (("min_value", min_value), ("max_value", max_value)):
             if not isinstance(bound, int) or isinstance(bound, bool):
                 raise TypeError(f"{name} must be an int, not {bound!r}")
@@ -184,6 +200,7 @@ class IntegerSpace:
         """
         if not isinstance(digits, int) or isinstance(digits, bool):
             raise TypeError(f"digits must be an int, not {digits!r}")
+        check_bool("luhn", luhn)
         lowest = 2 if luhn else 1
         if not lowest <= digits <= MAX_DIGITS:
             raise ValueError(
@@ -209,22 +226,34 @@ class IntegerSpace:
         return self._luhn
 
     def value(self, index: int) -> int:
-        """The value numbered ``index``."""
+        """The value numbered ``index``.
+
+        Raises:
+            TypeError: ``index`` is not an int.
+            ValueError: ``index`` is not in ``0 .. size - 1``.
+        """
+        if type(index) is not int or not 0 <= index < self._size:
+            raise _bad_index(index, self._size)
         payload = self._min + index
         if not self._luhn:
             return payload
         return payload * 10 + luhn_check_index(_digits_of(payload), 10)
 
     def coerce(self, value: Any) -> Any:
-        """An int (bools excluded) as is; an all-digit string as its int; anything else as is."""
+        """An int (bools excluded) as is; a string of ASCII digits (optional ``-``, surrounding
+        spaces) as its int; anything else as is."""
         if type(value) is int:
             return value
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value)
+        if isinstance(value, str):
+            text = value.strip()
+            if _ASCII_INT.fullmatch(text):
+                return int(text)
         return value
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not in the space, or None."""
+        if isinstance(value, str):
+            return "not an int (a string is read as one only if it is ASCII digits 0-9)"
         if not isinstance(value, int) or isinstance(value, bool):
             return "not an int"
         payload = value
@@ -269,6 +298,7 @@ class StringSpace:
         "_size",
     )
 
+    @suggest_keywords
     def __init__(
         self, length: int, alphabet: str = "crockford32", *, prefix: str = "", luhn: bool = False
     ) -> None:
@@ -278,13 +308,14 @@ class StringSpace:
             raise TypeError(f"alphabet must be a str, not {alphabet!r}")
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, not {prefix!r}")
+        check_bool("luhn", luhn)
         lowest = 2 if luhn else 1
         if length < lowest:
             raise ValueError(
                 f"length={length!r} is too short: expected at least {lowest}"
                 + (" (one character is the Luhn check)" if luhn else "")
             )
-        chars = ALPHABETS.get(alphabet, alphabet)
+        chars = _alphabet_chars(alphabet)
         if len(chars) < 2 or len(set(chars)) != len(chars):
             raise ValueError(
                 f"alphabet={alphabet!r} is not usable: expected one of "
@@ -332,7 +363,14 @@ class StringSpace:
         return self._prefix
 
     def value(self, index: int) -> str:
-        """The value numbered ``index``: its base-N digits, most significant first."""
+        """The value numbered ``index``: its base-N digits, most significant first.
+
+        Raises:
+            TypeError: ``index`` is not an int.
+            ValueError: ``index`` is not in ``0 .. size - 1``.
+        """
+        if type(index) is not int or not 0 <= index < self._size:
+            raise _bad_index(index, self._size)
         base = self._base
         codes = [0] * self._random_length
         for position in range(self._random_length - 1, -1, -1):
@@ -369,6 +407,38 @@ class StringSpace:
         if self._luhn and not luhn_valid([index[char] for char in body], self._base):
             return "its last character is not the Luhn check character"
         return None
+
+
+def _alphabet_chars(alphabet: str) -> str:
+    """The characters of ``alphabet``: a known name, or the characters themselves.
+
+    Raises:
+        ValueError: ``alphabet`` looks like a name (see :data:`_NAME_LIKE`) but is none known.
+    """
+    known = ALPHABETS.get(alphabet)
+    if known is not None:
+        return known
+    if (
+        len(alphabet) <= _NAME_MAX
+        and _NAME_LIKE.fullmatch(alphabet)
+        and list(alphabet) != sorted(set(alphabet))
+    ):
+        match = closest(alphabet.lower(), ALPHABETS)
+        hint = f" (did you mean {match!r}?)" if match else ""
+        raise ValueError(
+            f"alphabet={alphabet!r} is not a known alphabet name{hint}: expected one of "
+            f"{', '.join(map(repr, ALPHABETS))}, or the characters themselves (a short word "
+            "is read as a name: write its characters in ascending order, e.g. "
+            "'0123456789abcdef' for lower-case hexadecimal)"
+        )
+    return alphabet
+
+
+def _bad_index(index: object, size: int) -> Exception:
+    """The error for an index outside a space (never wrapped into it)."""
+    if not is_int(index):
+        return TypeError(f"index must be an int, not {type(index).__name__}: {index!r}")
+    return ValueError(f"index={index!r} is out of range: expected an int from 0 to {size - 1}")
 
 
 # -- the default randomness ---------------------------------------------------------------------
@@ -410,10 +480,10 @@ class SystemRandomness:
         done once, for a caller that draws from one range many times (a field's space).
 
         Raises:
+            TypeError: ``n`` is not an int.
             ValueError: ``n`` is not positive.
         """
-        if n <= 0:
-            raise ValueError(f"the bound must be positive, not {n!r}")
+        check_int("n", n, 1)
         if n > _WORD:
             return functools.partial(secrets.randbelow, n)
         limit = _WORD - _WORD % n  # the largest multiple of n not above 2**64

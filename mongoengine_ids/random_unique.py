@@ -34,10 +34,12 @@ from typing import TYPE_CHECKING, Any, Final, overload
 
 import pymongo
 import pymongo.errors
+from bson.regex import Regex
 from mongoengine.base import BaseDocument
 from mongoengine.errors import NotUniqueError, OperationError
 from pymongo.write_concern import WriteConcern
 
+from ._checks import check_collection_name
 from .errors import RetriesExhaustedError, UniqueIndexMissingError
 from .random_space import (
     SYSTEM_RANDOMNESS,
@@ -325,6 +327,7 @@ class RandomUniqueField(GeneratedField):
     """
 
     if TYPE_CHECKING:  # the value's type for type checkers; BaseField.__get__ runs
+
         @overload
         def __get__(self, instance: None, owner: Any) -> Self: ...
         @overload
@@ -348,6 +351,28 @@ class RandomUniqueField(GeneratedField):
         warn_collision_rate: float = DEFAULT_WARN_COLLISION_RATE,
         **kwargs: Any,
     ) -> None:
+        # MongoEngine's options first: a misspelt option (``lenght=8``) is reported as such,
+        # not as a missing value space.
+        if reserve_in is not None:
+            _check_collection_name(reserve_in)
+        if kwargs.get("unique_with"):
+            raise ValueError(
+                f"unique_with={kwargs['unique_with']!r} is not supported: a compound index "
+                "would not make the random value unique on its own"
+            )
+        if kwargs.get("primary_key"):
+            kwargs.setdefault("unique", False)  # the _id index is unique already
+        elif reserve_in is None:
+            if kwargs.get("unique", True) is not True:
+                raise ValueError(
+                    f"unique={kwargs['unique']!r}: a RandomUniqueField needs its unique index "
+                    "(to create it yourself, set meta['auto_create_index'] = False), or "
+                    "reserve_in='<collection>' where a unique index cannot be enforced"
+                )
+            kwargs["unique"] = True
+            # Documents stored before the field was added lack it: they must not collide.
+            kwargs.setdefault("sparse", True)
+        super().__init__(**kwargs)
         self._space: ValueSpace = _space_from(
             digits=digits,
             min_value=min_value,
@@ -371,25 +396,6 @@ class RandomUniqueField(GeneratedField):
             raise ValueError(
                 f"warn_collision_rate={warn_collision_rate!r} is not a share: expected 0 to 1"
             )
-        if reserve_in is not None:
-            _check_collection_name(reserve_in)
-        if kwargs.get("unique_with"):
-            raise ValueError(
-                f"unique_with={kwargs['unique_with']!r} is not supported: a compound index "
-                "would not make the random value unique on its own"
-            )
-        if kwargs.get("primary_key"):
-            kwargs.setdefault("unique", False)  # the _id index is unique already
-        elif reserve_in is None:
-            if kwargs.get("unique", True) is not True:
-                raise ValueError(
-                    f"unique={kwargs['unique']!r}: a RandomUniqueField needs its unique index "
-                    "(to create it yourself, set meta['auto_create_index'] = False), or "
-                    "reserve_in='<collection>' where a unique index cannot be enforced"
-                )
-            kwargs["unique"] = True
-            # Documents stored before the field was added lack it: they must not collide.
-            kwargs.setdefault("sparse", True)
         self.max_retries = max_retries
         self.collision_retries = max_retries
         self.reserve_in = reserve_in
@@ -400,7 +406,6 @@ class RandomUniqueField(GeneratedField):
         self._draw_index: Callable[[], int] = (
             SYSTEM_RANDOMNESS.below(self._size) if rng is None else self._checked_index
         )
-        super().__init__(**kwargs)
         #: Whether the field's own unique index (or the _id index) decides collisions.
         self._has_own_index = bool(self.primary_key or self.unique)
 
@@ -442,17 +447,16 @@ class RandomUniqueField(GeneratedField):
         """An index from an injected ``rng``, which may return anything."""
         size = self._size
         index = self._randbelow(size)
-        if type(index) is not int or not 0 <= index < size:
+        if type(index) is not int:
+            raise TypeError(
+                f"the rng of {self._label} returned {index!r} ({type(index).__name__}): "
+                f"expected an int from 0 to {size - 1}"
+            )
+        if not 0 <= index < size:
             raise ValueError(
                 f"the rng of {self._label} returned {index!r}: expected an int from 0 to {size - 1}"
             )
         return index
-
-    @property
-    def _label(self) -> str:
-        owner = getattr(self, "owner_document", None)
-        name = getattr(self, "name", None) or "<unbound RandomUniqueField>"
-        return f"{owner.__name__}.{name}" if owner is not None else name
 
     # -- the write-path strategy ----------------------------------------------------------------
 
@@ -663,12 +667,36 @@ class RandomUniqueField(GeneratedField):
             )
 
     def prepare_query_value(self, op: str, value: Any) -> Any:
-        """Query values in stored form; anything not in the space simply matches nothing."""
+        """Query values in stored form.
+
+        A value of the space's kind that is not in the space simply matches nothing (documents
+        stored before the space changed can still be found); a value that cannot be one at all
+        (``"--5"`` or ``"²"`` for integers, an int for strings) raises ``ValidationError``
+        naming the field and quoting it.
+        """
         if value is None or isinstance(value, (bool, dict)):
             return value
         if isinstance(value, (list, tuple, set)):
-            return [self._space.coerce(item) for item in value]
-        return self._space.coerce(value)
+            return [self._query_value(item) for item in value]
+        return self._query_value(value)
+
+    def _query_value(self, value: Any) -> Any:
+        coerced = self._space.coerce(value)
+        space = self._space
+        if isinstance(space, IntegerSpace):
+            wrong = isinstance(coerced, bool) or not isinstance(coerced, (int, float))
+            accepted = "an int, or a string of ASCII digits"
+        elif isinstance(space, StringSpace):
+            wrong = not isinstance(coerced, (str, re.Pattern, Regex))
+            accepted = "a str"
+        else:  # a space of the user's: its values may be of any kind
+            wrong = False
+        if wrong:
+            self.error(
+                f"cannot query {self._label} by {value!r}: expected {accepted} "
+                f"({space.description})"
+            )
+        return coerced
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -689,12 +717,15 @@ def _space_from(
     if not isinstance(luhn, bool):
         raise TypeError(f"luhn must be a bool, not {luhn!r}")
     given = [
-        name
-        for name, present in (
-            ("digits", digits is not None),
-            ("min_value/max_value", min_value is not None or max_value is not None),
-            ("length", length is not None),
-            ("space", space is not None),
+        shown
+        for shown, present in (
+            (f"digits={digits!r}", digits is not None),
+            (
+                f"min_value={min_value!r}, max_value={max_value!r}",
+                min_value is not None or max_value is not None,
+            ),
+            (f"length={length!r}", length is not None),
+            (f"space={space!r}", space is not None),
         )
         if present
     ]
@@ -730,13 +761,7 @@ def _space_from(
 
 
 def _check_collection_name(name: object) -> None:
-    if not isinstance(name, str):
-        raise TypeError(f"reserve_in must be a collection name (str), not {name!r}")
-    if not name or "$" in name or "\0" in name or name.startswith(("system.", ".")):
-        raise ValueError(
-            f"reserve_in={name!r} is not a usable collection name: expected a non-empty name "
-            "without '$' that does not start with 'system.'"
-        )
+    check_collection_name("reserve_in", name)
 
 
 def _namespace(write: Write, field: RandomUniqueField) -> str:

@@ -42,6 +42,13 @@ from mongoengine.errors import ValidationError
 from pymongo import ReturnDocument, WriteConcern
 from pymongo.read_preferences import ReadPreference
 
+from ._checks import (
+    check_callable,
+    check_collection_name,
+    check_int,
+    is_int,
+    suggest_keywords,
+)
 from .errors import (
     CorruptedCounterError,
     ExplicitValueError,
@@ -79,6 +86,9 @@ MAJORITY: Final = WriteConcern("majority")
 DEFAULT_RETRIES: Final = 3
 #: First back-off after a network error; doubled per retry (0.05 + 0.1 + 0.2 s at most).
 RETRY_BACKOFF_SECONDS: Final = 0.05
+#: The most retries allowed: at 10 the back-offs add up to 51 s (0.05 * (2**10 - 1)), beyond
+#: which a caller waits on a server that is not coming back; at 64 the wait would not fit a float.
+MAX_RETRIES: Final = 10
 #: Attempts of the slow path (create, move up, lease the remainder) before giving up: each
 #: attempt fails only when another client changed the document in between.
 _MAX_CONTENDED_ATTEMPTS: Final = 100
@@ -314,6 +324,12 @@ class CounterStore:
                 if not self._live:
                     raise self._exhausted()
                 shard = self._rng.choice(self._live)
+                if shard not in self._live:
+                    # An injected rng is checked: a shard outside the space has no bounds.
+                    raise ValueError(
+                        f"rng.choice() returned {shard!r}: expected one of the live shards "
+                        f"{self._live!r}"
+                    )
             block = self._lease_from(self._make_counter(shard), count)
             if block is not None:
                 return block
@@ -569,6 +585,7 @@ class Sequence:
         ValueError: an option is out of range (the message names it and what is accepted).
     """
 
+    @suggest_keywords
     def __init__(
         self,
         name: str,
@@ -586,11 +603,19 @@ class Sequence:
         rng: random.Random | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"name must be a non-empty str, not {name!r}")
+        _check_name("name", name)
         _check_options(batch_size=batch_size, prefetch=prefetch, retries=retries)
-        if not isinstance(collection, str) or not collection:
-            raise TypeError(f"collection must be a non-empty str, not {collection!r}")
+        check_collection_name("collection", collection)
+        if isinstance(database, str):
+            _check_name("database", database)
+        elif not callable(getattr(database, "get_collection", None)):
+            raise TypeError(
+                f"database must be a pymongo Database or a MongoEngine alias (str), not "
+                f"{database!r}"
+            )
+        if rng is not None and not callable(getattr(rng, "choice", None)):
+            raise TypeError(f"rng must be a random.Random (with a choice method), not {rng!r}")
+        check_callable("sleep", sleep, "a callable taking seconds, like time.sleep")
         if write_concern is not None and not isinstance(write_concern, WriteConcern):
             raise TypeError(
                 f"write_concern must be a pymongo WriteConcern or None, not {write_concern!r}"
@@ -690,12 +715,12 @@ class Sequence:
         next calls.
 
         Raises:
-            ValueError: ``count`` is negative.
+            TypeError: ``count`` is not an int.
+            ValueError: ``count`` is negative or beyond an int64.
             IdSpaceExhaustedError: the space cannot supply ``count`` values (none are handed
                 out by this call; values already leased may be lost).
         """
-        if not isinstance(count, int) or count < 0:
-            raise ValueError(f"count={count!r} must be an int >= 0")
+        check_int("count", count, 0, INT64_MAX)
         if self._source is not None:
             self.store()
         values = list(islice(self._iterator, count))
@@ -733,11 +758,11 @@ class Sequence:
             A ``range``, shorter than ``count`` only at the end of a shard or of the space.
 
         Raises:
-            ValueError: ``count`` is below 1.
+            TypeError: ``count`` is not an int.
+            ValueError: ``count`` is below 1 or beyond an int64.
             IdSpaceExhaustedError: the space is used up.
         """
-        if not isinstance(count, int) or count < 1:
-            raise ValueError(f"count={count!r} must be an int >= 1")
+        check_int("count", count, 1, INT64_MAX)
         return self.store().lease(count)
 
     def discard(self) -> None:
@@ -802,7 +827,11 @@ class Sequence:
         Moves the counter that owns it past it (``$max``) and drops this process's blocks that
         could contain it. Blocks already leased by other processes are not affected: a unique
         index must catch those (:class:`SequenceField` retries with a fresh value).
+
+        Raises:
+            TypeError: ``value`` is not an int.
         """
+        check_int("value", value)
         self.store().raise_to(value)
         with self._lock:
             stale = value in self._block or any(value in block for block in self._ready)
@@ -886,12 +915,26 @@ class Sequence:
 def _check_options(*, batch_size: int, prefetch: bool, retries: int) -> None:
     if not isinstance(batch_size, int) or isinstance(batch_size, bool):
         raise TypeError(f"batch_size must be an int, not {batch_size!r}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size={batch_size!r} must be >= 1")
+    if not 1 <= batch_size <= INT64_MAX:
+        # The counter is a BSON int64: a larger block could not be added to it.
+        raise ValueError(
+            f"batch_size={batch_size!r} must be >= 1 and at most {INT64_MAX} (the counter is "
+            "an int64)"
+        )
     if not isinstance(prefetch, bool):
         raise TypeError(f"prefetch must be a bool, not {prefetch!r}")
-    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-        raise ValueError(f"retries={retries!r} must be an int >= 0")
+    if not is_int(retries):
+        raise TypeError(f"retries must be an int, not {retries!r}")
+    if not 0 <= retries <= MAX_RETRIES:
+        raise ValueError(f"retries={retries!r} must be an int >= 0 and at most {MAX_RETRIES}")
+
+
+def _check_name(option: str, value: object) -> None:
+    """A name given as text (sequence, alias, field): a non-empty str."""
+    if not isinstance(value, str):
+        raise TypeError(f"{option} must be a non-empty str, not {value!r}")
+    if not value:
+        raise ValueError(f"{option}={value!r} is empty: expected a non-empty str")
 
 
 def _forget_all_blocks() -> None:
@@ -943,7 +986,15 @@ def luhn_check_digit(number: str) -> int:
 
     >>> luhn_check_digit("7992739871")
     3
+
+    Raises:
+        TypeError: ``number`` is not a str.
+        ValueError: ``number`` is not made of ASCII digits.
     """
+    if not isinstance(number, str):
+        raise TypeError(f"number must be a str of ASCII digits, not {number!r}")
+    if not (number.isascii() and number.isdigit()):
+        raise ValueError(f"number={number!r} is not made of ASCII digits (0-9)")
     total = 0
     for position, char in enumerate(reversed(number)):
         digit = ord(char) - 48
@@ -971,6 +1022,14 @@ class SequenceFormat:
     prefix: str = ""
     width: int | None = None
     luhn: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prefix, str):
+            raise TypeError(f"prefix must be a str, not {self.prefix!r}")
+        if self.width is not None:
+            check_int("width", self.width, 1, 18)
+        if not isinstance(self.luhn, bool):
+            raise TypeError(f"luhn must be a bool, not {self.luhn!r}")
 
     @property
     def active(self) -> bool:
@@ -1070,6 +1129,7 @@ class SequenceField(GeneratedField):
     VALUE_DECORATOR: Callable[[int], Any] = int
 
     if TYPE_CHECKING:  # the value's type for type checkers; BaseField.__get__ runs
+
         @overload
         def __get__(self, instance: None, owner: Any) -> Self: ...
         @overload
@@ -1109,13 +1169,15 @@ class SequenceField(GeneratedField):
                 "stored value: pass one or the other"
             )
         _check_options(batch_size=batch_size, prefetch=prefetch, retries=retries)
+        if collection_name is not None:
+            check_collection_name("collection_name", collection_name)
         for option, value in (
             ("sequence_name", sequence_name),
             ("db_alias", db_alias),
             ("scope", scope),
         ):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise TypeError(f"{option} must be a non-empty str or None, not {value!r}")
+            if value is not None:
+                _check_name(option, value)
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, not {prefix!r}")
         for option, flag in (
@@ -1245,6 +1307,11 @@ class SequenceField(GeneratedField):
     def _scope_of(self, document: BaseDocument) -> Any:
         if self.scope is None:
             return None
+        if self.scope not in document._fields:
+            raise ValueError(
+                f"{type(document).__name__}.{self.name} has scope={self.scope!r}, which is not "
+                f"a field of {type(document).__name__}: expected one of {sorted(document._fields)}"
+            )
         value = document._data.get(self.scope)
         if value is None:
             raise ValidationError(
@@ -1271,8 +1338,7 @@ class SequenceField(GeneratedField):
             stored_scope = owner._fields[self.scope].to_mongo(scope)
         elif scope is not None:
             raise TypeError(
-                f"{owner.__name__}.{self.name} has one counter (no scope=): scope={scope!r} "
-                "refused"
+                f"{owner.__name__}.{self.name} has one counter (no scope=): scope={scope!r} refused"
             )
         database = get_db(self.db_alias) if self.db_alias else seam.default_database(owner)
         return self.sequence_for(database, owner, stored_scope)

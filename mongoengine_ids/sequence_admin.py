@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from pymongo.read_preferences import ReadPreference
 
+from ._checks import check_collection_name
 from .sequence import (
     DEFAULT_COLLECTION,
     INT64_MAX,
@@ -113,9 +114,17 @@ class CounterInfo:
 
 
 def _collection(database: Database[Any], collection: str) -> Collection[Any]:
+    check_collection_name("collection", collection)
     return database.get_collection(
         collection, write_concern=MAJORITY, read_preference=ReadPreference.PRIMARY
     )
+
+
+def _check_sequence_name(name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a sequence name (str), not {name!r}")
+    if not name:
+        raise ValueError(f"name={name!r} is empty: expected a sequence name")
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -203,8 +212,11 @@ def show_counter(
         collection: the counter collection.
 
     Raises:
+        TypeError: ``name`` is not a str.
+        ValueError: ``collection`` is not a usable collection name.
         LookupError: no counter of that name (and scope).
     """
+    _check_sequence_name(name)
     base = name if scope is None else f"{name}{SCOPE_SEPARATOR}{scope}"
     documents = list(_collection(database, collection).find({"_id": base}))
     if not documents:
@@ -249,12 +261,16 @@ def set_next_value(
         The sequence after the change.
 
     Raises:
-        TypeError: ``value`` is not an int.
-        ValueError: ``value`` is below the counter and ``force`` is False, or no shard owns it.
+        TypeError: ``name`` is not a str, ``value`` not an int or ``force`` not a bool.
+        ValueError: ``value`` is below the counter and ``force`` is False, no shard owns it, or
+            ``name`` is empty.
         LookupError: a sharded sequence that does not exist (unsharded ones are created).
     """
+    _check_sequence_name(name)
     if not _is_int(value):
         raise TypeError(f"value must be an int, not {value!r}")
+    if not isinstance(force, bool):
+        raise TypeError(f"force must be a bool, not {force!r}")
     if not 1 <= value <= INT64_MAX:
         raise ValueError(f"value={value!r} must be between 1 and {INT64_MAX!r}")
     target = _collection(database, collection)

@@ -21,6 +21,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
+from ._checks import check_callable, suggest_keywords
+from .errors import IdSpaceExhaustedError
 from .fields import UUIDValueField
 from .locality import Clock, _int_from_uuid_value
 from .write.field import Write
@@ -37,6 +39,42 @@ RandomBytes = Callable[[int], bytes]
 _generators: weakref.WeakSet[UUID7Generator] = weakref.WeakSet()
 
 
+def _checked_clock(clock: Clock) -> Clock:
+    """``clock``, whose every reading is checked: never wrapped into the 48-bit time field."""
+
+    def read() -> int:
+        now = clock()
+        if type(now) is not int:
+            raise TypeError(
+                f"the clock returned {now!r} ({type(now).__name__}): expected an int, Unix "
+                "epoch milliseconds"
+            )
+        if not 0 <= now <= V7_TIME_MASK:
+            raise ValueError(
+                f"the clock returned {now!r}: expected Unix epoch milliseconds from 0 to "
+                f"{V7_TIME_MASK} (the 48-bit time field)"
+            )
+        return now
+
+    return read
+
+
+def _checked_random(random_bytes: RandomBytes) -> RandomBytes:
+    """``random_bytes``, whose every answer is checked to be ``n`` bytes."""
+
+    def read(n: int) -> bytes:
+        data = random_bytes(n)
+        if not isinstance(data, (bytes, bytearray)):
+            raise TypeError(
+                f"random_bytes({n}) returned {data!r} ({type(data).__name__}): expected bytes"
+            )
+        if len(data) != n:
+            raise ValueError(f"random_bytes({n}) returned {data!r}: expected exactly {n} bytes")
+        return bytes(data)
+
+    return read
+
+
 class UUID7Generator:
     """Makes RFC 9562 version 7 UUIDs, strictly increasing within the generator.
 
@@ -50,21 +88,30 @@ class UUID7Generator:
     moves on one millisecond. So ids sort in the order they were made, and a generator never
     repeats one. A forked child starts afresh. Between generators (and processes), uniqueness
     rests on 74 random bits per millisecond.
+
+    An injected ``clock`` or ``random_bytes`` is checked each time it is called: a clock reading
+    that is not an int from 0 to 2**48 - 1, or random bytes of the wrong type or length, raise
+    ``TypeError`` or ``ValueError`` instead of making an id.
+
+    Raises:
+        TypeError: ``clock`` or ``random_bytes`` is not callable, or an unknown keyword (the
+            closest is named).
     """
 
     __slots__ = ("__weakref__", "_clock", "_counter", "_last_ms", "_lock", "_random")
 
+    @suggest_keywords
     def __init__(
         self, *, clock: Clock | None = None, random_bytes: RandomBytes | None = None
     ) -> None:
-        if clock is not None and not callable(clock):
-            raise TypeError(f"clock must be a callable returning epoch milliseconds, not {clock!r}")
-        if random_bytes is not None and not callable(random_bytes):
-            raise TypeError(
-                f"random_bytes must be a callable like os.urandom, not {random_bytes!r}"
-            )
-        self._clock = clock
-        self._random: RandomBytes = random_bytes if random_bytes is not None else os.urandom
+        if clock is not None:
+            check_callable("clock", clock, "a callable returning epoch milliseconds (an int)")
+        if random_bytes is not None:
+            check_callable("random_bytes", random_bytes, "a callable like os.urandom")
+        self._clock = None if clock is None else _checked_clock(clock)
+        self._random: RandomBytes = (
+            os.urandom if random_bytes is None else _checked_random(random_bytes)
+        )
         self._lock = threading.Lock()
         self._last_ms = -1
         self._counter = 0
@@ -88,17 +135,18 @@ class UUID7Generator:
                 counter = self._counter + 1
                 if counter > V7_COUNTER_MAX:
                     # 2**41 or more ids in one millisecond: move the time on, reseed.
+                    if self._last_ms >= V7_TIME_MASK:
+                        raise IdSpaceExhaustedError(
+                            f"the 48-bit time field is used up (millisecond {V7_TIME_MASK}): "
+                            "no later version 7 UUID exists"
+                        )
                     self._last_ms += 1
                     counter = int.from_bytes(self._random(6), "big") & V7_SEED_MASK
                 tail = int.from_bytes(self._random(4), "big")
             self._counter = counter
             ms = self._last_ms
         return uuid.UUID(
-            int=((ms & V7_TIME_MASK) << 80)
-            | ((counter >> 30) << 64)
-            | ((counter & _LOW30) << 32)
-            | tail
-            | _V7_FLAGS
+            int=(ms << 80) | ((counter >> 30) << 64) | ((counter & _LOW30) << 32) | tail | _V7_FLAGS
         )
 
 
@@ -114,8 +162,11 @@ def uuid7_timestamp_ms(value: uuid.UUID) -> int:
     """The Unix epoch milliseconds embedded in a version 7 UUID.
 
     Raises:
+        TypeError: ``value`` is not a :class:`uuid.UUID`.
         ValueError: ``value`` is not a version 7 RFC 9562 UUID.
     """
+    if not isinstance(value, uuid.UUID):
+        raise TypeError(f"value must be a uuid.UUID, not {value!r}")
     if value.variant != uuid.RFC_4122 or value.version != 7:
         raise ValueError(f"{str(value)!r} is not a version 7 UUID (version {value.version})")
     return value.int >> 80
@@ -138,6 +189,14 @@ class _StandardUUIDField(UUIDValueField):
 
     def _from_number(self, number: int) -> uuid.UUID:
         return self._build(uuid.UUID(int=number))
+
+    def _is_value(self, value: Any) -> bool:
+        # A uuid.UUID of another version is of the value class too: check the version.
+        return (
+            type(value) is uuid.UUID
+            and value.variant == uuid.RFC_4122
+            and value.version == self.version
+        )
 
 
 class UUID4Field(_StandardUUIDField):

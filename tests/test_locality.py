@@ -226,7 +226,7 @@ def test_wrong_types_raise_type_error(bad: object) -> None:
         ({"mac": 2**48}, ValueError, "48-bit"),
         ({"mac": -1}, ValueError, "48-bit"),
         ({"mac": b"\x00" * 5}, ValueError, "6 bytes"),
-        ({"mac": "12:34:56:78:9a:bc"}, TypeError, "mac must be an int"),
+        ({"mac": "12:34:56:78:9a:bc"}, TypeError, "mac must be a 48-bit int or 6 bytes"),
         ({"clock": 5}, TypeError, "clock must be a callable"),
     ],
 )

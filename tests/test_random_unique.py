@@ -137,7 +137,7 @@ def test_space_size(options: dict[str, Any], size: int) -> None:
     ("options", "error", "quoted"),
     [
         ({}, ValueError, "no value space"),
-        ({"digits": 3, "length": 3}, ValueError, "digits and length"),
+        ({"digits": 3, "length": 3}, ValueError, "digits=3 and length=3"),
         ({"digits": 0}, ValueError, "digits=0"),
         ({"digits": 19}, ValueError, "digits=19"),  # 10**19 - 1 does not fit int64
         ({"digits": 1, "luhn": True}, ValueError, "digits=1"),  # no room for a payload

@@ -736,7 +736,7 @@ def test_persistent_network_errors_propagate_and_write_nothing(
         ({"shards": 0}, ValueError, "shards=0 must be between 1"),
         ({"digits": 1, "shards": 20}, ValueError, "shards=20 exceeds the 9 values"),
         ({"zero_pad": True}, ValueError, "zero_pad=True needs digits"),
-        ({"scope": ""}, TypeError, "scope must be a non-empty str"),
+        ({"scope": ""}, ValueError, "scope='' is empty"),
         ({"write_concern": {"w": 1}}, TypeError, "write_concern must be a pymongo WriteConcern"),
         ({"retries": -1}, ValueError, "retries=-1 must be an int >= 0"),
         ({"value_decorator": "str"}, TypeError, "value_decorator must be a callable or None"),

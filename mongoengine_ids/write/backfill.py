@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mongoengine import Document
 from mongoengine.base import BaseDocument
 
 from . import seam, values
@@ -24,14 +25,20 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
         How many documents were given a value (summed over the fields).
 
     Raises:
-        TypeError: ``batch_size`` is not an int.
+        TypeError: ``document_class`` is not a Document class, ``batch_size`` is not an int or
+            a field name is not a str.
         ValueError: ``batch_size`` is below 1, or a name is not a generated field of
             ``document_class``.
     """
+    if not (isinstance(document_class, type) and issubclass(document_class, Document)):
+        raise TypeError(f"document_class must be a Document subclass, not {document_class!r}")
     if not isinstance(batch_size, int) or isinstance(batch_size, bool):
         raise TypeError(f"batch_size must be an int, not {batch_size!r}")
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r}: expected 1 or more")
+    for name in field_names:
+        if not isinstance(name, str):
+            raise TypeError(f"field names must be str, not {name!r}")
     fields = dict(seam.generated_fields(document_class))
     unknown = [name for name in field_names if name not in fields]
     if unknown:

@@ -14,12 +14,14 @@ counter never hands them out later.
 
 from __future__ import annotations
 
+from collections import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Final, overload
 
 from mongoengine.base import BaseDocument, BaseField
 
+from .._checks import check_bool, keyword_names, unexpected_keywords
 from . import seam
 
 if TYPE_CHECKING:
@@ -68,6 +70,77 @@ class Write:
         return Write(document_class, self.collection, documents)
 
 
+#: The options MongoEngine's ``BaseField.__init__`` takes by name (read from its signature, so
+#: a MongoEngine that adds one is followed).
+BASE_FIELD_OPTIONS: Final = frozenset(keyword_names(BaseField.__init__))
+#: The metadata MongoEngine's documentation names (``BaseField`` stores any unknown keyword as an
+#: attribute; Flask-MongoEngine's forms read these two). Any other unknown keyword is refused:
+#: MongoEngine would store a typo (``batchsize=``) silently and the setting would be lost.
+FIELD_METADATA: Final = frozenset({"verbose_name", "help_text"})
+_FLAG_OPTIONS: Final = ("required", "unique", "primary_key", "null", "sparse")
+
+
+_own_options_cache: dict[type, frozenset[str]] = {}
+
+
+def _own_options(field_class: type) -> frozenset[str]:
+    """The keyword parameters of the ``__init__`` of ``field_class`` and of its bases below
+    :class:`GeneratedField` (what it takes besides MongoEngine's options)."""
+    known = _own_options_cache.get(field_class)
+    if known is not None:
+        return known
+    names: set[str] = set()
+    for klass in field_class.__mro__:
+        if klass is GeneratedField:
+            break
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            names.update(keyword_names(init))
+    # Filled only on an error path; a lost race computes the same value twice.
+    known = _own_options_cache[field_class] = frozenset(names)
+    return known
+
+
+def _check_base_options(options: dict[str, Any]) -> None:
+    """Types and values of MongoEngine's own field options, checked with the value quoted
+    (MongoEngine's own messages for ``db_field`` do not show it; the others it takes blindly)."""
+    for name in _FLAG_OPTIONS:
+        if name in options:
+            check_bool(name, options[name])
+    db_field = options.get("db_field")
+    if db_field is not None:
+        if not isinstance(db_field, str):
+            raise TypeError(f"db_field must be a str, not {db_field!r}")
+        if not db_field or "." in db_field or "\0" in db_field or db_field.startswith("$"):
+            raise ValueError(
+                f"db_field={db_field!r} is not a usable field name: expected a non-empty name "
+                "without '.' or NUL, not starting with '$'"
+            )
+    unique_with = options.get("unique_with")
+    if unique_with is not None and not (
+        isinstance(unique_with, str)
+        or (
+            isinstance(unique_with, (list, tuple))
+            and all(isinstance(name, str) for name in unique_with)
+        )
+    ):
+        raise TypeError(
+            f"unique_with must be a field name or a list of field names, not {unique_with!r}"
+        )
+    validation = options.get("validation")
+    if validation is not None and not callable(validation):
+        raise TypeError(
+            f"validation must be a callable taking the value (or None), not {validation!r}"
+        )
+    choices = options.get("choices")
+    if choices is not None and (
+        not isinstance(choices, abc.Collection) or isinstance(choices, (str, bytes))
+    ):
+        raise TypeError(
+            f"choices must be a list, tuple or set of values (or None), not {choices!r}"
+        )
+
+
 class GeneratedField(BaseField):  # type: ignore[misc]
     """Base class of the fields whose value is produced when the document is written.
 
@@ -83,6 +156,34 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     #: How many times a write is retried with a fresh value when :meth:`is_collision` claims a
     #: duplicate-key error (0: never, the error propagates).
     collision_retries: int = 0
+
+    def __init__(self, **kwargs: Any) -> None:
+        """Check MongoEngine's options, then hand them to ``BaseField``.
+
+        Every field of the package passes the keyword arguments it did not take itself here,
+        so this is the one place an unknown one is caught.
+
+        Raises:
+            TypeError: a keyword is neither a MongoEngine option nor one of the field's (the
+                closest valid name is suggested), or an option has the wrong type.
+            ValueError: ``db_field`` is not a usable field name.
+        """
+        unknown = [name for name in kwargs if name not in BASE_FIELD_OPTIONS | FIELD_METADATA]
+        if unknown:
+            raise unexpected_keywords(
+                f"{type(self).__name__}()",
+                unknown,
+                BASE_FIELD_OPTIONS | _own_options(type(self)),
+            )
+        _check_base_options(kwargs)
+        super().__init__(**kwargs)
+
+    @property
+    def _label(self) -> str:
+        """``Model.field`` for messages (the field's name alone before it is bound)."""
+        owner = getattr(self, "owner_document", None)
+        name = getattr(self, "name", None) or f"<unbound {type(self).__name__}>"
+        return f"{owner.__name__}.{name}" if owner is not None else name
 
     def new_values(self, write: Write, count: int) -> list[Any]:
         """Return ``count`` new values, in Python form, for ``write.documents``."""
