@@ -353,26 +353,7 @@ class RandomUniqueField(GeneratedField):
     ) -> None:
         # MongoEngine's options first: a misspelt option (``lenght=8``) is reported as such,
         # not as a missing value space.
-        if reserve_in is not None:
-            _check_collection_name(reserve_in)
-        if kwargs.get("unique_with"):
-            raise ValueError(
-                f"unique_with={kwargs['unique_with']!r} is not supported: a compound index "
-                "would not make the random value unique on its own"
-            )
-        if kwargs.get("primary_key"):
-            kwargs.setdefault("unique", False)  # the _id index is unique already
-        elif reserve_in is None:
-            if kwargs.get("unique", True) is not True:
-                raise ValueError(
-                    f"unique={kwargs['unique']!r}: a RandomUniqueField needs its unique index "
-                    "(to create it yourself, set meta['auto_create_index'] = False), or "
-                    "reserve_in='<collection>' where a unique index cannot be enforced"
-                )
-            kwargs["unique"] = True
-            # Documents stored before the field was added lack it: they must not collide.
-            kwargs.setdefault("sparse", True)
-        super().__init__(**kwargs)
+        super().__init__(**_index_options(reserve_in, kwargs))
         self._space: ValueSpace = _space_from(
             digits=digits,
             min_value=min_value,
@@ -384,18 +365,7 @@ class RandomUniqueField(GeneratedField):
             space=space,
         )
         self._randbelow = randbelow_of(rng)
-        if not isinstance(max_retries, int) or isinstance(max_retries, bool):
-            raise TypeError(f"max_retries must be an int, not {max_retries!r}")
-        if max_retries < 0:
-            raise ValueError(f"max_retries={max_retries!r} is negative: expected 0 or more")
-        if not isinstance(warn_collision_rate, (int, float)) or isinstance(
-            warn_collision_rate, bool
-        ):
-            raise TypeError(f"warn_collision_rate must be a float, not {warn_collision_rate!r}")
-        if not 0 <= warn_collision_rate <= 1:
-            raise ValueError(
-                f"warn_collision_rate={warn_collision_rate!r} is not a share: expected 0 to 1"
-            )
+        _check_retry_options(max_retries, warn_collision_rate)
         self.max_retries = max_retries
         self.collision_retries = max_retries
         self.reserve_in = reserve_in
@@ -700,6 +670,48 @@ class RandomUniqueField(GeneratedField):
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _index_options(reserve_in: str | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """MongoEngine's options of a RandomUniqueField, with its unique index made sparse.
+
+    Raises:
+        ValueError: ``unique_with``, or ``unique=False`` without ``reserve_in``.
+    """
+    if reserve_in is not None:
+        _check_collection_name(reserve_in)
+    if kwargs.get("unique_with"):
+        raise ValueError(
+            f"unique_with={kwargs['unique_with']!r} is not supported: a compound index "
+            "would not make the random value unique on its own"
+        )
+    if kwargs.get("primary_key"):
+        kwargs.setdefault("unique", False)  # the _id index is unique already
+    elif reserve_in is None:
+        if kwargs.get("unique", True) is not True:
+            raise ValueError(
+                f"unique={kwargs['unique']!r}: a RandomUniqueField needs its unique index "
+                "(to create it yourself, set meta['auto_create_index'] = False), or "
+                "reserve_in='<collection>' where a unique index cannot be enforced"
+            )
+        kwargs["unique"] = True
+        # Documents stored before the field was added lack it: they must not collide.
+        kwargs.setdefault("sparse", True)
+    return kwargs
+
+
+def _check_retry_options(max_retries: object, warn_collision_rate: object) -> None:
+    """Raise TypeError or ValueError for a bad ``max_retries`` or ``warn_collision_rate``."""
+    if not isinstance(max_retries, int) or isinstance(max_retries, bool):
+        raise TypeError(f"max_retries must be an int, not {max_retries!r}")
+    if max_retries < 0:
+        raise ValueError(f"max_retries={max_retries!r} is negative: expected 0 or more")
+    if not isinstance(warn_collision_rate, (int, float)) or isinstance(warn_collision_rate, bool):
+        raise TypeError(f"warn_collision_rate must be a float, not {warn_collision_rate!r}")
+    if not 0 <= warn_collision_rate <= 1:
+        raise ValueError(
+            f"warn_collision_rate={warn_collision_rate!r} is not a share: expected 0 to 1"
+        )
 
 
 def _space_from(

@@ -1074,6 +1074,54 @@ class SequenceFormat:
 _live_fields: weakref.WeakSet[SequenceField] = weakref.WeakSet()
 
 
+def _field_options(
+    value_decorator: Callable[[int], Any] | None,
+    *,
+    collection_name: str | None,
+    names: dict[str, str | None],
+    batch_size: int,
+    prefetch: bool,
+    retries: int,
+    prefix: str,
+    flags: dict[str, bool],
+    digits: int | None,
+    write_concern: WriteConcern | None,
+) -> Callable[[int], Any] | None:
+    """Check SequenceField's options; returns the value decorator (None: the plain field).
+
+    Raises:
+        TypeError: an option has the wrong type.
+        ValueError: an option is out of range, or two options contradict each other.
+    """
+    if value_decorator is not None and not callable(value_decorator):
+        raise TypeError(f"value_decorator must be a callable or None, not {value_decorator!r}")
+    if value_decorator is int:  # the plain field
+        value_decorator = None
+    if value_decorator is not None and (prefix or flags["zero_pad"] or flags["luhn"]):
+        raise ValueError(
+            f"value_decorator={value_decorator!r} and prefix/zero_pad/luhn both format the "
+            "stored value: pass one or the other"
+        )
+    _check_options(batch_size=batch_size, prefetch=prefetch, retries=retries)
+    if collection_name is not None:
+        check_collection_name("collection_name", collection_name)
+    for option, value in names.items():
+        if value is not None:
+            _check_name(option, value)
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, not {prefix!r}")
+    for option, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise TypeError(f"{option} must be a bool, not {flag!r}")
+    if flags["zero_pad"] and digits is None:
+        raise ValueError("zero_pad=True needs digits=N: the width to pad to")
+    if write_concern is not None and not isinstance(write_concern, WriteConcern):
+        raise TypeError(
+            f"write_concern must be a pymongo WriteConcern or None, not {write_concern!r}"
+        )
+    return value_decorator
+
+
 class SequenceField(GeneratedField):
     """An integer (or formatted) id from a counter, leased in blocks; drop-in for MongoEngine's.
 
@@ -1157,42 +1205,18 @@ class SequenceField(GeneratedField):
         retries: int = DEFAULT_RETRIES,
         **kwargs: Any,
     ) -> None:
-        if value_decorator is not None and not callable(value_decorator):
-            raise TypeError(f"value_decorator must be a callable or None, not {value_decorator!r}")
-        if value_decorator is None:
-            value_decorator = self.VALUE_DECORATOR  # a subclass may change it, as in MongoEngine
-        if value_decorator is int:  # the plain field
-            value_decorator = None
-        if value_decorator is not None and (prefix or zero_pad or luhn):
-            raise ValueError(
-                f"value_decorator={value_decorator!r} and prefix/zero_pad/luhn both format the "
-                "stored value: pass one or the other"
-            )
-        _check_options(batch_size=batch_size, prefetch=prefetch, retries=retries)
-        if collection_name is not None:
-            check_collection_name("collection_name", collection_name)
-        for option, value in (
-            ("sequence_name", sequence_name),
-            ("db_alias", db_alias),
-            ("scope", scope),
-        ):
-            if value is not None:
-                _check_name(option, value)
-        if not isinstance(prefix, str):
-            raise TypeError(f"prefix must be a str, not {prefix!r}")
-        for option, flag in (
-            ("zero_pad", zero_pad),
-            ("luhn", luhn),
-            ("allow_explicit", allow_explicit),
-        ):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{option} must be a bool, not {flag!r}")
-        if zero_pad and digits is None:
-            raise ValueError("zero_pad=True needs digits=N: the width to pad to")
-        if write_concern is not None and not isinstance(write_concern, WriteConcern):
-            raise TypeError(
-                f"write_concern must be a pymongo WriteConcern or None, not {write_concern!r}"
-            )
+        value_decorator = _field_options(
+            value_decorator if value_decorator is not None else self.VALUE_DECORATOR,
+            collection_name=collection_name,
+            names={"sequence_name": sequence_name, "db_alias": db_alias, "scope": scope},
+            batch_size=batch_size,
+            prefetch=prefetch,
+            retries=retries,
+            prefix=prefix,
+            flags={"zero_pad": zero_pad, "luhn": luhn, "allow_explicit": allow_explicit},
+            digits=digits,
+            write_concern=write_concern,
+        )
         self.space = Space.build(start=start, digits=digits, shards=shards)
         self.collection_name = collection_name or self.COLLECTION_NAME
         self.sequence_name = sequence_name
