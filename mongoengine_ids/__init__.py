@@ -23,6 +23,7 @@ from .locality import LocalityUUID, LocalityUUIDGenerator
 from .random_unique import RandomFieldStats, RandomUniqueField
 from .sequence import Sequence, SequenceField
 from .standard import UUID4Field, UUID7Field, UUID7Generator
+from .stored import StoredUUID, StoredUUIDText
 from .write import GeneratedField, Write, backfill
 
 __version__ = "0.1.0"
@@ -43,6 +44,8 @@ __all__ = [
     "RetriesExhaustedError",
     "Sequence",
     "SequenceField",
+    "StoredUUID",
+    "StoredUUIDText",
     "UUID4Field",
     "UUID7Field",
     "UUID7Generator",

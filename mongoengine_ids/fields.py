@@ -18,6 +18,8 @@ from .locality import (
     _check_mode,
     _int_from_uuid_value,
 )
+from .stored import StoredUUID, StoredUUIDText
+from .write import seam
 from .write.field import GeneratedField, Write
 
 if TYPE_CHECKING:
@@ -44,10 +46,16 @@ class UUIDValueField(GeneratedField):
     native ``uuid.UUID``), and keeps the bytes in the order they sort. ``as_string=True`` stores
     the lower-case 36-character text instead. Reads return :attr:`value_class` instances;
     queries accept an instance, any :class:`uuid.UUID`, 16 bytes or the text.
+
+    As a primary key, ``Model.id`` (the class attribute, which MongoEngine's reference fields
+    use to make the DBRef of a stored key) answers ``to_python`` with the key in stored form
+    (:meth:`reference_key`); the field in ``Model._fields`` and the documents' attribute are
+    not affected (see :func:`mongoengine_ids.write.seam.key_for_references`).
     """
 
     value_class: ClassVar[type[uuid.UUID]] = uuid.UUID
     kind: ClassVar[str] = "UUID"
+    stored_form_differs = True
     #: The version nibble (high half of byte 6) every stored value must carry; None: any.
     _version_nibble: ClassVar[int | None] = None
 
@@ -83,6 +91,10 @@ class UUIDValueField(GeneratedField):
         """The value as :attr:`value_class` if it reads as one; anything else unchanged."""
         if value is None or self._is_value(value):
             return value
+        if isinstance(value, (StoredUUID, StoredUUIDText)):
+            value = value.value
+            if type(value) is self.value_class:
+                return value
         try:
             if isinstance(value, Binary) and value.subtype == C.BSON_UUID_SUBTYPE:
                 return self._from_number(int.from_bytes(value, "big"))
@@ -92,6 +104,20 @@ class UUIDValueField(GeneratedField):
 
     def to_python(self, value: Any) -> Any:
         return self.coerce(value)
+
+    def reference_key(self, value: Any) -> Any:
+        """``value`` as MongoEngine's references hold it: a
+        :class:`~mongoengine_ids.stored.StoredUUID` (or ``StoredUUIDText``), which is the stored
+        form when sent and compares and hashes as the value."""
+        checked = self.coerce(value)
+        if not isinstance(checked, self.value_class):
+            return checked
+        return StoredUUIDText(checked) if self.as_string else StoredUUID(checked)
+
+    if not TYPE_CHECKING:  # typed by the overloads above
+        # MongoEngine's BaseField.__get__, but ``Model.id`` is what its references read (and
+        # one Python frame, as before, on every read of ``document.id``).
+        __get__ = seam.key_get
 
     def to_mongo(self, value: Any) -> Any:
         checked = self.coerce(value)

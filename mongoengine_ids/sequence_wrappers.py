@@ -15,13 +15,15 @@ Nothing here is imported by the package at run time: the test plugin
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
 #: ``hook(collection_name, method_name, call)``: must call ``call()`` (once, or not at all to
-#: simulate a lost request) and return its result, or raise.
+#: simulate a lost request) and return its result, or raise. ``call`` is a
+#: :func:`functools.partial`, whose ``args`` and ``keywords`` are the call's arguments.
 Hook = Callable[[str, str, Callable[[], Any]], Any]
 
 #: Collection methods that reach the server (one round trip each on a real server). Everything
@@ -59,6 +61,7 @@ _ADMIN_METHODS: Final = frozenset(
     {
         "command",
         "create_collection",
+        "dereference",
         "drop_collection",
         "drop_database",
         "list_collection_names",
@@ -170,7 +173,7 @@ class _Proxy:
         if name in ROUND_TRIP_METHODS or name in _ADMIN_METHODS:
 
             def round_trip(*args: Any, **kwargs: Any) -> Any:
-                result = control.run(collection, name, lambda: value(*args, **kwargs))
+                result = control.run(collection, name, functools.partial(value, *args, **kwargs))
                 return control.wrap(result, collection)
 
             return round_trip
@@ -207,7 +210,7 @@ class _CursorProxy(_Proxy):
 
     def __next__(self) -> Any:
         target = self._target
-        return self._control.run(self._collection, "getMore", lambda: next(target))
+        return self._control.run(self._collection, "getMore", functools.partial(next, target))
 
 
 def instrumented_client_class(

@@ -10,8 +10,9 @@ Installed as a pytest plugin (entry point ``pytest11``), so with ``mongoengine-i
 
 ``mongoengine_connect``
     A function ``connect(alias="default", *, uuid_representation="standard")`` for tests that
-    need more aliases (models with ``meta = {"db_alias": ...}``); each call returns that alias's
-    fresh database, and all are disconnected after the test.
+    need more aliases (models with ``meta = {"db_alias": ...}``) or another
+    ``uuidRepresentation`` (``None``: none given, MongoEngine's default); each call returns that
+    alias's fresh database, and all are disconnected after the test.
 
 Outside pytest, :func:`connected` does the same as a context manager.
 
@@ -19,7 +20,7 @@ Outside pytest, :func:`connected` does the same as a context manager.
     Like ``mongoengine_connect``, but every operation of the mongomock client is atomic (one
     lock per client), as on a real server: mongomock alone hands the same counter value to
     several threads. :func:`connected_threadsafe` is the context manager; its ``hook`` sees
-    every database call (count round trips, inject failures, add latency).
+    every database call (count round trips, inspect what is sent, inject failures, add latency).
 """
 
 from __future__ import annotations
@@ -54,22 +55,18 @@ class _Connections:
         self._aliases: list[tuple[str, str]] = []
 
     def connect(
-        self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: str = "standard"
+        self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: str | None = "standard"
     ) -> Any:
         name = f"mongoengine_ids_test_{uuid.uuid4().hex[:12]}"
+        options = _representation(uuid_representation)
         if self._uri is None:
             import mongomock
 
             mongoengine.connect(
-                name,
-                alias=alias,
-                mongo_client_class=mongomock.MongoClient,
-                uuidRepresentation=uuid_representation,
+                name, alias=alias, mongo_client_class=mongomock.MongoClient, **options
             )
         else:
-            mongoengine.connect(
-                name, alias=alias, host=self._uri, uuidRepresentation=uuid_representation
-            )
+            mongoengine.connect(name, alias=alias, host=self._uri, **options)
         self._aliases.append((alias, name))
         return mongoengine.get_db(alias)
 
@@ -82,6 +79,13 @@ class _Connections:
         _forget_cached_collections({alias for alias, _ in self._aliases})
         self._aliases.clear()
         reset_process_state()
+
+
+def _representation(uuid_representation: str | None) -> dict[str, str]:
+    # None gives MongoEngine none: it then warns (DeprecationWarning) and uses its default.
+    if uuid_representation is None:
+        return {}
+    return {"uuidRepresentation": uuid_representation}
 
 
 def _forget_cached_collections(aliases: set[str]) -> None:
@@ -99,6 +103,9 @@ def _forget_cached_collections(aliases: set[str]) -> None:
 @contextlib.contextmanager
 def connected(uri: str | None = None) -> Iterator[Connect]:
     """Yield a ``connect(alias=..., uuid_representation=...)`` function; disconnect on exit.
+
+    ``uuid_representation`` is the connection's ``uuidRepresentation`` (default
+    ``"standard"``); None gives none, so MongoEngine's default applies.
 
     Args:
         uri: a MongoDB URI to use a real server (each alias gets a new database, dropped on
@@ -135,7 +142,7 @@ class _ThreadSafeConnections(_Connections):
         self._hook = hook
 
     def connect(
-        self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: str = "standard"
+        self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: str | None = "standard"
     ) -> Any:
         if self._uri is not None and self._hook is None:
             return super().connect(alias, uuid_representation=uuid_representation)
@@ -145,7 +152,7 @@ class _ThreadSafeConnections(_Connections):
             name,
             alias=alias,
             mongo_client_class=instrumented_client_class(hook=self._hook, server=server),
-            uuidRepresentation=uuid_representation,
+            **_representation(uuid_representation),
             **({"host": self._uri} if server else {}),
         )
         self._aliases.append((alias, name))
@@ -160,7 +167,8 @@ def connected_threadsafe(uri: str | None = None, *, hook: Hook | None = None) ->
         uri: a MongoDB URI to use a real server instead.
         hook: ``hook(collection_name, method_name, call)`` runs every database call of the
             clients (under their lock with mongomock); it must return ``call()``'s result or
-            raise.
+            raise. ``call`` is a :func:`functools.partial`: ``call.args`` and ``call.keywords``
+            are what the call sends (a filter, a document, a DBRef to dereference).
     """
     connections = _ThreadSafeConnections(uri, hook)
     try:

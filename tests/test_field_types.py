@@ -28,6 +28,7 @@ from mongoengine_ids import (
     UUID7Generator,
     UUIDValueField,
 )
+from mongoengine_ids.write import seam
 
 if sys.version_info >= (3, 11):
     from typing import assert_type
@@ -99,9 +100,12 @@ def test_on_the_class_the_checker_sees_the_field() -> None:
     assert_type(TypedTicket.code, RandomUniqueField)
     assert_type(TypedTicket.code.space_size, int)
 
-    assert type(TypedPlace.id) is LocalityUUIDField
+    # A UUID key read on the class is the field's twin for MongoEngine's references (see
+    # seam.key_for_references): an instance of the field's class, with the field's attributes.
+    assert isinstance(TypedPlace.id, LocalityUUIDField)
     assert isinstance(TypedPlace.id.generator, LocalityUUIDGenerator)
-    assert type(TypedEvent.id) is UUID7Field
+    assert TypedPlace.id.generator is TypedPlace._fields["id"].generator
+    assert isinstance(TypedEvent.id, UUID7Field)
     assert type(TypedEvent.token) is UUID4Field
     assert type(TypedAccount.number) is SequenceField
     assert TypedAccount.number.counter_name(TypedAccount) == "typed_accounts.number"
@@ -124,13 +128,8 @@ def test_a_sequence_reached_through_the_class_is_typed(mongoengine_db: Any) -> N
 
 
 def test_the_typing_adds_nothing_at_run_time() -> None:
-    for field_class in (
-        GeneratedField,
-        UUIDValueField,
-        LocalityUUIDField,
-        UUID4Field,
-        UUID7Field,
-        SequenceField,
-        RandomUniqueField,
-    ):
+    for field_class in (GeneratedField, SequenceField, RandomUniqueField):
         assert field_class.__get__ is BaseField.__get__, field_class
+    # The UUID fields' own __get__ is for references (seam.key_get), not for the typing.
+    for field_class in (UUIDValueField, LocalityUUIDField, UUID4Field, UUID7Field):
+        assert field_class.__get__ is seam.key_get, field_class

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
+import mongoengine
+import mongoengine.connection
 import pytest
+from bson import DBRef
+
+from mongoengine_ids.testing import connected, connected_threadsafe
 
 USER_TESTS = """
 import mongoengine as me
@@ -89,3 +95,40 @@ def test_connected_works_without_pytest(pytester: pytest.Pytester) -> None:
     result = pytester.run(sys.executable, str(script))
     assert result.ret == 0, result.stderr.str()
     assert result.stdout.lines == ["saved 1"]
+
+
+@pytest.mark.parametrize("representation", ["standard", "pythonLegacy", "unspecified"])
+def test_connect_passes_the_uuid_representation(representation: str) -> None:
+    with connected() as connect:
+        connect("other", uuid_representation=representation)
+        settings = mongoengine.connection._connection_settings["other"]
+        assert settings["uuidRepresentation"] == representation
+
+
+def test_connect_without_a_uuid_representation_leaves_mongoengines_default() -> None:
+    with connected() as connect:
+        with pytest.warns(DeprecationWarning, match="No uuidRepresentation is specified"):
+            connect(uuid_representation=None)
+        # MongoEngine 0.27 to 0.29 fall back to pythonLegacy.
+        settings = mongoengine.connection._connection_settings["default"]
+        assert settings["uuidRepresentation"] == "pythonLegacy"
+
+
+def test_the_threadsafe_hook_sees_what_each_call_sends() -> None:
+    seen: list[tuple[str, str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def hook(collection: str, method: str, call: Any) -> Any:
+        seen.append((collection, method, call.args, call.keywords))
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        db.things.insert_one({"_id": 1})
+        assert db.things.find_one({"_id": 1}, projection={"_id": 1}) == {"_id": 1}
+        assert db.dereference(DBRef("things", 1)) == {"_id": 1}
+    assert seen[:3] == [
+        ("things", "insert_one", ({"_id": 1},), {}),
+        ("things", "find_one", ({"_id": 1},), {"projection": {"_id": 1}}),
+        # a round trip on a server (a find), so the hook sees it too
+        ("", "dereference", (DBRef("things", 1),), {}),
+    ]

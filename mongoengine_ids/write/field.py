@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Final, overload
 
 from mongoengine.base import BaseDocument, BaseField
 
@@ -153,6 +153,11 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     #: empty value of a required field (a primary key) before the write gives it one.
     _auto_gen = True
 
+    #: Whether a value's stored form differs from the value (a UUID stored as Binary or text):
+    #: then, as a primary key, MongoEngine's references need it put right (see
+    #: :mod:`mongoengine_ids.write.references`).
+    stored_form_differs: ClassVar[bool] = False
+
     #: How many times a write is retried with a fresh value when :meth:`is_collision` claims a
     #: duplicate-key error (0: never, the error propagates).
     collision_retries: int = 0
@@ -205,6 +210,12 @@ class GeneratedField(BaseField):  # type: ignore[misc]
 
     def release_values(self, write: Write, values: list[Any]) -> None:
         """Values of this field that were not written (the write failed). Default: nothing."""
+
+    def reference_key(self, value: Any) -> Any:
+        """``value``, as a key of this field, in the form MongoEngine's references (DBRefs) hold
+        and send back to the database. Default: the Python value, which is also the stored one
+        (ints and strings)."""
+        return self.to_python(self.to_mongo(value))
 
     def coerce(self, value: Any) -> Any:
         """Turn a stored or loosely typed value into the Python value; junk unchanged (then

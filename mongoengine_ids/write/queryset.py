@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import bulk, seam
+from . import bulk, references, seam
 from . import upsert as upserts
 
 
@@ -40,10 +40,15 @@ class GeneratingQuerySetMixin:
         return upserts.upsert(self, kwargs, lambda u: parent(upsert=True, **options, **u))
 
     def in_bulk(self, object_ids: Any) -> dict[Any, Any]:
-        """MongoEngine's ``in_bulk()``, with the ids in stored form: keys are the ids' values."""
-        pk = seam.pk_field(seam.parts(self).document_class)
-        found = super().in_bulk([pk.to_mongo(pk.to_python(i)) for i in object_ids])  # type: ignore[misc]
-        return {pk.to_python(key): document for key, document in found.items()}
+        """MongoEngine's ``in_bulk()``, the ids given in any form the key field accepts (its
+        value, the text, the stored form); the result is keyed by the ids as given."""
+        return references.in_bulk(seam.parts(self).document_class, object_ids, super().in_bulk)  # type: ignore[misc]
+
+    def distinct(self, field: str) -> Any:
+        """MongoEngine's ``distinct()``; the values of a generated field are the field's values
+        (a LocalityUUID, not the stored Binary)."""
+        found = super().distinct(field)  # type: ignore[misc]
+        return references.distinct_values(seam.parts(self).document_class, field, found)
 
     def __next__(self) -> Any:
         document = super().__next__()  # type: ignore[misc]

@@ -14,7 +14,17 @@ How the package plugs in, per model class (never globally, but for one class-cre
   and ``pre_save_post_validation`` have run, so the values are filled in right before the
   write, with the write's own collection (:mod:`.save`);
 * its ``queryset_class`` gets ``insert()`` (:mod:`.bulk`), ``update()`` and ``modify()``
-  (:mod:`.upsert`), and records which fields a projection loaded (:func:`note_loaded`).
+  (:mod:`.upsert`), ``in_bulk()`` and ``distinct()`` (:mod:`.references`), and records which
+  fields a projection loaded (:func:`note_loaded`);
+* on the class that declares a generated primary key stored in another form than its value
+  (a UUID), ``to_mongo`` and ``to_dbref`` are wrapped so that they give the key in stored form
+  (:mod:`.references`).
+
+References rely on MongoEngine building a reference's DBRef from the referenced model's
+``id.to_python(stored)`` (``ReferenceField``, ``LazyReferenceField``, ``CachedReferenceField``)
+and on nothing else in MongoEngine reading a model's key field as a class attribute
+(:func:`key_for_references`): the signatures are checked below, the behaviour by
+``tests/test_references.py``.
 """
 
 from __future__ import annotations
@@ -23,16 +33,19 @@ import dataclasses
 import inspect
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import mongoengine
-from mongoengine.base import BaseDocument, BaseList
+from mongoengine.base import BaseDocument, BaseField, BaseList
 from mongoengine.base.common import _document_registry
 from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
 from mongoengine.context_managers import set_write_concern as set_write_concern
 from mongoengine.document import Document, EmbeddedDocument
+from mongoengine.errors import LookUpError
+from mongoengine.fields import CachedReferenceField, LazyReferenceField, ReferenceField
 from mongoengine.queryset import QuerySet, transform
 from mongoengine.queryset.base import BaseQuerySet
 from mongoengine.queryset.field_list import QueryFieldList
@@ -50,12 +63,19 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (Document, "_get_collection_name", ()),
     (Document, "_get_db", ()),
     (Document, "_mark_as_changed", ("key",)),
+    (Document, "to_dbref", ()),
     (BaseDocument, "to_mongo", ("use_db_field", "fields")),
     (BaseDocument, "_from_son", ("son", "_auto_dereference", "created")),
+    (BaseDocument, "_lookup_field", ("parts",)),
+    (BaseField, "__get__", ("instance", "owner")),
+    (ReferenceField, "to_python", ("value",)),
+    (LazyReferenceField, "to_python", ("value",)),
+    (CachedReferenceField, "to_python", ("value",)),
     (BaseQuerySet, "insert", ("doc_or_docs", "load_bulk", "write_concern", "signal_kwargs")),
     (BaseQuerySet, "update", ("upsert", "multi", "write_concern", "read_concern")),
     (BaseQuerySet, "modify", ("upsert", "full_response", "remove", "new")),
     (BaseQuerySet, "in_bulk", ("object_ids",)),
+    (BaseQuerySet, "distinct", ("field",)),
     (BaseQuerySet, "__next__", ()),
     (BaseQuerySet, "__getitem__", ("key",)),
     (transform, "update", ("_doc_cls",)),
@@ -142,6 +162,23 @@ def changed(document: BaseDocument) -> list[str]:
 def id_field(document_class: type[BaseDocument]) -> str | None:
     """The name of the primary key field (None for embedded documents)."""
     return document_class._meta.get("id_field")  # type: ignore[no-any-return]
+
+
+def key_field(document_class: type[BaseDocument]) -> Any:
+    """The primary key field of a Document class."""
+    return document_class._fields[id_field(document_class) or "id"]
+
+
+def generated_field_at(document_class: type[BaseDocument], path: str) -> GeneratedField | None:
+    """The generated field that the dotted ``path`` names (None if it names another)."""
+    from .field import GeneratedField
+
+    try:
+        found = document_class._lookup_field(path.split("."))
+    except LookUpError:
+        return None
+    field = found[-1] if found else None
+    return field if isinstance(field, GeneratedField) else None
 
 
 def stored_pk(document: Any) -> Any:
@@ -298,6 +335,61 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     state(document).unloaded = frozenset(unloaded)
 
 
+# -- references ---------------------------------------------------------------------------------
+
+# Not in the field's __dict__, which the twin shares (and MongoEngine deep-copies fields).
+_twins: weakref.WeakKeyDictionary[GeneratedField, GeneratedField] = weakref.WeakKeyDictionary()
+_twin_classes: dict[type, type] = {}
+
+
+class _ForReferences:
+    """Mixed into a key field's class for :func:`key_for_references`."""
+
+    def to_python(self, value: Any) -> Any:
+        return self.reference_key(value)  # type: ignore[attr-defined]
+
+
+def key_get(field: GeneratedField, instance: Any, owner: type) -> Any:
+    """``__get__`` of a key field whose stored form differs from its value: MongoEngine's
+    ``BaseField.__get__``, but ``Model.id`` is :func:`key_for_references`."""
+    if instance is None:
+        return key_for_references(field) if field.primary_key else field
+    return instance._data.get(field.name)
+
+
+def key_for_references(field: GeneratedField) -> GeneratedField:
+    """What ``Model.id`` gives for a key field whose stored form differs from its value.
+
+    MongoEngine's ``ReferenceField``, ``LazyReferenceField`` and ``CachedReferenceField`` turn a
+    stored key into the id of a DBRef with ``Model.id.to_python(stored)``, then send that id as
+    it is (``dereference()``, the ``$in`` that loads a list of references, the documents that
+    hold the reference) and match the documents they load to it by ``==`` and hash. Nothing
+    else in MongoEngine reads the key field as a class attribute. So the class attribute is the
+    field with one difference: its ``to_python`` is the field's ``reference_key`` (the stored
+    form, comparing and hashing as the value). Loading a document goes through the field itself
+    (``Model._fields``) and is not affected.
+
+    The twin is an instance of a subclass of the field's class that shares the field's
+    ``__dict__``: every attribute, its generator included, is the field's own.
+    """
+    found = _twins.get(field)
+    if found is not None:
+        return found
+    with _lock:
+        klass = type(field)
+        twin_class = _twin_classes.get(klass)
+        if twin_class is None:
+            name, module = klass.__name__, klass.__module__
+            twin_class = type(name, (_ForReferences, klass), {"__module__": module})
+            _twin_classes[klass] = twin_class
+        twin = _twins.get(field)
+        if twin is None:
+            twin = object.__new__(twin_class)
+            object.__setattr__(twin, "__dict__", field.__dict__)
+            _twins[field] = twin
+        return twin
+
+
 # -- installation -------------------------------------------------------------------------------
 
 _HOOKED = "_mongoengine_ids_hooked"
@@ -314,17 +406,47 @@ os.register_at_fork(after_in_child=_new_lock_in_child)
 
 def declared(field: GeneratedField, owner: type, name: str) -> None:
     """A generated field was declared on ``owner``: hook the documents that will write it."""
+    key = bool(getattr(field, "primary_key", False)) and field.stored_form_differs
     if isinstance(owner, type) and issubclass(owner, Document):
         hook(owner)
+        if key:
+            hook_key(owner)
     elif isinstance(owner, type) and issubclass(owner, EmbeddedDocument):
         _embedded_declared(owner)
     else:  # a plain mixin: MongoEngine copies its fields into the Documents made from it
-        _on_subclass(owner, _hook_if_document)
+        _on_subclass(owner, _hook_key_if_document if key else _hook_if_document)
 
 
 def _hook_if_document(cls: type) -> None:
     if issubclass(cls, Document):
         hook(cls)
+
+
+def _hook_key_if_document(cls: type) -> None:
+    if issubclass(cls, Document):
+        hook(cls)
+        hook_key(cls)
+
+
+_KEY_HOOKED = "_mongoengine_ids_key_hooked"
+
+
+def hook_key(document_class: type[Document]) -> None:
+    """Make ``to_mongo`` and ``to_dbref`` of ``document_class``, whose primary key is a
+    generated field stored in another form than its value, give the key in stored form
+    (idempotent; inherited by subclasses)."""
+    from . import references
+
+    with _lock:
+        if any(_KEY_HOOKED in vars(klass) for klass in document_class.__mro__):
+            return
+        for name, wrap in (
+            ("to_mongo", references.wrap_to_mongo),
+            ("to_dbref", references.wrap_to_dbref),
+        ):
+            own = vars(document_class).get(name)
+            setattr(document_class, name, wrap(document_class, own))
+        setattr(document_class, _KEY_HOOKED, True)
 
 
 def hook(document_class: type[Document]) -> None:

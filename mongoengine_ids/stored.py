@@ -1,0 +1,113 @@
+"""UUID keys in stored form, as MongoEngine carries them in references.
+
+MongoEngine builds the ``DBRef`` of a reference from the referenced model's key field
+(``Model.id.to_python(stored)``) and later sends ``DBRef.id`` to the database as it is: in
+``dereference()``, in the ``$in`` query that loads a list of references, in the document that
+``save()`` writes back. It then matches the documents it loaded to the references by
+``document.id == DBRef.id`` and by hash. A UUID key of this package is stored as BSON Binary
+subtype 4 (or its text with ``as_string=True``) whatever the connection's
+``uuidRepresentation``, so a plain :class:`uuid.UUID` in a DBRef is sent as something else
+(subtype 3 under ``pythonLegacy``, an encoding error under ``unspecified``, a value mongomock
+never finds).
+
+So the references MongoEngine builds hold the key in one of these two types (see
+:func:`mongoengine_ids.write.seam.key_for_references`): BSON-encoded, it is exactly the stored
+value; compared or hashed, it is the key's :class:`uuid.UUID`. They are what a user sees in a
+DBRef read with ``no_dereference()`` and in ``LazyReference.pk``; ``.value`` is the key.
+Assigning one to a document stores the plain value, so ``document.id`` is always a
+:class:`~mongoengine_ids.LocalityUUID` or :class:`uuid.UUID`.
+
+Warning:
+    A stored key equals the plain ``Binary`` (or ``str``) of the same content, as the database
+    compares them, but hashes as the UUID: a dict or set keyed by plain ``Binary`` values does
+    not find it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from bson.binary import Binary
+
+from . import constants as C
+
+
+class StoredUUID(Binary):
+    """A UUID key as BSON Binary subtype 4 that compares and hashes as the UUID.
+
+    Args:
+        value: the key (a :class:`uuid.UUID`, a :class:`~mongoengine_ids.LocalityUUID`...).
+    """
+
+    _value: uuid.UUID
+
+    def __new__(cls, value: uuid.UUID) -> StoredUUID:
+        self = super().__new__(cls, value.bytes, C.BSON_UUID_SUBTYPE)
+        self._value = value
+        return self
+
+    @property
+    def value(self) -> uuid.UUID:
+        """The key, as the document's attribute holds it."""
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, uuid.UUID):
+            return self._value == other
+        return super().__eq__(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __str__(self) -> str:
+        return str(self._value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self._value)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._value,))
+
+
+class StoredUUIDText(str):
+    """A UUID key stored as its text (``as_string=True``) that compares and hashes as the UUID.
+
+    Args:
+        value: the key (a :class:`uuid.UUID`, a :class:`~mongoengine_ids.LocalityUUID`...).
+    """
+
+    _value: uuid.UUID
+
+    def __new__(cls, value: uuid.UUID) -> StoredUUIDText:
+        self = super().__new__(cls, str(value))
+        self._value = value
+        return self
+
+    @property
+    def value(self) -> uuid.UUID:
+        """The key, as the document's attribute holds it."""
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, uuid.UUID):
+            return self._value == other
+        return super().__eq__(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._value,))
+
+
+__all__ = ["StoredUUID", "StoredUUIDText"]
