@@ -87,7 +87,7 @@ def save_create(
     state.made_pk = make_pk(document) or state.made_pk
     # A key of a generated field is inserted, never written over a document holding it (also
     # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
-    insert = state.made_pk or force_insert or _pk_is_generated(type(document))
+    insert = state.made_pk or force_insert or seam.shape(type(document)).generates_pk
 
     def attempt() -> Any:
         son = document.to_mongo()  # MongoEngine serialised it before the values were made
@@ -143,11 +143,6 @@ def clear_made_pk(document: BaseDocument, state: seam.State) -> None:
 
 def _pk_name(document: BaseDocument) -> str:
     return seam.id_field(type(document)) or "id"
-
-
-def _pk_is_generated(document_class: type[Document]) -> bool:
-    pk = seam.id_field(document_class)
-    return any(name == pk for name, _ in seam.generated_fields(document_class))
 
 
 # -- existing documents -------------------------------------------------------------------------

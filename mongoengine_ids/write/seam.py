@@ -258,17 +258,73 @@ def auto_create_index(document_class: type[BaseDocument]) -> bool:
     return document_class._meta.get("auto_create_index", True) is not False
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What the write path needs to know of a document class, worked out once."""
+
+    #: The (name, field) pairs whose values this package generates.
+    generated: tuple[tuple[str, GeneratedField], ...]
+    #: Whether the primary key is one of them.
+    generates_pk: bool
+    #: The fields whose values may hold embedded documents (None: any, a dynamic document).
+    embedding: tuple[str, ...] | None
+
+
+# Per class, weakly: test suites and applications may make classes on the fly.
+_shapes: weakref.WeakKeyDictionary[type, Shape] = weakref.WeakKeyDictionary()
+
+
+def shape(document_class: type[BaseDocument]) -> Shape:
+    """The :class:`Shape` of ``document_class`` (its fields are fixed once it is made)."""
+    found = _shapes.get(document_class)
+    if found is None:
+        from .field import GeneratedField
+
+        fields = document_class._fields
+        generated = tuple(
+            (name, field) for name, field in fields.items() if isinstance(field, GeneratedField)
+        )
+        pk = id_field(document_class)
+        embedding = (
+            None
+            if getattr(document_class, "_dynamic", False)
+            else tuple(name for name, field in fields.items() if _may_embed(field))
+        )
+        found = Shape(generated, any(name == pk for name, _ in generated), embedding)
+        _shapes[document_class] = found
+    return found
+
+
+def _may_embed(field: Any) -> bool:
+    """Whether a field's value may hold embedded documents."""
+    from mongoengine.base import ComplexBaseField
+    from mongoengine.fields import GenericEmbeddedDocumentField
+
+    if isinstance(field, GenericEmbeddedDocumentField) or any(True for _ in _embedded_types(field)):
+        return True
+    if isinstance(field, ComplexBaseField):  # a list or dict: untyped, or of what it holds
+        return field.field is None or _may_embed(field.field)
+    return False
+
+
 def generated_fields(
     document_class: type[BaseDocument],
 ) -> tuple[tuple[str, GeneratedField], ...]:
     """The (name, field) pairs of ``document_class`` whose values this package generates."""
-    from .field import GeneratedField
+    return shape(document_class).generated
 
-    return tuple(
-        (name, field)
-        for name, field in document_class._fields.items()
-        if isinstance(field, GeneratedField)
-    )
+
+def embedding_values(document: BaseDocument) -> Iterator[Any]:
+    """The values of ``document`` that may hold embedded documents."""
+    names = shape(type(document)).embedding
+    data = document._data
+    if names is None:
+        yield from data.values()
+        return
+    for name in names:
+        value = data.get(name)
+        if value is not None:
+            yield value
 
 
 def embedded_documents(value: Any) -> Iterator[BaseDocument]:

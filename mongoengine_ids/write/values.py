@@ -96,14 +96,14 @@ def slots(
     if not loaded:
         for name, field in seam.generated_fields(type(document)):
             yield Slot(root, document, name, field)
-    for value in seam.data(document).values():  # a loaded one may hold new ones
+    for value in seam.embedding_values(document):  # a loaded one may hold new ones
         for embedded in seam.embedded_documents(value):
             yield from slots(embedded, embedded_new_only=embedded_new_only, root=root)
 
 
 def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
     """Every embedded document inside ``document``, at any depth."""
-    for value in seam.data(document).values():
+    for value in seam.embedding_values(document):
         for inner in seam.embedded_documents(value):
             yield inner
             yield from embedded(inner)
