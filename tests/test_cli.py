@@ -615,7 +615,7 @@ def test_demo_without_mongomock_says_how_to_install_it(
         ("localhost:27017", 2, "'localhost:27017' is not a MongoDB URI"),  # no scheme
         ("http://localhost", 2, "'http://localhost' is not a MongoDB URI"),  # another scheme
         ("mongodb://:::", 2, "'mongodb://:::' is not a valid MongoDB URI"),  # unparseable
-        ("mongodb://db/shop?bogus=1", 2, "Unknown option: bogus"),
+        ("mongodb://db/shop?bogus=1", 2, "Unknown option"),
         # Nothing listens on port 1: refused; the URI's short timeout is kept.
         (
             "mongodb://admin:s3cret@127.0.0.1:1/?serverSelectionTimeoutMS=50",

@@ -85,12 +85,12 @@ def test_without_database(text: str, without: str) -> None:
         ("localhost:27017/shop", ["'localhost:27017/shop' is not a MongoDB URI", "expected"]),
         ("http://x/shop", ["'http://x/shop' is not a MongoDB URI"]),
         ("", ["'' is not a MongoDB URI"]),
-        ("mongodb://", ["is not a valid MongoDB URI: Must provide at least one hostname"]),
+        ("mongodb://", ["is not a valid MongoDB URI: Empty host"]),
         ("mongodb:///shop", ["is not a valid MongoDB URI: Empty host"]),
         ("mongodb://db:99999/x", ["is not a valid MongoDB URI: Port must be an integer"]),
         ("mongodb://db:0/x", ["Port must be an integer"]),
         ("mongodb://db:port/x", ["Port contains non-digit characters"]),
-        ("mongodb://db/x?bogus=1", ["Unknown option: bogus"]),
+        ("mongodb://db/x?bogus=1", ["Unknown option", "bogus"]),
         ("mongodb://db/x?w=-5", ["is not a valid MongoDB URI: "]),
         ("mongodb://[::1/x", ["is not a valid MongoDB URI: "]),
         ("mongodb://db/a$b", ["Bad database name"]),
@@ -158,12 +158,12 @@ def test_an_unresolvable_srv_host_is_a_runtime_error(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(dns.resolver, "resolve", nxdomain)
 
     with pytest.raises(CommandError) as caught:
-        uri.parse("mongodb+srv://admin:s3cret@nowhere.invalid/shop")
+        uri.parse("mongodb+srv://admin:s3cret@db.nowhere.invalid/shop")
 
     assert caught.value.status == 1
     message = str(caught.value)
     assert message.startswith(
-        "--uri 'mongodb+srv://admin:***@nowhere.invalid/shop': cannot resolve"
+        "--uri 'mongodb+srv://admin:***@db.nowhere.invalid/shop': cannot resolve"
     )
     assert "s3cret" not in message
 

@@ -227,7 +227,7 @@ def open_client(target: MongoURI) -> Any:
 
 def _is_dns_failure(error: BaseException) -> bool:
     """Whether pymongo raised ``error`` because a DNS lookup (of a ``mongodb+srv`` host) failed."""
-    cause = error.__cause__
+    cause = error.__cause__ or error.__context__  # pymongo before 4.3 does not chain it
     return cause is not None and type(cause).__module__.split(".")[0] == "dns"
 
 
@@ -248,6 +248,11 @@ def parse(text: str, *, source: str = "--uri") -> MongoURI:
     shown = shorten(redact(text), SHOWN_CHARACTERS)
     if not text.startswith(SCHEMES):
         raise CommandError(f"{source} {shown} is not a MongoDB URI: {EXPECTED}", status=EXIT_USAGE)
+    problem = _netloc_problem(text)
+    if problem is not None:
+        raise CommandError(
+            f"{source} {shown} is not a valid MongoDB URI: {problem}", status=EXIT_USAGE
+        )
     try:
         parsed = parse_uri(text)
     except Exception as error:
@@ -277,6 +282,28 @@ def parse(text: str, *, source: str = "--uri") -> MongoURI:
         options=dict(parsed.get("options") or {}),
         username=parsed.get("username"),
     )
+
+
+def _netloc_problem(text: str) -> str | None:
+    """What is wrong with the hosts of ``text``, said the same way whatever pymongo's version
+    (4.0 reads ``mongodb:///shop`` as the host ``shop``, and words the rest differently)."""
+    scheme, _, rest = text.partition("://")
+    hosts = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+    if not hosts or not all(hosts.split(",")):
+        return "Empty host (or extra comma in host list)"
+    for host in hosts.split(","):
+        port = host.rpartition("]")[2].partition(":")[2] if host.startswith("[") else ""
+        if not host.startswith("["):
+            port = host.partition(":")[2]
+        if port and not port.isdigit():
+            return "Port contains non-digit characters"  # not quoted: it may be a password
+        if port and not 0 < int(port) <= 65535:
+            return "Port must be an integer between 1 and 65535"
+    if scheme == "mongodb+srv" and "," in hosts:
+        return "a mongodb+srv:// URI must have one, and only one, hostname"
+    if scheme == "mongodb+srv" and ":" in hosts.rpartition("]")[2]:
+        return "a mongodb+srv:// URI must not include a port number"
+    return None
 
 
 def _hosts_problem(nodes: list[tuple[str, int | None]]) -> str | None:
