@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mongoengine_ids.bench import sequence as bench
-from mongoengine_ids.bench.sequence import CountingLatency, latency_database
+from mongoengine_ids.bench._latency import CountingLatency, latency_database
 from mongoengine_ids.sequence import DEFAULT_COLLECTION, Sequence
 
 
@@ -36,6 +36,7 @@ def test_latency_wrapper_waits_before_every_call_and_counts_them() -> None:
         assert waits == [0.001] * 4
         db["other"].insert_one({"x": 1})
         assert hook.count("other") == 1
+        assert hook.total == 5
 
 
 def test_latency_must_not_be_negative() -> None:
@@ -50,3 +51,18 @@ def test_database_is_left_disconnected(mongoengine_db: Any) -> None:
         pass
     with pytest.raises(mongoengine.connection.ConnectionFailure):
         mongoengine.get_db(bench.BENCH_ALIAS)
+
+
+def test_wait_spins_until_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fake clock that moves 0.25 s per reading: the wait reads it until the deadline passed.
+    from mongoengine_ids.bench import _latency
+
+    readings: list[float] = []
+
+    def clock() -> float:
+        readings.append(len(readings) * 0.25)
+        return readings[-1]
+
+    monkeypatch.setattr(_latency.time, "perf_counter", clock)
+    _latency.wait(1.0)
+    assert readings == [0.0, 0.25, 0.5, 0.75, 1.0]  # the start, then until it reaches 0.0 + 1.0

@@ -4,7 +4,7 @@ Rows (names are stable; the tests look for them):
 
 * hand-out from a leased block: ``Sequence.next() from a leased block`` (target **<= 200 ns**,
   5M ids/s), with ``with lock: next(count)`` and ``bson.ObjectId()`` for scale.
-* with a simulated 1 ms round trip (mongomock wrapped so that every database call sleeps 1 ms;
+* with a simulated 1 ms round trip (mongomock wrapped so that every database call waits 1 ms,
   a real server's own latency with ``uri``), ``batch_size=1000`` against MongoEngine's field:
   id acquisition (target **<= 0.01x**, 100 times faster), ``save()`` (target **<= 0.55x**, 1.8
   times faster: one round trip instead of two) and ``insert()`` of 1,000 documents (target
@@ -15,23 +15,18 @@ Rows (names are stable; the tests look for them):
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import bson
-import mongoengine
 from mongoengine import Document, IntField, StringField
 from mongoengine import fields as me_fields
 
 from ..sequence import DEFAULT_COLLECTION, Sequence, SequenceField
-from ..sequence_wrappers import Hook, instrumented_client_class
 from ._core import (
     BENCH_ALIAS,
     Result,
@@ -45,6 +40,7 @@ from ._core import (
     measure,
     save_trial,
 )
+from ._latency import CountingLatency, latency_database
 
 GROUP: Final = "sequence"
 LATENCY_SECONDS: Final = 0.001
@@ -140,58 +136,6 @@ _MODELS: Final = (
     BenchMongoEngineSequenceDocument,
     BenchSequenceObjectIdDocument,
 )
-
-
-# -- the latency wrapper ------------------------------------------------------------------------
-
-
-class CountingLatency:
-    """A hook for :func:`~mongoengine_ids.sequence_wrappers.instrumented_client_class`: waits
-    ``latency`` seconds before every database call (a simulated round trip) and counts calls
-    per collection.
-
-    Args:
-        latency: seconds per round trip (0 to count only).
-        sleep: the waiting function (injected for tests).
-    """
-
-    def __init__(self, latency: float, *, sleep: Callable[[float], None] = time.sleep) -> None:
-        if latency < 0:
-            raise ValueError(f"latency={latency!r} must be >= 0")
-        self.latency = latency
-        self.calls: dict[str, int] = {}
-        self._sleep = sleep
-        self._lock = threading.Lock()
-
-    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
-        with self._lock:
-            self.calls[collection] = self.calls.get(collection, 0) + 1
-        if self.latency:
-            self._sleep(self.latency)
-        return call()
-
-    def count(self, collection: str) -> int:
-        """Database calls made on ``collection`` so far."""
-        return self.calls.get(collection, 0)
-
-
-@contextlib.contextmanager
-def latency_database(hook: Hook) -> Iterator[Any]:
-    """Connect :data:`BENCH_ALIAS` to a new mongomock database whose calls go through ``hook``.
-
-    Yields the database; disconnects on exit.
-    """
-    name = f"mongoengine_ids_bench_{uuid.uuid4().hex[:12]}"
-    mongoengine.connect(
-        name,
-        alias=BENCH_ALIAS,
-        mongo_client_class=instrumented_client_class(hook=hook),
-        uuidRepresentation="standard",
-    )
-    try:
-        yield mongoengine.get_db(BENCH_ALIAS)
-    finally:
-        mongoengine.disconnect(BENCH_ALIAS)
 
 
 # -- trials -------------------------------------------------------------------------------------
