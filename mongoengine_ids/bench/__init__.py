@@ -27,7 +27,7 @@ from typing import Any, Final
 from ._core import BenchError, Result, format_machine, format_table, machine_info, to_json
 
 #: The group modules, in the order they run; a missing one is skipped.
-GROUPS: Final[tuple[str, ...]] = ("locality", "sequence", "random_unique")
+GROUPS: Final[tuple[str, ...]] = ("locality", "sequence", "random_unique", "writes")
 
 _PACKAGE: Final = "mongoengine_ids.bench"
 
