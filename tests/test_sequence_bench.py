@@ -18,11 +18,14 @@ def test_quick_run_returns_every_row() -> None:
     judged = {(row.name, row.baseline): row.target for row in rows if row.target}
     assert judged == {
         (bench.HANDOUT, None): "<= 200 ns",
-        (bench.ACQUIRE_OURS, bench.ACQUIRE_THEIRS): "<= 0.01x",
-        (bench.SAVE_OURS, bench.SAVE_THEIRS): "<= 0.56x",
-        (bench.INSERT_OURS, bench.INSERT_THEIRS): "<= 0.05x",
-        (bench.SAVE_OURS, bench.SAVE_OBJECT_ID): "<= 1.20x",
+        (bench.ACQUIRE_OURS, bench.ACQUIRE_THEIRS): ">= 500x faster",
+        (bench.SAVE_OURS, bench.SAVE_THEIRS): ">= 1.8x faster",
+        (bench.INSERT_OURS, bench.INSERT_THEIRS): ">= 40x faster",
     }
+    # Judged only with the latency: the mongomock-only rows (the second half) have no target.
+    mongomock_only = [row for row in rows if "mongomock;" in row.note]
+    assert mongomock_only
+    assert all(row.target is None for row in mongomock_only)
 
 
 def test_latency_wrapper_waits_before_every_call_and_counts_them() -> None:

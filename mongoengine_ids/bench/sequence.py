@@ -6,11 +6,14 @@ Rows (names are stable; the tests look for them):
   5M ids/s), with ``with lock: next(count)`` and ``bson.ObjectId()`` for scale.
 * with a simulated 1 ms round trip (mongomock wrapped so that every database call waits 1 ms,
   a real server's own latency with ``uri``), ``batch_size=1000`` against MongoEngine's field:
-  id acquisition (target **<= 0.01x**, 100 times faster), ``save()`` (target **<= 0.55x**, 1.8
-  times faster: one round trip instead of two) and ``insert()`` of 1,000 documents (target
-  **<= 0.05x**, 20 times faster). The notes give the counter round trips per 1,000 ids.
-* on mongomock without added latency: ``save()`` against the default ObjectId ``save()``
-  (target **<= 1.20x**), and the same acquisition and insert rows, reported only.
+  id acquisition (target **at least 500 times faster**, issue 11), ``save()`` (target **at
+  least 1.8 times faster**, one round trip instead of two, issue 3) and ``insert()`` of 1,000
+  documents (target **at least 40 times faster**, issue 11), with the default ObjectId
+  ``save()`` for scale. The notes give the counter round trips per 1,000 ids.
+* on mongomock without added latency: the same acquisition, ``save()`` (against the ObjectId
+  save only) and insert rows, reported without targets: mongomock's own cost is no server's.
+  How ``save()`` and bulk inserts compare with values the caller assigns is the ``writes``
+  group's.
 """
 
 from __future__ import annotations
@@ -58,12 +61,12 @@ SAVE_OBJECT_ID: Final = "save() ObjectId pk"
 INSERT_OURS: Final = f"insert({BULK_SIZE:,}) SequenceField pk"
 INSERT_THEIRS: Final = f"insert({BULK_SIZE:,}) mongoengine SequenceField pk"
 
-#: Targets (issue 3): the most time a candidate may take relative to its baseline.
+#: Targets: the hand-out time (issue 3), then how many times faster than MongoEngine's field
+#: with 1 ms per database call (acquisition and bulk insert: issue 11; save: issue 3).
 HANDOUT_MAX_SECONDS: Final = 200e-9  # 5M ids/s
-ACQUIRE_MAX_RATIO: Final = 0.01  # 100x faster
-SAVE_LATENCY_MAX_RATIO: Final = 1 / 1.8  # 1.8x faster
-INSERT_MAX_RATIO: Final = 0.05  # 20x faster
-SAVE_MOCK_MAX_RATIO: Final = 1.2
+ACQUIRE_MIN_SPEEDUP: Final = 500
+SAVE_MIN_SPEEDUP: Final = 1.8
+INSERT_MIN_SPEEDUP: Final = 40
 
 
 @dataclass(frozen=True)
@@ -261,48 +264,44 @@ def _database_rows(
     insert_note = f"{label}; min of {counts.latency_rounds} rounds; time per batch"
     return [
         baseline_row(GROUP, ACQUIRE_THEIRS, acquire[ACQUIRE_THEIRS], note=acquire_note),
-        compare_row(
-            GROUP,
+        _faster_row(
             ACQUIRE_OURS,
             acquire,
             ACQUIRE_THEIRS,
-            max_ratio=ACQUIRE_MAX_RATIO if judged else None,
-            note=acquire_note,
+            ACQUIRE_MIN_SPEEDUP if judged else None,
+            acquire_note,
         ),
         baseline_row(GROUP, SAVE_OBJECT_ID, saves[SAVE_OBJECT_ID], note=save_note),
         *(
             [
                 baseline_row(GROUP, SAVE_THEIRS, saves[SAVE_THEIRS], note=save_note),
-                compare_row(
-                    GROUP,
-                    SAVE_OURS,
-                    saves,
-                    SAVE_THEIRS,
-                    max_ratio=SAVE_LATENCY_MAX_RATIO,
-                    note=save_note,
-                ),
+                _faster_row(SAVE_OURS, saves, SAVE_THEIRS, SAVE_MIN_SPEEDUP, save_note),
             ]
             if judged
             else []
         ),
-        compare_row(
-            GROUP,
-            SAVE_OURS,
-            saves,
-            SAVE_OBJECT_ID,
-            max_ratio=None if judged else SAVE_MOCK_MAX_RATIO,
-            note=save_note,
-        ),
+        compare_row(GROUP, SAVE_OURS, saves, SAVE_OBJECT_ID, note=save_note),
         baseline_row(GROUP, INSERT_THEIRS, inserts[INSERT_THEIRS], note=insert_note),
-        compare_row(
-            GROUP,
+        _faster_row(
             INSERT_OURS,
             inserts,
             INSERT_THEIRS,
-            max_ratio=INSERT_MAX_RATIO if judged else None,
-            note=insert_note,
+            INSERT_MIN_SPEEDUP if judged else None,
+            insert_note,
         ),
     ]
+
+
+def _faster_row(
+    name: str, timings: dict[str, Any], baseline: str, min_speedup: float | None, note: str
+) -> Result:
+    """``name`` against ``baseline``; the target, if any, written as a speedup (a ratio of
+    1/500 would print as ``<= 0.00x``)."""
+    max_ratio = None if min_speedup is None else 1 / min_speedup
+    row = compare_row(GROUP, name, timings, baseline, max_ratio=max_ratio, note=note)
+    if min_speedup is None:
+        return row
+    return dataclasses.replace(row, target=f">= {min_speedup:g}x faster")
 
 
 def _with_speedup(row: Result) -> Result:
