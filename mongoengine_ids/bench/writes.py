@@ -80,7 +80,8 @@ class _Counts:
     warmup: int
 
 
-# Full run on the 2-core development machine: about 2 min with the latency, 1 min without.
+# Full run on the 2-core development machine, shared with other processes: about 3 min, most of
+# it the waits of the latency section and mongomock's bulk inserts under a unique index.
 # save_number is the batch size, so that every round pays for exactly one lease.
 _FULL: Final = _Counts(
     save_number=BATCH_SIZE, save_rounds=7, insert_number=3, insert_rounds=9, warmup=1
