@@ -21,8 +21,7 @@ def test_quick_run_has_every_row_in_order() -> None:
             continue
         assert row.ratio is not None
         assert math.isfinite(row.ratio)
-        # the target applies at 1% full or less, and only there
-        assert (row.target == "<= 1.10x") == row.name.endswith((" 0% full", " 1% full"))
+        assert row.target is None  # reported only: mongomock's retries are no server's
         measured, expected = map(
             float,
             re.findall(r"retries/insert (\d+\.\d+) measured, (\d+\.\d+) expected", row.note)[0],

@@ -8,7 +8,7 @@ import pytest
 
 from mongoengine_ids.sequence import DEFAULT_COLLECTION, Sequence
 from mongoengine_ids.tools.bench import sequence as bench
-from mongoengine_ids.tools.bench.sequence import CountingLatency, latency_database
+from mongoengine_ids.tools.bench._latency import CountingLatency, latency_database
 
 
 def test_quick_run_returns_every_row() -> None:
@@ -18,11 +18,14 @@ def test_quick_run_returns_every_row() -> None:
     judged = {(row.name, row.baseline): row.target for row in rows if row.target}
     assert judged == {
         (bench.HANDOUT, None): "<= 200 ns",
-        (bench.ACQUIRE_OURS, bench.ACQUIRE_THEIRS): "<= 0.01x",
-        (bench.SAVE_OURS, bench.SAVE_THEIRS): "<= 0.56x",
-        (bench.INSERT_OURS, bench.INSERT_THEIRS): "<= 0.05x",
-        (bench.SAVE_OURS, bench.SAVE_OBJECT_ID): "<= 1.20x",
+        (bench.ACQUIRE_OURS, bench.ACQUIRE_THEIRS): ">= 500x faster",
+        (bench.SAVE_OURS, bench.SAVE_THEIRS): ">= 1.8x faster",
+        (bench.INSERT_OURS, bench.INSERT_THEIRS): ">= 40x faster",
     }
+    # Judged only with the latency: the mongomock-only rows (the second half) have no target.
+    mongomock_only = [row for row in rows if "mongomock;" in row.note]
+    assert mongomock_only
+    assert all(row.target is None for row in mongomock_only)
 
 
 def test_latency_wrapper_waits_before_every_call_and_counts_them() -> None:
@@ -36,6 +39,7 @@ def test_latency_wrapper_waits_before_every_call_and_counts_them() -> None:
         assert waits == [0.001] * 4
         db["other"].insert_one({"x": 1})
         assert hook.count("other") == 1
+        assert hook.total == 5
 
 
 def test_latency_must_not_be_negative() -> None:
@@ -50,3 +54,18 @@ def test_database_is_left_disconnected(mongoengine_db: Any) -> None:
         pass
     with pytest.raises(mongoengine.connection.ConnectionFailure):
         mongoengine.get_db(bench.BENCH_ALIAS)
+
+
+def test_wait_spins_until_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fake clock that moves 0.25 s per reading: the wait reads it until the deadline passed.
+    from mongoengine_ids.tools.bench import _latency
+
+    readings: list[float] = []
+
+    def clock() -> float:
+        readings.append(len(readings) * 0.25)
+        return readings[-1]
+
+    monkeypatch.setattr(_latency.time, "perf_counter", clock)
+    _latency.wait(1.0)
+    assert readings == [0.0, 0.25, 0.5, 0.75, 1.0]  # the start, then until it reaches 0.0 + 1.0

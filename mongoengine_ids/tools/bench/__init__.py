@@ -38,7 +38,7 @@ from ._core import (
 )
 
 #: The group modules, in the order they run; a missing one is skipped.
-GROUPS: Final[tuple[str, ...]] = ("locality", "sequence", "random_unique")
+GROUPS: Final[tuple[str, ...]] = ("locality", "sequence", "random_unique", "writes")
 
 _PACKAGE: Final = "mongoengine_ids.tools.bench"
 

@@ -6,9 +6,14 @@ Rows (names are stable; the tests look for them), for each fill f in 0%, 1%, 10%
   (``IntField(unique=True)``) the caller assigns from values known to be free: one write per
   document, never a collision;
 * ``save() RandomUniqueField code, <f> full``: the candidate, ``code`` drawn at random from the
-  same space and retried on collisions; compared with the baseline at the same fill (target
-  **<= 1.10x** at 1% full or less), with the measured retries per insert against the expected
-  ``f / (1 - f)`` in the note.
+  same space and retried on collisions; compared with the baseline at the same fill, with the
+  measured retries per insert against the expected ``f / (1 - f)`` in the note.
+
+Reported without targets. The rows run on mongomock (or the server given as ``uri``), where
+every insert scans the collection for the unique index and a retry costs a failed insert, not
+a round trip; what the write path costs against assigned values, with a server's latency, is
+the ``writes`` group's. (The target of issue 4, within 1.10x at 1% full on mongomock, is gone
+with issue 11.)
 
 The space holds :attr:`_Counts.space` values; a fill is made by inserting that share of them
 before timing. Each saved document is deleted again right after its (timed) save, untimed, so
@@ -45,10 +50,6 @@ GROUP: Final = "random_unique"
 #: The fills measured, as shares of the space.
 FILLS: Final[tuple[float, ...]] = (0.0, 0.01, 0.10, 0.50)
 
-#: Target: the candidate may take this many times the baseline's time, at these fills or less.
-MAX_RATIO: Final = 1.1
-TARGET_FILL: Final = 0.01
-
 #: The prefill and the free values are drawn from this seed: runs are comparable.
 SEED: Final = 20_240_601
 
@@ -76,28 +77,21 @@ class _Counts:
         number: saves per round, per candidate.
         rounds: timed rounds.
         warmup: untimed rounds first.
-        target_number: ``number`` at the fills the target is read at (cheap saves).
-        target_rounds: ``rounds`` there.
     """
 
     space: int
     number: int
     rounds: int
     warmup: int
-    target_number: int
-    target_rounds: int
 
 
 # mongomock checks a unique index by scanning the collection, so a save costs time in
 # proportion to the documents present (at 50% of 4,000: about 2,000 compared per save), for the
 # baseline and the candidate alike; the ratio is what is read. At 1% full a round of 200 saves
 # holds 2 retries on average (each costs a failed save, about a save and a half), and their
-# count varies from round to round: the target fills get 4 times the saves, in 31 rounds.
-# Full run: about 50 s on mongomock on the 2-core development machine.
-_FULL: Final = _Counts(
-    space=4_000, number=200, rounds=9, warmup=1, target_number=800, target_rounds=31
-)
-_QUICK: Final = _Counts(space=400, number=5, rounds=2, warmup=0, target_number=5, target_rounds=2)
+# count varies from round to round.
+_FULL: Final = _Counts(space=4_000, number=200, rounds=9, warmup=1)
+_QUICK: Final = _Counts(space=400, number=5, rounds=2, warmup=0)
 
 
 def _models(fill: float, space: int) -> tuple[type[Document], type[Document]]:
@@ -170,9 +164,7 @@ def _one_fill(fill: float, counts: _Counts, label: str) -> list[Result]:
     field: Any = candidate._fields["code"]
     field.reset_stats()
     baseline, name = assigned_name(fill), random_name(fill)
-    target = fill <= TARGET_FILL
-    number = counts.target_number if target else counts.number
-    rounds = counts.target_rounds if target else counts.rounds
+    number, rounds = counts.number, counts.rounds
     timings = measure_alternating(
         {baseline: _assigned_step(assigned, free), name: _random_step(candidate)},
         number=number,
@@ -191,14 +183,7 @@ def _one_fill(fill: float, counts: _Counts, label: str) -> list[Result]:
     base_note = f"{label}; space {counts.space:,}; median of {rounds} x {number:,}"
     return [
         baseline_row(GROUP, baseline, timings[baseline], note=base_note),
-        compare_row(
-            GROUP,
-            name,
-            timings,
-            baseline,
-            max_ratio=MAX_RATIO if target else None,
-            note=note,
-        ),
+        compare_row(GROUP, name, timings, baseline, note=note),
     ]
 
 

@@ -4,34 +4,32 @@ Rows (names are stable; the tests look for them):
 
 * hand-out from a leased block: ``Sequence.next() from a leased block`` (target **<= 200 ns**,
   5M ids/s), with ``with lock: next(count)`` and ``bson.ObjectId()`` for scale.
-* with a simulated 1 ms round trip (mongomock wrapped so that every database call sleeps 1 ms;
+* with a simulated 1 ms round trip (mongomock wrapped so that every database call waits 1 ms,
   a real server's own latency with ``uri``), ``batch_size=1000`` against MongoEngine's field:
-  id acquisition (target **<= 0.01x**, 100 times faster), ``save()`` (target **<= 0.55x**, 1.8
-  times faster: one round trip instead of two) and ``insert()`` of 1,000 documents (target
-  **<= 0.05x**, 20 times faster). The notes give the counter round trips per 1,000 ids.
-* on mongomock without added latency: ``save()`` against the default ObjectId ``save()``
-  (target **<= 1.20x**), and the same acquisition and insert rows, reported only.
+  id acquisition (target **at least 500 times faster**, issue 11), ``save()`` (target **at
+  least 1.8 times faster**, one round trip instead of two, issue 3) and ``insert()`` of 1,000
+  documents (target **at least 40 times faster**, issue 11), with the default ObjectId
+  ``save()`` for scale. The notes give the counter round trips per 1,000 ids.
+* on mongomock without added latency: the same acquisition, ``save()`` (against the ObjectId
+  save only) and insert rows, reported without targets: mongomock's own cost is no server's.
+  How ``save()`` and bulk inserts compare with values the caller assigns is the ``writes``
+  group's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import bson
-import mongoengine
 from mongoengine import Document, IntField, StringField
 from mongoengine import fields as me_fields
 
 from ...sequence import DEFAULT_COLLECTION, Sequence, SequenceField
-from ...sequence_wrappers import Hook, instrumented_client_class
 from ._core import (
     BENCH_ALIAS,
     Result,
@@ -45,6 +43,7 @@ from ._core import (
     measure,
     save_trial,
 )
+from ._latency import CountingLatency, latency_database
 
 GROUP: Final = "sequence"
 LATENCY_SECONDS: Final = 0.001
@@ -62,12 +61,12 @@ SAVE_OBJECT_ID: Final = "save() ObjectId pk"
 INSERT_OURS: Final = f"insert({BULK_SIZE:,}) SequenceField pk"
 INSERT_THEIRS: Final = f"insert({BULK_SIZE:,}) mongoengine SequenceField pk"
 
-#: Targets (issue 3): the most time a candidate may take relative to its baseline.
+#: Targets: the hand-out time (issue 3), then how many times faster than MongoEngine's field
+#: with 1 ms per database call (acquisition and bulk insert: issue 11; save: issue 3).
 HANDOUT_MAX_SECONDS: Final = 200e-9  # 5M ids/s
-ACQUIRE_MAX_RATIO: Final = 0.01  # 100x faster
-SAVE_LATENCY_MAX_RATIO: Final = 1 / 1.8  # 1.8x faster
-INSERT_MAX_RATIO: Final = 0.05  # 20x faster
-SAVE_MOCK_MAX_RATIO: Final = 1.2
+ACQUIRE_MIN_SPEEDUP: Final = 500
+SAVE_MIN_SPEEDUP: Final = 1.8
+INSERT_MIN_SPEEDUP: Final = 40
 
 
 @dataclass(frozen=True)
@@ -140,58 +139,6 @@ _MODELS: Final = (
     BenchMongoEngineSequenceDocument,
     BenchSequenceObjectIdDocument,
 )
-
-
-# -- the latency wrapper ------------------------------------------------------------------------
-
-
-class CountingLatency:
-    """A hook for :func:`~mongoengine_ids.sequence_wrappers.instrumented_client_class`: waits
-    ``latency`` seconds before every database call (a simulated round trip) and counts calls
-    per collection.
-
-    Args:
-        latency: seconds per round trip (0 to count only).
-        sleep: the waiting function (injected for tests).
-    """
-
-    def __init__(self, latency: float, *, sleep: Callable[[float], None] = time.sleep) -> None:
-        if latency < 0:
-            raise ValueError(f"latency={latency!r} must be >= 0")
-        self.latency = latency
-        self.calls: dict[str, int] = {}
-        self._sleep = sleep
-        self._lock = threading.Lock()
-
-    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
-        with self._lock:
-            self.calls[collection] = self.calls.get(collection, 0) + 1
-        if self.latency:
-            self._sleep(self.latency)
-        return call()
-
-    def count(self, collection: str) -> int:
-        """Database calls made on ``collection`` so far."""
-        return self.calls.get(collection, 0)
-
-
-@contextlib.contextmanager
-def latency_database(hook: Hook) -> Iterator[Any]:
-    """Connect :data:`BENCH_ALIAS` to a new mongomock database whose calls go through ``hook``.
-
-    Yields the database; disconnects on exit.
-    """
-    name = f"mongoengine_ids_bench_{uuid.uuid4().hex[:12]}"
-    mongoengine.connect(
-        name,
-        alias=BENCH_ALIAS,
-        mongo_client_class=instrumented_client_class(hook=hook),
-        uuidRepresentation="standard",
-    )
-    try:
-        yield mongoengine.get_db(BENCH_ALIAS)
-    finally:
-        mongoengine.disconnect(BENCH_ALIAS)
 
 
 # -- trials -------------------------------------------------------------------------------------
@@ -317,48 +264,44 @@ def _database_rows(
     insert_note = f"{label}; min of {counts.latency_rounds} rounds; time per batch"
     return [
         baseline_row(GROUP, ACQUIRE_THEIRS, acquire[ACQUIRE_THEIRS], note=acquire_note),
-        compare_row(
-            GROUP,
+        _faster_row(
             ACQUIRE_OURS,
             acquire,
             ACQUIRE_THEIRS,
-            max_ratio=ACQUIRE_MAX_RATIO if judged else None,
-            note=acquire_note,
+            ACQUIRE_MIN_SPEEDUP if judged else None,
+            acquire_note,
         ),
         baseline_row(GROUP, SAVE_OBJECT_ID, saves[SAVE_OBJECT_ID], note=save_note),
         *(
             [
                 baseline_row(GROUP, SAVE_THEIRS, saves[SAVE_THEIRS], note=save_note),
-                compare_row(
-                    GROUP,
-                    SAVE_OURS,
-                    saves,
-                    SAVE_THEIRS,
-                    max_ratio=SAVE_LATENCY_MAX_RATIO,
-                    note=save_note,
-                ),
+                _faster_row(SAVE_OURS, saves, SAVE_THEIRS, SAVE_MIN_SPEEDUP, save_note),
             ]
             if judged
             else []
         ),
-        compare_row(
-            GROUP,
-            SAVE_OURS,
-            saves,
-            SAVE_OBJECT_ID,
-            max_ratio=None if judged else SAVE_MOCK_MAX_RATIO,
-            note=save_note,
-        ),
+        compare_row(GROUP, SAVE_OURS, saves, SAVE_OBJECT_ID, note=save_note),
         baseline_row(GROUP, INSERT_THEIRS, inserts[INSERT_THEIRS], note=insert_note),
-        compare_row(
-            GROUP,
+        _faster_row(
             INSERT_OURS,
             inserts,
             INSERT_THEIRS,
-            max_ratio=INSERT_MAX_RATIO if judged else None,
-            note=insert_note,
+            INSERT_MIN_SPEEDUP if judged else None,
+            insert_note,
         ),
     ]
+
+
+def _faster_row(
+    name: str, timings: dict[str, Any], baseline: str, min_speedup: float | None, note: str
+) -> Result:
+    """``name`` against ``baseline``; the target, if any, written as a speedup (a ratio of
+    1/500 would print as ``<= 0.00x``)."""
+    max_ratio = None if min_speedup is None else 1 / min_speedup
+    row = compare_row(GROUP, name, timings, baseline, max_ratio=max_ratio, note=note)
+    if min_speedup is None:
+        return row
+    return dataclasses.replace(row, target=f">= {min_speedup:g}x faster")
 
 
 def _with_speedup(row: Result) -> Result:

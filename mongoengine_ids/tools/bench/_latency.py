@@ -1,0 +1,88 @@
+"""A simulated network for the benchmark: mongomock whose every database call waits first.
+
+:class:`CountingLatency` is a hook for
+:func:`~mongoengine_ids.sequence_wrappers.instrumented_client_class`: before each database call
+it waits the round-trip time, and it counts the calls. :func:`latency_database` connects the
+benchmark's alias to such a client. The ``sequence`` group uses 1 ms per call, the ``writes``
+group 0.2 ms (a local server's order).
+
+The wait is :func:`wait`, which spins on :func:`time.perf_counter` until the time has passed:
+``time.sleep(0.0002)`` took 0.28 ms on the development machine (the kernel's timer slack),
+which would have charged every call 40% more than the latency asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import mongoengine
+
+from ...sequence_wrappers import Hook, instrumented_client_class
+from ._core import BENCH_ALIAS
+
+
+def wait(seconds: float) -> None:
+    """Return after ``seconds`` (busy-waiting: exact to about a microsecond, unlike
+    :func:`time.sleep`)."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
+
+
+class CountingLatency:
+    """A hook that waits ``latency`` seconds before every database call (a simulated round
+    trip) and counts the calls, per collection and in all.
+
+    Args:
+        latency: seconds per round trip (0 to count only).
+        sleep: the waiting function (injected for tests).
+    """
+
+    def __init__(self, latency: float, *, sleep: Callable[[float], None] = wait) -> None:
+        if latency < 0:
+            raise ValueError(f"latency={latency!r} must be >= 0")
+        self.latency = latency
+        self.calls: dict[str, int] = {}
+        self.total = 0
+        self._sleep = sleep
+        self._lock = threading.Lock()
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        with self._lock:
+            self.calls[collection] = self.calls.get(collection, 0) + 1
+            self.total += 1
+        if self.latency:
+            self._sleep(self.latency)
+        return call()
+
+    def count(self, collection: str) -> int:
+        """Database calls made on ``collection`` so far."""
+        return self.calls.get(collection, 0)
+
+
+@contextlib.contextmanager
+def latency_database(hook: Hook) -> Iterator[Any]:
+    """Connect :data:`~mongoengine_ids.tools.bench._core.BENCH_ALIAS` to a new mongomock database
+    whose calls go through ``hook``.
+
+    Yields the database; disconnects on exit.
+    """
+    name = f"mongoengine_ids_bench_{uuid.uuid4().hex[:12]}"
+    mongoengine.connect(
+        name,
+        alias=BENCH_ALIAS,
+        mongo_client_class=instrumented_client_class(hook=hook),
+        uuidRepresentation="standard",
+    )
+    try:
+        yield mongoengine.get_db(BENCH_ALIAS)
+    finally:
+        mongoengine.disconnect(BENCH_ALIAS)
+
+
+__all__ = ["CountingLatency", "latency_database", "wait"]
