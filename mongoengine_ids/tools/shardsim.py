@@ -40,8 +40,8 @@ The result
     and its *interleaving*, the share of the other windows' ids that sort inside the window's
     key range (0.0: the window's ids are together; near 1.0: spread over the whole key space).
     As data (:meth:`ShardReport.as_dict`), as text (:func:`format_summary`,
-    :func:`format_windows`) and as a PNG chart (:func:`plot`, needs matplotlib: the ``plot``
-    extra).
+    :func:`format_windows`) and as a chart (:func:`plot` writes a PNG, :func:`chart_figure`
+    returns the matplotlib ``Figure``; both need matplotlib: the ``plot`` extra).
 """
 
 from __future__ import annotations
