@@ -6,6 +6,7 @@ import datetime as dt
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bson.binary import Binary
@@ -395,3 +396,119 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
 def test_plot_needs_a_report(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least one report"):
         shardsim.plot([], tmp_path / "chart.png")
+
+
+# -- the chart (issue 13: what a person sees); skipped without matplotlib, as in CI -------------
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())  # the title and the caption are wrapped to the figure's width
+
+
+@pytest.fixture(scope="module")
+def chart() -> tuple[Any, Any]:
+    """Two strategies, 4 shards, 4 windows of 500 writes: the figure, drawn, and its renderer."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    reports = shardsim.run(["ObjectId", "Locality spread"], ids=2_000, windows=4, history=500)
+    figure = shardsim.chart_figure(reports)
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()  # lays out tick labels and the legend, as savefig does
+    return figure, canvas.get_renderer()
+
+
+def _panels(figure: Any) -> list[Any]:
+    return [ax for ax in figure.axes if ax.get_visible() and ax.axison]
+
+
+def test_chart_title_says_what_was_simulated(chart: tuple[Any, Any]) -> None:
+    figure, renderer = chart
+    # the suptitle is one of the figure's texts (Figure.get_suptitle is matplotlib >= 3.8 only)
+    (title,) = [text for text in figure.texts if "range-sharded" in text.get_text()]
+    assert _flat(title.get_text()) == (
+        "Where each window's writes went: a collection range-sharded on its id, 4 shards, "
+        "windows of 500 writes"
+    )
+    box = title.get_window_extent(renderer)
+    for ax in _panels(figure):
+        assert box.y0 > ax.get_tightbbox(renderer).y1  # above every panel and its title
+
+
+def test_chart_has_a_labelled_ideal_share_line_in_every_panel(chart: tuple[Any, Any]) -> None:
+    figure, _ = chart
+    panels = _panels(figure)
+    assert len(panels) == 2
+    for ax in panels:
+        ideal = [line for line in ax.get_lines() if line.get_label().startswith("ideal share")]
+        assert len(ideal) == 1
+        assert ideal[0].get_label() == "ideal share, 1/4"
+        assert list(ideal[0].get_ydata()) == [0.25, 0.25]
+    (legend,) = figure.legends
+    assert "ideal share, 1/4" in [text.get_text() for text in legend.get_texts()]
+
+
+def test_chart_window_ticks_are_integers(chart: tuple[Any, Any]) -> None:
+    figure, _ = chart
+    for ax in _panels(figure):
+        low, high = ax.get_xlim()
+        shown = [tick for tick in ax.get_xticks() if low <= tick <= high]
+        assert shown == [0, 1, 2, 3]
+        labels = [label.get_text() for label in ax.get_xticklabels() if label.get_text()]
+        assert labels == ["0", "1", "2", "3"]
+
+
+def test_chart_legend_covers_no_panel_and_stays_on_the_figure(chart: tuple[Any, Any]) -> None:
+    figure, renderer = chart
+    (legend,) = figure.legends
+    box = legend.get_window_extent(renderer)
+    assert [text.get_text() for text in legend.get_texts()] == [
+        "ideal share, 1/4",
+        "shard 0",
+        "shard 1",
+        "shard 2",
+        "shard 3",
+    ]
+    for ax in _panels(figure):
+        # not only the data area: the panel's title and tick labels too
+        assert not box.overlaps(ax.get_tightbbox(renderer))
+    assert figure.bbox.contains(box.x0, box.y0)
+    assert figure.bbox.contains(box.x1, box.y1)
+
+
+def test_chart_caption_explains_the_imbalance_under_the_panels(chart: tuple[Any, Any]) -> None:
+    figure, renderer = chart
+    (caption,) = [text for text in figure.texts if "Imbalance" in text.get_text()]
+    words = _flat(caption.get_text())
+    assert "largest shard's share of a window divided by that ideal share" in words
+    assert "1.00x is perfectly even, 4.00x means every write of the window went to one shard" in (
+        words
+    )
+    box = caption.get_window_extent(renderer)
+    for ax in _panels(figure):
+        assert box.y1 < ax.get_tightbbox(renderer).y0  # below every panel, labels included
+    assert figure.bbox.contains(box.x0, box.y0)
+    assert figure.bbox.contains(box.x1, box.y1)
+
+
+def test_chart_legend_names_at_most_eight_shards() -> None:
+    pytest.importorskip("matplotlib")
+    many = simulate(make_burst("UUIDv4", ids=1_000, windows=2, history=0), ClusterConfig(shards=16))
+    figure = shardsim.chart_figure([many])
+    (legend,) = figure.legends
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert labels[0] == "ideal share, 1/16"
+    assert labels[1:9] == [f"shard {shard}" for shard in range(8)]
+    assert labels[9] == "... shards 8-15\n(colours repeat)"
+
+
+def test_chart_title_and_caption_without_matplotlib() -> None:
+    # Text only: these run in CI too, where matplotlib is not installed.
+    one = simulate(Burst.of([[1, 2], [3, 4, 5]]), ClusterConfig(shards=1, chunk_docs=2))
+    assert shardsim.chart_title([one]) == (
+        "Where each window's writes went: a collection range-sharded on its id, "
+        "1 shard, windows of 2-3 writes"
+    )
+    caption = shardsim.chart_caption([one])
+    assert "the ideal share, 1/1 of a window's writes per shard" in caption
+    assert "1.00x means every write of the window went to one shard" in caption

@@ -40,8 +40,8 @@ The result
     and its *interleaving*, the share of the other windows' ids that sort inside the window's
     key range (0.0: the window's ids are together; near 1.0: spread over the whole key space).
     As data (:meth:`ShardReport.as_dict`), as text (:func:`format_summary`,
-    :func:`format_windows`) and as a PNG chart (:func:`plot`, needs matplotlib: the ``plot``
-    extra).
+    :func:`format_windows`) and as a chart (:func:`plot` writes a PNG, :func:`chart_figure`
+    returns the matplotlib ``Figure``; both need matplotlib: the ``plot`` extra).
 """
 
 from __future__ import annotations
@@ -54,13 +54,16 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from bson.binary import Binary
 from bson.objectid import ObjectId
 
 from .. import constants as C
 from ..errors import MongoEngineIdsError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # -- the numbers of the model ------------------------------------------------------------------
 
@@ -941,11 +944,162 @@ class PlottingUnavailableError(MongoEngineIdsError, ImportError):
 PLOT_INSTALL: Final = "pip install 'mongoengine-ids[plot]'"
 
 
-def plot(reports: Sequence[ShardReport], path: str | Path) -> Path:
-    """Draw each report's shard shares per window as a PNG: one panel per strategy.
+#: Layout of the chart, in inches: each panel, the legend's column on the right, the title's
+#: band at the top; the caption's band grows with its lines.
+_PANEL_SIZE: Final = (4.2, 2.8)
+_LEGEND_WIDTH: Final = 1.6
+_TITLE_LINE_HEIGHT: Final = 0.2
+_CAPTION_LINE_HEIGHT: Final = 0.17
+#: Characters per inch of figure width of the 8-point caption and the 10-point title (DejaVu
+#: Sans, with a margin).
+_CAPTION_CHARACTERS_PER_INCH: Final = 14
+_TITLE_CHARACTERS_PER_INCH: Final = 11
+#: Up to this many windows, a tick each; beyond, matplotlib picks (integers still).
+_TICK_EVERY_WINDOW: Final = 12
+#: Shards named in the legend; one more line names the rest (whose colours repeat from shard
+#: 10: matplotlib's cycle has 10).
+_LEGEND_SHARDS: Final = 8
 
-    Each panel stacks the shards' shares of every window (a single colour filling a bar is a
-    hot shard) under a dashed line at the ideal share.
+
+def _span(values: Iterable[int]) -> str:
+    """``"500"`` when every value is 500, ``"498-502"`` when they differ (thousands separated)."""
+    distinct = sorted(set(values))
+    if len(distinct) == 1:
+        return f"{distinct[0]:,}"
+    return f"{distinct[0]:,}-{distinct[-1]:,}"
+
+
+def chart_title(reports: Sequence[ShardReport]) -> str:
+    """What the chart shows and what was simulated: the collection, the shards, the windows."""
+    shards = _span(report.config.shards for report in reports)
+    writes = _span(window.writes for report in reports for window in report.windows)
+    noun = "shard" if shards == "1" else "shards"
+    return (
+        f"Where each window's writes went: a collection range-sharded on its id, "
+        f"{shards} {noun}, windows of {writes} writes"
+    )
+
+
+def chart_caption(reports: Sequence[ShardReport]) -> str:
+    """The chart's caption: how to read a bar, the ideal line and the imbalance figure."""
+    shards = sorted({report.config.shards for report in reports})
+    ideal = "1/" + _span(shards)
+    worst = f"{shards[-1]:.2f}x"
+    history = _span(report.history for report in reports)
+    chunk_docs = _span(report.config.chunk_docs for report in reports)
+    return (
+        "Each bar is one window of consecutive writes, stacked by the shard that took them; "
+        f"the dashed line is the ideal share, {ideal} of a window's writes per shard. "
+        "Imbalance, in each panel's title, is the largest shard's share of a window divided by "
+        f"that ideal share, in the worst window: 1.00x is perfectly even, {worst} means every "
+        "write of the window went to one shard. Before the windows, "
+        f"{history} earlier ids of the same strategy were written and the balancer run until "
+        f"it had nothing to move; chunks split at {chunk_docs} documents."
+    )
+
+
+def chart_figure(reports: Sequence[ShardReport]) -> Figure:
+    """The chart :func:`plot` writes, as a matplotlib ``Figure`` (nothing drawn to a screen).
+
+    One panel per strategy stacks the shards' shares of every window (a single colour filling
+    a bar is a hot shard) over a dashed line at the ideal share ``1 / shards``. Above the
+    panels, a title says what was simulated (:func:`chart_title`); to their right, the legend
+    (outside every panel, so it hides no bar); under them, the caption explaining the
+    imbalance (:func:`chart_caption`). Windows are numbered from 0, on integer ticks.
+
+    Args:
+        reports: from :func:`simulate` or :func:`run`.
+
+    Returns:
+        The figure; save it with ``figure.savefig(path)``.
+
+    Raises:
+        PlottingUnavailableError: matplotlib is not installed (also an ``ImportError``).
+        ValueError: ``reports`` is empty.
+    """
+    if not reports:
+        raise ValueError("plot() needs at least one report")
+    try:
+        from matplotlib.figure import Figure
+        from matplotlib.patches import Patch
+        from matplotlib.ticker import MaxNLocator, PercentFormatter
+    except ImportError as error:
+        raise PlottingUnavailableError(
+            f"drawing the shard chart needs matplotlib, which is not installed: {PLOT_INSTALL}"
+        ) from error
+    import textwrap
+
+    columns = min(3, len(reports))
+    rows = (len(reports) + columns - 1) // columns
+    panels_width = _PANEL_SIZE[0] * columns
+    width = panels_width + _LEGEND_WIDTH
+    caption = textwrap.fill(chart_caption(reports), int(width * _CAPTION_CHARACTERS_PER_INCH))
+    caption_height = _CAPTION_LINE_HEIGHT * (caption.count("\n") + 1) + 0.2
+    title = textwrap.fill(chart_title(reports), int(width * _TITLE_CHARACTERS_PER_INCH))
+    title_height = _TITLE_LINE_HEIGHT * (title.count("\n") + 1) + 0.15
+    height = _PANEL_SIZE[1] * rows + title_height + caption_height
+    figure = Figure(figsize=(width, height))
+    axes = figure.subplots(rows, columns, squeeze=False, sharey=True)
+    legend: list[tuple[Any, str]] = []
+    for position, report in enumerate(reports):
+        ax = axes[position // columns][position % columns]
+        indexes = [window.index for window in report.windows]
+        bottom = [0.0] * len(indexes)
+        shards = report.config.shards
+        bars = []
+        for shard in range(shards):
+            heights = [window.shares[shard] for window in report.windows]
+            bars.append(ax.bar(indexes, heights, bottom=bottom, label=f"shard {shard}", width=0.9))
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+        line = ax.axhline(
+            1 / shards,
+            color="black",
+            linestyle="--",
+            linewidth=1.0,
+            label=f"ideal share, 1/{shards}",
+        )
+        if position == 0:
+            legend = [(line, line.get_label())]
+            legend += [(bar, f"shard {shard}") for shard, bar in enumerate(bars[:_LEGEND_SHARDS])]
+            if shards > _LEGEND_SHARDS:
+                rest = f"... shards {_LEGEND_SHARDS}-{shards - 1}"
+                if shards > 10:
+                    rest += "\n(colours repeat)"
+                legend.append((Patch(visible=False), rest))
+        ax.set_title(f"{report.strategy}: imbalance {report.imbalance_max:.2f}x", fontsize=9)
+        ax.set_xlabel("window", fontsize=8)
+        if len(indexes) <= _TICK_EVERY_WINDOW:
+            ax.set_xticks(indexes)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.tick_params(labelsize=8)
+        ax.set_ylim(0, 1)
+    for position in range(len(reports), rows * columns):
+        axes[position // columns][position % columns].axis("off")
+    for row in axes:
+        row[0].set_ylabel("share of the window's writes", fontsize=8)
+
+    right = panels_width / width
+    figure.suptitle(title, fontsize=10, y=1 - 0.1 / height, va="top")
+    figure.text(0.01, 0.08 / height, caption, fontsize=8, va="bottom", ha="left")
+    figure.tight_layout(
+        pad=0.6, rect=(0, caption_height / height, right, 1 - title_height / height)
+    )
+    # In the column right of the panels, level with the top of the first row: over no bar.
+    figure.legend(
+        [handle for handle, _ in legend],
+        [label for _, label in legend],
+        loc="upper left",
+        bbox_to_anchor=(right + 0.05 / width, axes[0][-1].get_position().y1),
+        fontsize=8,
+        frameon=False,
+    )
+    return figure
+
+
+def plot(reports: Sequence[ShardReport], path: str | Path) -> Path:
+    """Write :func:`chart_figure`'s chart of ``reports`` to ``path`` as a PNG.
 
     Args:
         reports: from :func:`simulate` or :func:`run`.
@@ -958,42 +1112,9 @@ def plot(reports: Sequence[ShardReport], path: str | Path) -> Path:
         PlottingUnavailableError: matplotlib is not installed (also an ``ImportError``).
         ValueError: ``reports`` is empty.
     """
-    if not reports:
-        raise ValueError("plot() needs at least one report")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # no display needed; must come before pyplot is imported
-        import matplotlib.pyplot as plt
-    except ImportError as error:
-        raise PlottingUnavailableError(
-            f"drawing the shard chart needs matplotlib, which is not installed: {PLOT_INSTALL}"
-        ) from error
-    columns = min(3, len(reports))
-    rows = (len(reports) + columns - 1) // columns
-    figure, axes = plt.subplots(
-        rows, columns, figsize=(4.2 * columns, 2.8 * rows), squeeze=False, sharey=True
-    )
-    for position, report in enumerate(reports):
-        ax = axes[position // columns][position % columns]
-        indexes = [window.index for window in report.windows]
-        bottom = [0.0] * len(indexes)
-        for shard in range(report.config.shards):
-            heights = [window.shares[shard] for window in report.windows]
-            ax.bar(indexes, heights, bottom=bottom, label=f"shard {shard}", width=0.9)
-            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-        ax.axhline(1 / report.config.shards, color="black", linestyle="--", linewidth=0.8)
-        ax.set_title(f"{report.strategy}: {report.imbalance_max:.2f}x", fontsize=9)
-        ax.set_xlabel("window", fontsize=8)
-        ax.set_ylim(0, 1)
-    for position in range(len(reports), rows * columns):
-        axes[position // columns][position % columns].axis("off")
-    axes[0][0].set_ylabel("share of the window's writes", fontsize=8)
-    axes[0][0].legend(fontsize=7, loc="lower left")
-    figure.tight_layout()
+    figure = chart_figure(reports)
     target = Path(path)
     figure.savefig(target, format="png", dpi=100)
-    plt.close(figure)
     return target
 
 
@@ -1031,6 +1152,9 @@ __all__ = [
     "SortKey",
     "WindowShares",
     "bson_sort_key",
+    "chart_caption",
+    "chart_figure",
+    "chart_title",
     "format_summary",
     "format_windows",
     "make_burst",
