@@ -191,12 +191,16 @@ def _defines_tests(code: str) -> bool:
     )
 
 
-def _server_uri(database: str) -> str:
-    assert TEST_URI is not None
-    base, _, query = TEST_URI.partition("?")
+def server_uri(uri: str, database: str) -> str:
+    """``uri`` naming ``database`` instead of its own. A user still authenticates where ``uri``
+    said (its database, else admin), unless ``uri`` names an authSource itself."""
+    base, _, query = uri.partition("?")
     scheme, _, rest = base.partition("://")
-    hosts = rest.split("/", 1)[0]
-    return f"{scheme}://{hosts}/{database}" + (f"?{query}" if query else "")
+    hosts, _, path = rest.partition("/")
+    options = [option for option in query.split("&") if option]
+    if "@" in hosts and not any(o.lower().startswith("authsource=") for o in options):
+        options.append(f"authSource={path or 'admin'}")
+    return f"{scheme}://{hosts}/{database}" + (f"?{'&'.join(options)}" if options else "")
 
 
 def _compare(block: Block, printed: str) -> None:
@@ -258,7 +262,7 @@ def run_page(page: Page, directory: Path, pytester: pytest.Pytester | None) -> d
                 continue
             code = block.code
             if block.no_run is not None:
-                code = code.replace(SERVER, _server_uri(database))
+                code = code.replace(SERVER, server_uri(TEST_URI, database))
             if block.title is not None:
                 target = directory / block.title
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -394,3 +398,20 @@ def test_a_failing_example_names_its_line(tmp_path: Path) -> None:
     page = _page(tmp_path, "Text.\n\n```python\nx = 1\nundefined_name\n```\n")
     with pytest.raises(pytest.fail.Exception, match=r"page.md:4: the example fails"):
         run_page(page, tmp_path, None)
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("mongodb://localhost:27017/", "mongodb://localhost:27017/docs"),
+        ("mongodb://h1,h2/?replicaSet=rs", "mongodb://h1,h2/docs?replicaSet=rs"),
+        ("mongodb://u:p@h/shop", "mongodb://u:p@h/docs?authSource=shop"),
+        ("mongodb://u:p@h", "mongodb://u:p@h/docs?authSource=admin"),
+        (
+            "mongodb+srv://u:p@h/x?authSource=y&tls=true",
+            "mongodb+srv://u:p@h/docs?authSource=y&tls=true",
+        ),
+    ],
+)
+def test_server_blocks_get_a_database_of_their_own(uri: str, expected: str) -> None:
+    assert server_uri(uri, "docs") == expected
