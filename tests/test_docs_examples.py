@@ -16,6 +16,9 @@ How a page is read (CONTRIBUTING.md says it for authors):
 - A block preceded by ``<!-- no-run: REASON -->`` is skipped, unless MONGOENGINE_IDS_TEST_URI
   is set: then it runs with ``mongodb://localhost:27017/app`` in its text replaced by that
   server (on a fresh database, dropped after the page).
+- A ```console block holds ``$ mongoengine-ids ...`` lines, each run as the installed command
+  (a subprocess), and under each what it prints (stdout and stderr, as a terminal shows them),
+  compared the same way.
 - Python hidden in other blocks (``>>>`` lines, ```py, ```pycon) fails the test: show it as a
   python block.
 """
@@ -27,6 +30,8 @@ import contextlib
 import doctest
 import io
 import re
+import shlex
+import subprocess
 import sys
 import textwrap
 import traceback
@@ -80,6 +85,7 @@ class Block:
 class Page:
     path: Path
     blocks: list[Block] = field(default_factory=list)  # the python blocks
+    commands: list[Block] = field(default_factory=list)  # the console blocks
     problems: list[str] = field(default_factory=list)
 
 
@@ -156,6 +162,15 @@ def read_page(path: Path) -> Page:
                 f"{block.where}: Python in a {block.language or 'plain'} block; make it a "
                 "python block, so that it runs"
             )
+        if block.language == "console":
+            page.commands.append(block)
+            if not re.match(r"\$ mongoengine-ids\b", block.code) or any(
+                line.startswith("$ ") and not line.startswith("$ mongoengine-ids ")
+                for line in block.code.splitlines()
+            ):
+                page.problems.append(
+                    f"{block.where}: a console block runs `$ mongoengine-ids ...` lines only"
+                )
         if block.language != "python":
             continue
         block.no_run = marker_of.get(number)
@@ -236,6 +251,41 @@ def _servers_refused(block: Block) -> Iterator[None]:
         yield
 
 
+def _command_line() -> list[str]:
+    beside = Path(sys.executable).parent / "mongoengine-ids"
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "mongoengine_ids.tools.cli"]
+
+
+def run_commands(block: Block, directory: Path) -> int:
+    """Run each ``$ mongoengine-ids ...`` line of a console block and compare what it prints
+    (stdout and stderr, as a terminal shows them) with the lines under it."""
+    commands: list[tuple[str, list[str]]] = []
+    for line in block.code.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        elif commands:
+            commands[-1][1].append(line)
+    checker = doctest.OutputChecker()
+    for command, shown in commands:
+        result = subprocess.run(
+            [*_command_line(), *shlex.split(command)[1:]],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=directory,
+            timeout=300,
+            check=False,
+        )
+        want = "\n".join(shown).strip("\n") + "\n"
+        got = result.stdout.strip("\n") + "\n"
+        if not checker.check_output(want, got, doctest.ELLIPSIS):
+            pytest.fail(
+                f"{block.where}: `{command}` prints otherwise:\n"
+                + checker.output_difference(doctest.Example("", want), got, doctest.ELLIPSIS)
+            )
+    return len(commands)
+
+
 def _disconnect_everything() -> None:
     for alias in list(mongoengine.connection._connection_settings):
         mongoengine.disconnect(alias)
@@ -249,7 +299,7 @@ def _disconnect_everything() -> None:
 
 def run_page(page: Page, directory: Path, pytester: pytest.Pytester | None) -> dict[str, int]:
     """Run the page's python blocks; return how many ran, and how many were skipped."""
-    counts = {"ran": 0, "skipped": 0, "tests": 0}
+    counts = {"ran": 0, "skipped": 0, "tests": 0, "commands": 0}
     namespace: dict[str, Any] = {"__name__": f"docs_{page.path.stem.replace('-', '_')}"}
     database = f"mongoengine_ids_docs_{uuid.uuid4().hex[:12]}"
     files: list[Block] = []
@@ -280,6 +330,8 @@ def run_page(page: Page, directory: Path, pytester: pytest.Pytester | None) -> d
             counts["ran"] += 1
             _compare(block, printed.getvalue())
         _disconnect_everything()
+        for block in page.commands:
+            counts["commands"] += run_commands(block, directory)
         for block in files:
             module = block.title.removesuffix(".py").replace("/", ".")  # type: ignore[union-attr]
             imported = module in sys.modules or any(
@@ -375,6 +427,7 @@ def test_reader_finds_blocks_markers_and_output(tmp_path: Path) -> None:
         ("<!-- no-run: why -->\n```sh\nls\n```\n", "a no-run marker before a sh block"),
         ("<!-- no-run: why -->\nText.\n```python\nx = 1\n```\n", "must be right before"),
         ("Text.\n<!-- no-run: why -->\n", "no block follows it"),
+        ("```console\n$ rm -rf /\n```\n", "a console block runs `$ mongoengine-ids ...` lines"),
     ],
 )
 def test_reader_refuses_hidden_or_unexplained_examples(
@@ -415,3 +468,16 @@ def test_a_failing_example_names_its_line(tmp_path: Path) -> None:
 )
 def test_server_blocks_get_a_database_of_their_own(uri: str, expected: str) -> None:
     assert server_uri(uri, "docs") == expected
+
+
+def test_console_blocks_run_the_command(tmp_path: Path) -> None:
+    page = _page(
+        tmp_path,
+        "```console\n$ mongoengine-ids inspect 507f1f77bcf86cd799439011\n...\n"
+        "  timestamp    2012-10-17T21:13:27Z\n...\n```\n",
+    )
+    assert page.problems == []
+    assert run_page(page, tmp_path, None)["commands"] == 1
+    page = _page(tmp_path, "```console\n$ mongoengine-ids --version\nmongoengine-ids 9.9\n```\n")
+    with pytest.raises(pytest.fail.Exception, match="prints otherwise"):
+        run_page(page, tmp_path, None)
