@@ -297,8 +297,16 @@ def _disconnect_everything() -> None:
     reset_process_state()
 
 
-def run_page(page: Page, directory: Path, pytester: pytest.Pytester | None) -> dict[str, int]:
-    """Run the page's python blocks; return how many ran, and how many were skipped."""
+def drop_database(uri: str, database: str) -> None:
+    with pymongo.MongoClient(uri, serverSelectionTimeoutMS=5000) as client:
+        client.drop_database(database)
+
+
+def run_page(
+    page: Page, directory: Path, pytester: pytest.Pytester | None, uri: str | None = TEST_URI
+) -> dict[str, int]:
+    """Run the page's python blocks (and its no-run blocks on the server ``uri``, if given);
+    return how many ran, and how many were skipped."""
     counts = {"ran": 0, "skipped": 0, "tests": 0, "commands": 0}
     namespace: dict[str, Any] = {"__name__": f"docs_{page.path.stem.replace('-', '_')}"}
     database = f"mongoengine_ids_docs_{uuid.uuid4().hex[:12]}"
@@ -307,12 +315,12 @@ def run_page(page: Page, directory: Path, pytester: pytest.Pytester | None) -> d
     sys.path.insert(0, str(directory))
     try:
         for block in page.blocks:
-            if block.no_run is not None and TEST_URI is None:
-                counts["skipped"] += 1
-                continue
             code = block.code
             if block.no_run is not None:
-                code = code.replace(SERVER, server_uri(TEST_URI, database))
+                if uri is None:
+                    counts["skipped"] += 1
+                    continue
+                code = code.replace(SERVER, server_uri(uri, database))
             if block.title is not None:
                 target = directory / block.title
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -354,9 +362,8 @@ def run_page(page: Page, directory: Path, pytester: pytest.Pytester | None) -> d
         for name, module in list(sys.modules.items()):
             if str(directory) in str(getattr(module, "__file__", None) or ""):
                 del sys.modules[name]
-        if TEST_URI is not None:
-            with pymongo.MongoClient(TEST_URI, serverSelectionTimeoutMS=5000) as client:
-                client.drop_database(database)
+        if uri is not None:
+            drop_database(uri, database)
         _disconnect_everything()
     return counts
 
@@ -481,3 +488,23 @@ def test_console_blocks_run_the_command(tmp_path: Path) -> None:
     page = _page(tmp_path, "```console\n$ mongoengine-ids --version\nmongoengine-ids 9.9\n```\n")
     with pytest.raises(pytest.fail.Exception, match="prints otherwise"):
         run_page(page, tmp_path, None)
+
+
+def test_no_run_blocks_run_on_the_server_when_one_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = (
+        '<!-- no-run: needs a server -->\n```python\nprint("mongodb://localhost:27017/app")\n```\n'
+        "\n```text\nmongodb://u:p@h:27017/mongoengine_ids_docs_...?authSource=shop\n```\n"
+    )
+    assert run_page(_page(tmp_path, text), tmp_path, None, uri=None) == {
+        "ran": 0,
+        "skipped": 1,
+        "tests": 0,
+        "commands": 0,
+    }
+    dropped: list[tuple[str, str]] = []
+    monkeypatch.setattr(sys.modules[__name__], "drop_database", lambda *a: dropped.append(a))
+    counts = run_page(_page(tmp_path, text), tmp_path, None, uri="mongodb://u:p@h:27017/shop")
+    assert counts["ran"] == 1
+    assert [uri for uri, _ in dropped] == ["mongodb://u:p@h:27017/shop"]
