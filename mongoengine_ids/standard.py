@@ -219,8 +219,8 @@ class UUID7Field(_StandardUUIDField):
     Args:
         generator: a :class:`UUID7Generator` (share one between models writing the same
             collection); default: one per field.
-        as_string: store the 36-character text instead of BSON Binary subtype 4.
-        **kwargs: any MongoEngine field option.
+        **kwargs: ``as_string=True`` to store the 36-character text instead of BSON Binary
+            subtype 4, and any MongoEngine field option.
     """
 
     version = 7

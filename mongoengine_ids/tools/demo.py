@@ -283,7 +283,9 @@ def generated_key_never_replaces(demo: Demo) -> None:
 
 def leased_sequence(demo: Demo) -> None:
     """SequenceField: account numbers from leased counter ranges, one round trip per block."""
-    demo.heading("SequenceField(primary_key=True, batch_size=1000, digits=12): leased ranges")
+    demo.heading(
+        "SequenceField(primary_key=True, batch_size=1000, digits=12, zero_pad=True): leased ranges"
+    )
     counters = f"demo_counters_{demo.run_id}"
     demo.collections.append(counters)
 
