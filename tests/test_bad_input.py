@@ -1436,3 +1436,21 @@ def test_unknown_keywords_reach_no_field_attribute() -> None:
     with pytest.raises(TypeError):
         SequenceField(batchsize=1000)
     assert "batchsize" not in vars(SequenceField())
+
+
+@pytest.mark.parametrize("junk", ["--5", -1, "١٢٣٤٥٦"], ids=["dashes", "negative", "arabic-indic"])
+def test_a_bulk_insert_refuses_a_junk_assigned_value_before_writing(
+    mongoengine_db: Any, junk: object
+) -> None:
+    """MongoEngine's insert() does not validate: the write path checks assigned values."""
+    import mongoengine as me
+
+    from mongoengine_ids import SequenceField
+
+    class JunkNumbered(me.Document):
+        number = SequenceField()
+
+    with pytest.raises(me.ValidationError) as raised:
+        JunkNumbered.objects.insert([JunkNumbered(), JunkNumbered(number=junk)])
+    assert repr(junk) in str(raised.value)
+    assert mongoengine_db["junk_numbered"].count_documents({}) == 0

@@ -126,7 +126,16 @@ def confirm(document: BaseDocument) -> None:
 
 def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
     """Tell each field the values the user assigned (a counter moves past them, a proxy
-    reserves them); returns them as (slot, value), to release if nothing is written."""
+    reserves them); returns them as (slot, value), to release if nothing is written.
+
+    Each value is validated first: ``insert()`` and ``save(validate=False)`` skip MongoEngine's
+    validation, and a junk value would be written (and a counter moved by it).
+
+    Raises:
+        ValidationError: a value is not one the field accepts (nothing noted).
+    """
+    for slot in assigned:
+        slot.field.validate(slot.value)
     noted: list[tuple[Slot, Any]] = []
     try:
         for (klass, field), group in _by_field(assigned).items():
