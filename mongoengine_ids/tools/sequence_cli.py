@@ -188,7 +188,8 @@ def run(
     """Carry out the parsed ``counters`` command; return the exit status.
 
     Raises:
-        CommandError: a bad ``--collection`` name (status 2); the database cannot be opened
+        CommandError: a bad ``--collection`` name or an empty sequence name (status 2); the
+            database cannot be opened
             (see :func:`_open_database`), the counter does not exist, ``set`` would move it
             down without ``--force``, or the database failed (status 1).
     """
@@ -196,6 +197,11 @@ def run(
 
     out = out or sys.stdout
     uri.check_collection_name(args.collection)
+    if args.action != "list" and not args.name:
+        raise CommandError(
+            f"{args.action}: the sequence name is empty: expected one, e.g. order.id",
+            status=EXIT_USAGE,
+        )
     database, close = open_database(args)
     try:
         if args.action == "list":
