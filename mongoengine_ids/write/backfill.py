@@ -66,14 +66,19 @@ def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int
         slots = [Slot(h, h, name, field, write.document_class) for h in holders]
         values.fill(write, slots)
         for doc_id, slot in zip(ids, slots, strict=True):
-            if _fill_one(write, doc_id, slot):
+            if fill_if_missing(write, doc_id, slot):
                 filled_count += 1
             else:  # stored meanwhile by another writer
                 values.give_back(write, [slot])
 
 
-def _fill_one(write: Write, doc_id: Any, slot: Slot) -> bool:
-    """Store ``slot``'s value in the document ``doc_id`` if it still lacks one."""
+def fill_if_missing(write: Write, doc_id: Any, slot: Slot) -> bool:
+    """Store ``slot``'s value in the document ``doc_id`` if it still lacks one (missing or
+    null); a collision the field claims is retried with a fresh value.
+
+    Returns:
+        Whether it was stored (False: another writer stored one meanwhile, or no such document).
+    """
     path = slot.field.db_field
 
     def attempt() -> Any:

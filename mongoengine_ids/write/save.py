@@ -28,6 +28,7 @@ from mongoengine.document import Document
 from mongoengine.fields import ObjectIdField
 
 from . import landed, seam, values
+from .backfill import fill_if_missing
 from .field import Write
 from .values import Slot
 
@@ -188,21 +189,13 @@ def _top_level_names(document: Document, filled: list[Slot]) -> set[str]:
 
 def _fill_missing(write: Write, document: Document, slot: Slot) -> None:
     """Store a value for a field the stored copy lacks, unless another writer stored one."""
-    collection = write.collection
-    db_field = slot.field.db_field
     pk = seam.stored_pk(document)
     (filled,) = values.fill(write, [slot])
-
-    def attempt() -> Any:
-        return collection.update_one(
-            {"_id": pk, db_field: None}, {"$set": {db_field: slot.field.to_mongo(slot.value)}}
-        )
-
-    result = values.send(write, [filled], attempt)
-    if result.matched_count:
+    if fill_if_missing(write, pk, filled):
         return
     # Another writer stored a value meanwhile (or the document is gone): take theirs.
     values.give_back(write, [filled])
-    stored = collection.find_one({"_id": pk}, {db_field: 1}) or {}
+    db_field = slot.field.db_field
+    stored = write.collection.find_one({"_id": pk}, {db_field: 1}) or {}
     if stored.get(db_field) is not None:
         slot.value = slot.field.to_python(stored[db_field])
