@@ -33,19 +33,10 @@ from bson.binary import Binary
 from . import constants as C
 
 
-class StoredUUID(Binary):
-    """A UUID key as BSON Binary subtype 4 that compares and hashes as the UUID.
-
-    Args:
-        value: the key (a :class:`uuid.UUID`, a :class:`~mongoengine_ids.LocalityUUID`...).
-    """
+class _ComparesAsUUID:
+    """What both stored forms share: they compare and hash as the UUID they hold."""
 
     _value: uuid.UUID
-
-    def __new__(cls, value: uuid.UUID) -> StoredUUID:
-        self = super().__new__(cls, value.bytes, C.BSON_UUID_SUBTYPE)
-        self._value = value
-        return self
 
     @property
     def value(self) -> uuid.UUID:
@@ -62,6 +53,22 @@ class StoredUUID(Binary):
 
     def __hash__(self) -> int:
         return hash(self._value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._value,))
+
+
+class StoredUUID(_ComparesAsUUID, Binary):
+    """A UUID key as BSON Binary subtype 4 that compares and hashes as the UUID.
+
+    Args:
+        value: the key (a :class:`uuid.UUID`, a :class:`~mongoengine_ids.LocalityUUID`...).
+    """
+
+    def __new__(cls, value: uuid.UUID) -> StoredUUID:
+        self = super().__new__(cls, value.bytes, C.BSON_UUID_SUBTYPE)
+        self._value = value
+        return self
 
     def __str__(self) -> str:
         return str(self._value)
@@ -69,45 +76,21 @@ class StoredUUID(Binary):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self._value)!r})"
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._value,))
 
-
-class StoredUUIDText(str):
+class StoredUUIDText(_ComparesAsUUID, str):
     """A UUID key stored as its text (``as_string=True``) that compares and hashes as the UUID.
 
     Args:
         value: the key (a :class:`uuid.UUID`, a :class:`~mongoengine_ids.LocalityUUID`...).
     """
 
-    _value: uuid.UUID
-
     def __new__(cls, value: uuid.UUID) -> StoredUUIDText:
         self = super().__new__(cls, str(value))
         self._value = value
         return self
 
-    @property
-    def value(self) -> uuid.UUID:
-        """The key, as the document's attribute holds it."""
-        return self._value
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, uuid.UUID):
-            return self._value == other
-        return super().__eq__(other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def __hash__(self) -> int:
-        return hash(self._value)
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._value,))
 
 
 __all__ = ["StoredUUID", "StoredUUIDText"]
