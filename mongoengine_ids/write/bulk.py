@@ -47,11 +47,9 @@ def insert(
     signal_kwargs = signal_kwargs or {}
     signals.pre_bulk_insert.send(document_class, documents=docs, **signal_kwargs)
 
-    ids = Batch(Write(document_class, seam.parts(queryset).collection, docs), docs).insert(
+    ids = Batch(Write(document_class, query.collection, docs), docs).insert(
         write_concern or {}
     )
-    for doc, doc_id in zip(docs, ids, strict=True):
-        doc.pk = doc_id
     if not load_bulk:
         signals.post_bulk_insert.send(document_class, documents=docs, loaded=False, **signal_kwargs)
         return ids[0] if return_one else ids
@@ -66,23 +64,27 @@ class Batch:
     def __init__(self, write: Write, docs: list[Any]) -> None:
         self.write = write
         self.docs = docs
-        self.states = [seam.state(doc) for doc in docs]
         #: Positions still to insert, in order; a document sent before whose reply was lost
         #: and that is found stored is not sent again.
-        self.pending = [
-            position
-            for position, (doc, st) in enumerate(zip(docs, self.states, strict=True))
-            if not (st.unconfirmed and landed.earlier_insert_landed(doc, write.collection))
-        ]
-        for position in set(range(len(docs))) - set(self.pending):
-            values.confirm(docs[position])
+        self.pending: list[int] = []
+        for position, doc in enumerate(docs):
+            earlier = seam.state(doc, create=False)
+            if earlier is not None and earlier.unconfirmed:
+                if landed.earlier_insert_landed(doc, write.collection):
+                    values.confirm(doc)
+                    continue
+                earlier.unconfirmed = False
+            self.pending.append(position)
         docs_left = [docs[position] for position in self.pending]
         self.noted, self.filled = values.prepare(write, docs_left)
-        for doc in docs_left:
-            st = seam.state(doc)
-            st.made_pk = make_pk(doc) or st.made_pk
-            st.unconfirmed = False
+        #: The documents whose ObjectId key is made here (now or by an earlier attempt).
+        self.made_pk = {
+            id(doc)
+            for doc in docs_left
+            if make_pk(doc) or getattr(seam.state(doc, create=False), "made_pk", False)
+        }
         self.attempts: dict[int, int] = {}
+        self.sent: list[Any] = []
 
     def insert(self, write_concern: dict[str, Any]) -> list[Any]:
         """Insert every pending document, resuming after each collision given a fresh value."""
@@ -95,12 +97,10 @@ class Batch:
         return [doc.pk for doc in self.docs]
 
     def _send(self, write_concern: dict[str, Any]) -> None:
-        raw = [self.docs[position].to_mongo() for position in self.pending]
-        for position, son in zip(self.pending, raw, strict=True):
-            self.states[position].sent = son
+        self.sent = [self.docs[position].to_mongo() for position in self.pending]
         try:
             with seam.set_write_concern(self.write.collection, write_concern) as collection:
-                collection.insert_many(raw, ordered=True)
+                collection.insert_many(self.sent, ordered=True)
         except pymongo.errors.BulkWriteError as error:
             self._written(int(error.details.get("nInserted", 0)))
             first = (error.details.get("writeErrors") or [{}])[0]
@@ -130,23 +130,25 @@ class Batch:
         for position in self.pending[:count]:
             values.confirm(self.docs[position])
         self.pending = self.pending[count:]
+        self.sent = self.sent[count:]
 
     def _after_failure(self, error: BaseException) -> None:
         """Keep the unsent documents' values if the outcome is unknown, else give back."""
         rest = [self.docs[position] for position in self.pending]
         mine = [s for s in self.filled if any(s.root is doc for doc in rest)]
         if values.outcome_unknown(error):
-            for doc in rest:
-                st = seam.state(doc)
-                st.unconfirmed = True
-                st.generated = [s for s in mine if s.root is doc]
+            for doc, sent in zip(rest, self.sent, strict=True):
+                state = seam.state(doc)
+                state.unconfirmed, state.made_pk, state.sent = True, id(doc) in self.made_pk, sent
+                state.generated = [s for s in mine if s.root is doc]
             return
         values.give_back(self.write, mine)
         values.release(
             self.write, [(s, v) for s, v in self.noted if any(s.root is d for d in rest)]
         )
         for doc in rest:
-            clear_made_pk(doc, seam.state(doc))
+            if id(doc) in self.made_pk:
+                clear_made_pk(doc)
 
 
 def _reload(queryset: Any, ids: list[Any]) -> list[Any]:

@@ -37,12 +37,13 @@ def wrap_to_mongo(owner: type[Document], own: ToMongo | None) -> ToMongo:
             data = own(self, use_db_field, fields)
         else:
             data = super(owner, self).to_mongo(use_db_field, fields)
-        if (fields or not use_db_field) and "_id" in data:
+        if data.get("_id") is not None and data["_id"] is seam.data(self).get("id"):
             # Document.to_mongo() copies _data["id"] as it is into _id when the fields leave
             # the key out, or when the key is written under its name.
             data["_id"] = seam.key_field(type(self)).to_mongo(data["_id"])
         return data
 
+    setattr(to_mongo, seam.WRAPS_OWN, own)
     return to_mongo
 
 

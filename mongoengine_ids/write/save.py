@@ -77,32 +77,35 @@ def save_create(
     may_write_more: bool = False,
 ) -> Any:
     """Fill the document's values and insert it; returns the ``_id`` written."""
-    state = seam.state(document)
     write = Write(type(document), seam.collection_of(document), [document])
-    if state.unconfirmed and landed.earlier_insert_landed(document, write.collection):
-        # The earlier insert was applied: the stored document is this one, so it is replaced
-        # by the current version (the application may have changed it since).
-        values.confirm(document)
-        return write_next(document.to_mongo(), False)
+    earlier = seam.state(document, create=False)
+    if earlier is not None and earlier.unconfirmed:
+        if landed.earlier_insert_landed(document, write.collection):
+            # The earlier insert was applied: the stored document is this one, so it is
+            # replaced by the current version (the application may have changed it since).
+            values.confirm(document)
+            return write_next(document.to_mongo(), False)
+        earlier.unconfirmed = False
     noted, filled = values.prepare(write, [document])
-    state.made_pk = make_pk(document) or state.made_pk
+    made_pk = make_pk(document) or (earlier is not None and earlier.made_pk)
     # A key of a generated field is inserted, never written over a document holding it (also
     # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
-    insert = state.made_pk or force_insert or seam.shape(type(document)).generates_pk
+    insert = made_pk or force_insert or seam.shape(type(document)).generates_pk
+    sent = son
 
     def attempt() -> Any:
-        son = document.to_mongo()  # MongoEngine serialised it before the values were made
-        state.sent = son  # compared with what is stored if the reply is lost
-        return write_next(son, insert)
+        nonlocal sent
+        sent = with_values(document, son, filled)
+        return write_next(sent, insert)
 
-    def unknown() -> None:
-        state.unconfirmed, state.generated = True, filled
+    def unknown() -> None:  # kept for the application's retry (see .landed)
+        state = seam.state(document)
+        state.unconfirmed, state.made_pk, state.sent, state.generated = True, made_pk, sent, filled
 
     def stored() -> bool:  # after a failure no field claims: did the insert itself land?
         pk = seam.stored_pk(document)
         return pk is not None and write.collection.find_one({"_id": pk}, {"_id": 1}) is not None
 
-    state.unconfirmed = False
     try:
         written = values.send(
             write,
@@ -112,12 +115,33 @@ def save_create(
             on_unknown=unknown,
         )
     except BaseException:
-        if not state.unconfirmed:  # nothing written: as before save()
-            clear_made_pk(document, state)
+        state = seam.state(document, create=False)
+        if state is None or not state.unconfirmed:  # nothing written: as before save()
+            if made_pk:
+                clear_made_pk(document)
             values.release(write, noted)
         raise
     values.confirm(document)
     return written
+
+
+def with_values(document: Document, son: Any, filled: list[Slot]) -> Any:
+    """``son``, MongoEngine's serialisation of ``document`` made before its values were, with
+    them: each value of its own fields (and a key made here) set in stored form, as its
+    ``to_mongo()`` would. A key or value that ``son`` lacked comes after the others (the driver
+    sends ``_id`` first all the same). A model that serialises itself, and values inside
+    embedded documents, are serialised again instead."""
+    if seam.shape(type(document)).serialises_itself or any(
+        slot.holder is not document for slot in filled
+    ):
+        return document.to_mongo()
+    for slot in filled:
+        son[slot.field.db_field] = slot.field.to_mongo(slot.value)
+    if "_id" not in son:
+        pk = seam.stored_pk(document)
+        if pk is not None:
+            son["_id"] = pk
+    return son
 
 
 def make_pk(document: Document) -> bool:
@@ -135,10 +159,11 @@ def make_pk(document: Document) -> bool:
     return True
 
 
-def clear_made_pk(document: BaseDocument, state: seam.State) -> None:
+def clear_made_pk(document: BaseDocument) -> None:
     """Forget the ObjectId :func:`make_pk` gave a document that was not written."""
-    if state.made_pk:
-        seam.data(document)[_pk_name(document)] = None
+    seam.data(document)[_pk_name(document)] = None
+    state = seam.state(document, create=False)
+    if state is not None:
         state.made_pk = False
 
 

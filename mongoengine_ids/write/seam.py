@@ -36,7 +36,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import mongoengine
 from mongoengine.base import BaseDocument, BaseField, BaseList
@@ -268,15 +268,16 @@ class Shape:
     generates_pk: bool
     #: The fields whose values may hold embedded documents (None: any, a dynamic document).
     embedding: tuple[str, ...] | None
+    #: Whether the class (or a base) overrides MongoEngine's ``to_mongo()``.
+    serialises_itself: bool
 
 
-# Per class, weakly: test suites and applications may make classes on the fly.
-_shapes: weakref.WeakKeyDictionary[type, Shape] = weakref.WeakKeyDictionary()
+_SHAPE = "_mongoengine_ids_shape"
 
 
 def shape(document_class: type[BaseDocument]) -> Shape:
     """The :class:`Shape` of ``document_class`` (its fields are fixed once it is made)."""
-    found = _shapes.get(document_class)
+    found: Shape | None = document_class.__dict__.get(_SHAPE)  # not a base class's
     if found is None:
         from .field import GeneratedField
 
@@ -290,9 +291,30 @@ def shape(document_class: type[BaseDocument]) -> Shape:
             if getattr(document_class, "_dynamic", False)
             else tuple(name for name, field in fields.items() if _may_embed(field))
         )
-        found = Shape(generated, any(name == pk for name, _ in generated), embedding)
-        _shapes[document_class] = found
+        found = Shape(
+            generated,
+            any(name == pk for name, _ in generated),
+            embedding,
+            _serialises_itself(document_class),
+        )
+        setattr(document_class, _SHAPE, found)
     return found
+
+
+#: Set on the ``to_mongo`` wrappers of :func:`hook_key`: the class's own method it calls (None:
+#: MongoEngine's, through the base classes).
+WRAPS_OWN = "_mongoengine_ids_wraps_own"
+
+
+def _serialises_itself(document_class: type[BaseDocument]) -> bool:
+    """Whether a class in the MRO of ``document_class`` defines its own ``to_mongo()``."""
+    for klass in document_class.__mro__:
+        method = vars(klass).get("to_mongo")
+        if method is None or klass.__module__.startswith("mongoengine."):
+            continue
+        if getattr(method, WRAPS_OWN, True) is not None:
+            return True  # the class's own, or this package's wrapper of it
+    return False
 
 
 def _may_embed(field: Any) -> bool:
@@ -342,7 +364,7 @@ def embedded_documents(value: Any) -> Iterator[BaseDocument]:
 # -- per-document state -------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class State:
     """What the write path remembers of one document object between writes."""
 
@@ -362,10 +384,15 @@ class State:
 _STATE = "_mongoengine_ids_state"
 
 
-def state(document: BaseDocument) -> State:
-    """The write path's record of ``document`` (made on first use)."""
+@overload
+def state(document: BaseDocument) -> State: ...
+@overload
+def state(document: BaseDocument, *, create: Literal[False]) -> State | None: ...
+def state(document: BaseDocument, *, create: bool = True) -> State | None:
+    """The write path's record of ``document``, made on first use (with ``create=False``:
+    None if the document has none yet)."""
     found: State | None = document.__dict__.get(_STATE)
-    if found is None:
+    if found is None and create:
         found = State()
         object.__setattr__(document, _STATE, found)
     return found

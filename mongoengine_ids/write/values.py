@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import pymongo.errors
@@ -60,27 +59,40 @@ class Holder:
         self._data: dict[str, Any] = {}
 
 
-@dataclass(eq=False)
 class Slot:
-    """One generated field of one document of a write."""
+    """One generated field of one document of a write.
 
-    root: Any  # the document written
-    holder: Any  # the document itself, an embedded document inside it (or an upsert's values)
-    name: str
-    field: GeneratedField
-    kind: type[BaseDocument] = BaseDocument  # the class whose field it is
+    Attributes:
+        root: the document written.
+        holder: the document itself, an embedded document inside it, or an upsert's values.
+        name: the field's name.
+        field: the field.
+        kind: the class whose field it is (default: the holder's class).
+    """
 
-    def __post_init__(self) -> None:
-        if self.kind is BaseDocument:
-            self.kind = type(self.holder)
+    __slots__ = ("field", "holder", "kind", "name", "root")
+
+    def __init__(
+        self,
+        root: Any,
+        holder: Any,
+        name: str,
+        field: GeneratedField,
+        kind: type[BaseDocument] | None = None,
+    ) -> None:
+        self.root = root
+        self.holder = holder
+        self.name = name
+        self.field = field
+        self.kind = type(holder) if kind is None else kind
 
     @property
     def value(self) -> Any:
-        return seam.data(self.holder).get(self.name)
+        return self.holder._data.get(self.name)
 
     @value.setter
     def value(self, value: Any) -> None:
-        seam.data(self.holder)[self.name] = value
+        self.holder._data[self.name] = value
 
 
 def slots(
@@ -92,10 +104,13 @@ def slots(
     fields may not have been loaded): only those added since are looked into.
     """
     root = document if root is None else root
+    shape = seam.shape(type(document))
     loaded = embedded_new_only and document is not root and not seam.is_new(document)
     if not loaded:
-        for name, field in seam.generated_fields(type(document)):
+        for name, field in shape.generated:
             yield Slot(root, document, name, field)
+    if shape.embedding == ():
+        return
     for value in seam.embedding_values(document):  # a loaded one may hold new ones
         for embedded in seam.embedded_documents(value):
             yield from slots(embedded, embedded_new_only=embedded_new_only, root=root)
@@ -103,6 +118,8 @@ def slots(
 
 def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
     """Every embedded document inside ``document``, at any depth."""
+    if seam.shape(type(document)).embedding == ():
+        return
     for value in seam.embedding_values(document):
         for inner in seam.embedded_documents(value):
             yield inner
@@ -118,9 +135,10 @@ def mark_written(document: BaseDocument) -> None:
 
 def confirm(document: BaseDocument) -> None:
     """``document`` is known to be stored: nothing of an earlier lost reply is pending."""
-    state = seam.state(document)
-    state.unconfirmed = state.made_pk = False
-    state.sent, state.generated = None, []
+    state = seam.state(document, create=False)
+    if state is not None:
+        state.unconfirmed = state.made_pk = False
+        state.sent, state.generated = None, []
     mark_written(document)
 
 
@@ -134,6 +152,8 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
     Raises:
         ValidationError: a value is not one the field accepts (nothing noted).
     """
+    if not assigned:
+        return []
     for slot in assigned:
         slot.field.validate(slot.value)
     noted: list[tuple[Slot, Any]] = []
@@ -155,7 +175,11 @@ def prepare(
     user assigned, and the empty ones are filled. Values an earlier attempt generated (its
     reply was lost) stay this write's own. Returns (noted, filled)."""
     every = [slot for document in documents for slot in slots(document)]
-    generated = [slot for document in documents for slot in seam.state(document).generated]
+    generated = [
+        slot
+        for document in documents
+        for slot in getattr(seam.state(document, create=False), "generated", ())
+    ]
     mine = {(id(slot.holder), slot.name) for slot in generated}
     noted = note_assigned(
         write, [s for s in every if s.value is not None and (id(s.holder), s.name) not in mine]
