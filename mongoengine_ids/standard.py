@@ -174,6 +174,7 @@ def uuid7_timestamp_ms(value: uuid.UUID) -> int:
 
 class _StandardUUIDField(UUIDValueField):
     version: int = 0
+    _bits: int = -1  # the version and variant bits of a value (-1: none matches)
 
     def _build(self, value: Any) -> uuid.UUID:
         if isinstance(value, uuid.UUID):
@@ -191,12 +192,12 @@ class _StandardUUIDField(UUIDValueField):
         return self._build(uuid.UUID(int=number))
 
     def _is_value(self, value: Any) -> bool:
-        # A uuid.UUID of another version is of the value class too: check the version.
-        return (
-            type(value) is uuid.UUID
-            and value.variant == uuid.RFC_4122
-            and value.version == self.version
-        )
+        # A uuid.UUID of another version is of the value class too: check the version and
+        # variant bits (0b10 at 63-62), as uuid.UUID's .version and .variant would.
+        return type(value) is uuid.UUID and value.int & _VERSION_VARIANT_MASK == self._bits
+
+
+_VERSION_VARIANT_MASK: Final = (0xF << 76) | (0b11 << 62)
 
 
 class UUID4Field(_StandardUUIDField):
@@ -208,6 +209,7 @@ class UUID4Field(_StandardUUIDField):
 
     version = 4
     _version_nibble = 4
+    _bits = (4 << 76) | (0b10 << 62)
 
     def new_values(self, write: Write, count: int) -> list[Any]:
         return [uuid.uuid4() for _ in range(count)]
@@ -225,6 +227,7 @@ class UUID7Field(_StandardUUIDField):
 
     version = 7
     _version_nibble = 7
+    _bits = (7 << 76) | (0b10 << 62)
 
     def __init__(self, *, generator: UUID7Generator | None = None, **kwargs: Any) -> None:
         if generator is not None and not isinstance(generator, UUID7Generator):

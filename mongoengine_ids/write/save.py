@@ -25,7 +25,6 @@ from typing import Any
 from bson import ObjectId
 from mongoengine.base import BaseDocument
 from mongoengine.document import Document
-from mongoengine.fields import ObjectIdField
 
 from . import landed, seam, values
 from .backfill import fill_if_missing
@@ -150,12 +149,12 @@ def make_pk(document: Document) -> bool:
     The driver would make it inside ``insert_one()`` and forget it if the reply is lost: known
     beforehand, the application's retry inserts the same ``_id`` and cannot store a copy.
     """
-    name = _pk_name(document)
-    if seam.data(document).get(name) is not None:
+    if not seam.shape(type(document)).object_id_pk:
         return False
-    if not isinstance(seam.field_of(type(document), name), ObjectIdField):
+    data, name = seam.data(document), _pk_name(document)
+    if data.get(name) is not None:
         return False
-    seam.data(document)[name] = ObjectId()
+    data[name] = ObjectId()
     return True
 
 

@@ -45,7 +45,12 @@ from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
 from mongoengine.context_managers import set_write_concern as set_write_concern
 from mongoengine.document import Document, EmbeddedDocument
 from mongoengine.errors import LookUpError
-from mongoengine.fields import CachedReferenceField, LazyReferenceField, ReferenceField
+from mongoengine.fields import (
+    CachedReferenceField,
+    LazyReferenceField,
+    ObjectIdField,
+    ReferenceField,
+)
 from mongoengine.queryset import QuerySet, transform
 from mongoengine.queryset.base import BaseQuerySet
 from mongoengine.queryset.field_list import QueryFieldList
@@ -270,6 +275,8 @@ class Shape:
     embedding: tuple[str, ...] | None
     #: Whether the class (or a base) overrides MongoEngine's ``to_mongo()``.
     serialises_itself: bool
+    #: Whether the primary key is an ``ObjectIdField`` (the driver would make a missing one).
+    object_id_pk: bool
 
 
 _SHAPE = "_mongoengine_ids_shape"
@@ -296,6 +303,7 @@ def shape(document_class: type[BaseDocument]) -> Shape:
             any(name == pk for name, _ in generated),
             embedding,
             _serialises_itself(document_class),
+            isinstance(fields.get(pk or "id"), ObjectIdField),
         )
         setattr(document_class, _SHAPE, found)
     return found

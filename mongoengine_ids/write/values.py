@@ -160,7 +160,7 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
     try:
         for (klass, field), group in _by_field(assigned).items():
             values = [s.value for s in group]
-            field.note_assigned(write.of(klass, [s.holder for s in group]), values)
+            field.note_assigned(_share(write, klass, group), values)
             noted.extend(zip(group, values, strict=True))
     except BaseException:
         release(write, noted)
@@ -174,18 +174,21 @@ def prepare(
     """The values of new documents about to be inserted: the fields are told the values the
     user assigned, and the empty ones are filled. Values an earlier attempt generated (its
     reply was lost) stay this write's own. Returns (noted, filled)."""
-    every = [slot for document in documents for slot in slots(document)]
-    generated = [
-        slot
-        for document in documents
-        for slot in getattr(seam.state(document, create=False), "generated", ())
-    ]
-    mine = {(id(slot.holder), slot.name) for slot in generated}
-    noted = note_assigned(
-        write, [s for s in every if s.value is not None and (id(s.holder), s.name) not in mine]
-    )
+    generated: list[Slot] = []
+    assigned: list[Slot] = []
+    empty: list[Slot] = []
+    for document in documents:
+        state = seam.state(document, create=False)
+        mine = state.generated if state is not None else ()
+        generated.extend(mine)
+        for slot in slots(document):
+            if slot.value is None:
+                empty.append(slot)
+            elif not any(s.holder is slot.holder and s.name == slot.name for s in mine):
+                assigned.append(slot)
+    noted = note_assigned(write, assigned)
     try:
-        filled = [*generated, *fill(write, [s for s in every if s.value is None])]
+        filled = [*generated, *fill(write, empty)]
     except BaseException:
         release(write, noted)
         raise
@@ -200,7 +203,7 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
     filled: list[Slot] = []
     try:
         for (klass, field), group in _by_field(empty).items():
-            values = field.new_values(write.of(klass, [s.holder for s in group]), len(group))
+            values = field.new_values(_share(write, klass, group), len(group))
             for slot, value in zip(group, values, strict=True):
                 slot.value = value
                 filled.append(slot)
@@ -208,6 +211,14 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
         give_back(write, filled)
         raise
     return filled
+
+
+def _share(write: Write, klass: type[BaseDocument], group: list[Slot]) -> Write:
+    """``write``, for the holders of ``group`` (one field's share of it)."""
+    holders = [slot.holder for slot in group]
+    if klass is write.document_class and holders == list(write.documents):
+        return write  # the whole write: most often one document
+    return write.of(klass, holders)
 
 
 def give_back(write: Write, filled: Iterable[Slot], *, taken: Slot | None = None) -> None:
