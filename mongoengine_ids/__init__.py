@@ -18,8 +18,7 @@ from .errors import (
     RetriesExhaustedError,
     UniqueIndexMissingError,
 )
-from .fields import LocalityUUIDField, UUIDValueField
-from .locality import LocalityUUID, LocalityUUIDGenerator
+from .locality import LocalityUUID, LocalityUUIDField, LocalityUUIDGenerator, UUIDValueField
 from .random_unique import RandomFieldStats, RandomUniqueField
 from .sequence import Sequence, SequenceField
 from .standard import UUID4Field, UUID7Field, UUID7Generator

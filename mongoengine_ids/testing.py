@@ -33,8 +33,8 @@ from typing import Any
 import mongoengine
 from mongoengine.connection import DEFAULT_CONNECTION_NAME
 
+from .instrumented import Hook, instrumented_client_class
 from .resets import reset_process_state
-from .sequence_wrappers import Hook, instrumented_client_class
 
 try:
     from pytest import fixture  # noqa: PT013 - one name, and no pytest needed without it

@@ -30,16 +30,16 @@ from mongoengine_ids import (
     UUID7Generator,
     backfill,
 )
-from mongoengine_ids.locality import parse_mac, reverse_hex_digits, sequential_start
-from mongoengine_ids.random_space import (
+from mongoengine_ids.locality.generator import parse_mac, reverse_hex_digits, sequential_start
+from mongoengine_ids.random_unique.space import (
     IntegerSpace,
     StringSpace,
     SystemRandomness,
     randbelow_of,
 )
-from mongoengine_ids.sequence import SequenceFormat, luhn_check_digit
-from mongoengine_ids.sequence_admin import list_counters, set_next_value, show_counter
-from mongoengine_ids.standard import uuid7_timestamp_ms
+from mongoengine_ids.sequence.admin import list_counters, set_next_value, show_counter
+from mongoengine_ids.sequence.field import SequenceFormat, luhn_check_digit
+from mongoengine_ids.standard.fields import uuid7_timestamp_ms
 
 # -- what the rows call -------------------------------------------------------------------------
 

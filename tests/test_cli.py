@@ -523,7 +523,7 @@ def test_demo_says_in_words_when_the_mac_may_be_shared(
 ) -> None:
     import uuid
 
-    from mongoengine_ids import locality
+    from mongoengine_ids.locality import generator as locality
 
     # A container's MAC, read afresh (the MAC is read once per process, and restored after).
     monkeypatch.delenv("MONGOENGINE_IDS_MAC")

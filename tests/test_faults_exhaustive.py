@@ -60,7 +60,7 @@ from mongoengine_ids import (
     UUID7Field,
     UUID7Generator,
 )
-from mongoengine_ids.sequence_wrappers import Hook
+from mongoengine_ids.instrumented import Hook
 from mongoengine_ids.testing import connected_threadsafe
 
 #: An application's retries after a ConnectionFailure.

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from mongoengine_ids import InvalidIdError, LocalityUUID, LocalityUUIDGenerator
 from mongoengine_ids.constants import SPREAD_STEP
-from mongoengine_ids.locality import reverse_hex_digits, sequential_start
+from mongoengine_ids.locality.generator import reverse_hex_digits, sequential_start
 
 # The spec's inputs: pid 12618, MAC 12:34:5d:53:7a:50, 2012-10-15T18:58:18.450Z.
 PID = 12618
@@ -245,7 +245,7 @@ def test_from_fields_rejects_values_that_do_not_fit() -> None:
 
 
 def test_mac_environment_override(monkeypatch: pytest.MonkeyPatch) -> None:
-    import mongoengine_ids.locality as locality
+    import mongoengine_ids.locality.generator as locality
 
     monkeypatch.setattr(locality, "_machine_mac", None)
     monkeypatch.setenv("MONGOENGINE_IDS_MAC", "aa:bb:cc:dd:ee:ff")
@@ -270,7 +270,7 @@ def test_a_locally_administered_mac_warns(
 ) -> None:
     import warnings
 
-    import mongoengine_ids.locality as locality
+    import mongoengine_ids.locality.generator as locality
 
     monkeypatch.setattr(locality, "_machine_mac", None)
     monkeypatch.delenv("MONGOENGINE_IDS_MAC", raising=False)

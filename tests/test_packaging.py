@@ -83,11 +83,15 @@ def test_the_library_never_imports_the_command_line_tools() -> None:
     import sys
 
     code = (
-        "import sys, pkgutil, importlib, mongoengine_ids, mongoengine_ids.write as w\n"
-        "for package in (mongoengine_ids, w):\n"
+        "import sys, pkgutil, importlib, mongoengine_ids\n"
+        "packages = [mongoengine_ids]\n"
+        "while packages:\n"
+        "    package = packages.pop()\n"
         "    for info in pkgutil.iter_modules(package.__path__, package.__name__ + '.'):\n"
         "        if info.name != 'mongoengine_ids.tools':\n"
-        "            importlib.import_module(info.name)\n"
+        "            module = importlib.import_module(info.name)\n"
+        "            if info.ispkg:\n"
+        "                packages.append(module)\n"
         "print(sorted(m for m in sys.modules if m.startswith('mongoengine_ids.tools')))\n"
     )
     result = subprocess.run(

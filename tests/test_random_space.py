@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mongoengine_ids.random_space import (
+from mongoengine_ids.random_unique.space import (
     BASE62,
     CROCKFORD32,
     SYSTEM_RANDOMNESS,

@@ -23,13 +23,13 @@ from _support import TEST_URI, real_server
 from mongoengine.errors import NotUniqueError, ValidationError
 
 from mongoengine_ids.errors import RetriesExhaustedError
-from mongoengine_ids.random_space import SYSTEM_RANDOMNESS
-from mongoengine_ids.random_unique import (
+from mongoengine_ids.random_unique.field import (
     DEFAULT_MAX_RETRIES,
     RandomFieldStats,
     RandomUniqueField,
     UniqueIndexMissingError,
 )
+from mongoengine_ids.random_unique.space import SYSTEM_RANDOMNESS
 from mongoengine_ids.write import Write
 
 

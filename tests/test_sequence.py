@@ -17,7 +17,7 @@ from mongoengine.errors import ValidationError
 
 from mongoengine_ids.errors import IdSpaceExhaustedError, InvalidIdError
 from mongoengine_ids.resets import reset_process_state
-from mongoengine_ids.sequence import (
+from mongoengine_ids.sequence.field import (
     DEFAULT_COLLECTION,
     INT64_MAX,
     CorruptedCounterError,

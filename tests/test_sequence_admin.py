@@ -11,8 +11,8 @@ import pytest
 from mongoengine import Document, StringField
 from mongoengine import fields as me_fields
 
-from mongoengine_ids.sequence import DEFAULT_COLLECTION, INT64_MAX, Sequence, SequenceField
-from mongoengine_ids.sequence_admin import list_counters, set_next_value, show_counter
+from mongoengine_ids.sequence.admin import list_counters, set_next_value, show_counter
+from mongoengine_ids.sequence.field import DEFAULT_COLLECTION, INT64_MAX, Sequence, SequenceField
 from mongoengine_ids.tools.cli import CommandError, main
 from mongoengine_ids.tools.sequence_cli import (
     EMBEDDED_NOTE,

@@ -145,7 +145,7 @@ def machine_mac_quietly() -> tuple[int, bool]:
         override (locally administered, not the random multicast one of :func:`uuid.getnode`).
     """
     from .. import constants as C
-    from ..locality import machine_mac
+    from ..locality.generator import machine_mac
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

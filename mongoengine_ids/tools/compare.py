@@ -154,7 +154,7 @@ def candidates() -> tuple[Candidate, ...]:
     """The models of every strategy, made once (importing MongoEngine is deferred to here)."""
     from mongoengine import Document, IntField, StringField
 
-    from ..fields import LocalityUUIDField
+    from ..locality import LocalityUUIDField
     from ..random_unique import RandomUniqueField
     from ..sequence import SequenceField
     from ..standard import UUID4Field, UUID7Field
@@ -507,7 +507,7 @@ def _counting_database(uri: str | None, counter: _CallCounter) -> Iterator[Any]:
     target = None if uri is None else mongo_uri.parse(uri)
     try:
         if target is None:
-            from ..sequence_wrappers import instrumented_client_class
+            from ..instrumented import instrumented_client_class
 
             mongoengine.connect(
                 name,

@@ -27,8 +27,7 @@ from mongoengine.errors import NotUniqueError
 from pymongo.errors import PyMongoError
 
 from .. import constants as C
-from ..fields import LocalityUUIDField
-from ..locality import LocalityUUIDGenerator
+from ..locality import LocalityUUIDField, LocalityUUIDGenerator
 from ..random_unique import RandomUniqueField
 from ..sequence import SequenceField
 from . import uri as mongo_uri

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, Final, TextIO
 
 from ..sequence import DEFAULT_COLLECTION
-from ..sequence_admin import CounterInfo, list_counters, set_next_value, show_counter
+from ..sequence.admin import CounterInfo, list_counters, set_next_value, show_counter
 from . import uri
 from .cli import EXIT_USAGE, CommandError
 

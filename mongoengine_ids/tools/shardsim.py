@@ -520,7 +520,7 @@ class _Counters:
     """
 
     def __init__(self, rng: random.Random, *, batch: int, digits: int | None, ranges: int) -> None:
-        from ..sequence import Space
+        from ..sequence.field import Space
 
         self._rng = rng
         self._batch = batch
@@ -559,7 +559,7 @@ def _sequence_makers(*, batch: int, digits: int | None, ranges: int) -> MakerFac
 
 
 def _random_makers(rng: random.Random, clock: _Clock, processes: int) -> list[Maker]:
-    from ..random_space import IntegerSpace
+    from ..random_unique.space import IntegerSpace
 
     space = IntegerSpace.of_digits(RANDOM_DIGITS_COUNT)
     size = space.size

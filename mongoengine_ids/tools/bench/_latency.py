@@ -22,7 +22,7 @@ from typing import Any
 
 import mongoengine
 
-from ...sequence_wrappers import Hook, instrumented_client_class
+from ...instrumented import Hook, instrumented_client_class
 from ._core import BENCH_ALIAS
 
 

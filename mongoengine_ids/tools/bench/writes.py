@@ -43,7 +43,7 @@ from typing import Any, Final
 from bson.binary import Binary
 from mongoengine import Document, IntField, LongField, StringField, UUIDField
 
-from ...fields import LocalityUUIDField
+from ...locality import LocalityUUIDField
 from ...random_unique import RandomUniqueField
 from ...sequence import SequenceField
 from ...standard import UUID4Field, UUID7Field

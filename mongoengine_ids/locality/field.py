@@ -9,8 +9,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 from bson.binary import Binary
 
-from . import constants as C
-from .locality import (
+from .. import constants as C
+from ..stored import StoredUUID, StoredUUIDText
+from ..write import seam
+from ..write.field import GeneratedField, Write
+from .generator import (
     ACCEPTED_TEXT,
     LocalityUUID,
     LocalityUUIDGenerator,
@@ -18,9 +21,6 @@ from .locality import (
     _check_mode,
     _int_from_uuid_value,
 )
-from .stored import StoredUUID, StoredUUIDText
-from .write import seam
-from .write.field import GeneratedField, Write
 
 if TYPE_CHECKING:
     from typing_extensions import Self

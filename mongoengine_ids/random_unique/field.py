@@ -39,9 +39,12 @@ from mongoengine.base import BaseDocument
 from mongoengine.errors import NotUniqueError, OperationError
 from pymongo.write_concern import WriteConcern
 
-from ._checks import check_collection_name
-from .errors import RetriesExhaustedError, UniqueIndexMissingError
-from .random_space import (
+from .._checks import check_collection_name
+from ..errors import RetriesExhaustedError, UniqueIndexMissingError
+from ..resets import on_reset
+from ..write import seam
+from ..write.field import GeneratedField, Write
+from .space import (
     SYSTEM_RANDOMNESS,
     IntegerSpace,
     Randomness,
@@ -49,9 +52,6 @@ from .random_space import (
     ValueSpace,
     randbelow_of,
 )
-from .resets import on_reset
-from .write import seam
-from .write.field import GeneratedField, Write
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -21,11 +21,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
-from ._checks import check_callable, suggest_keywords
-from .errors import IdSpaceExhaustedError
-from .fields import UUIDValueField
-from .locality import Clock, _int_from_uuid_value
-from .write.field import Write
+from .._checks import check_callable, suggest_keywords
+from ..errors import IdSpaceExhaustedError
+from ..locality.field import UUIDValueField
+from ..locality.generator import Clock, _int_from_uuid_value
+from ..write.field import Write
 
 V7_COUNTER_BITS: Final = 42
 V7_COUNTER_MAX: Final = (1 << V7_COUNTER_BITS) - 1

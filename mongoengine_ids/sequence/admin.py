@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from pymongo.read_preferences import ReadPreference
 
-from ._checks import check_collection_name
-from .sequence import (
+from .._checks import check_collection_name
+from .field import (
     DEFAULT_COLLECTION,
     INT64_MAX,
     MAJORITY,

@@ -20,7 +20,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
-from ._checks import check_bool, check_int, closest, is_int, suggest_keywords
+from .._checks import check_bool, check_int, closest, is_int, suggest_keywords
 
 # -- constants (candidates for mongoengine_ids.constants) ---------------------------------------
 

@@ -42,23 +42,23 @@ from mongoengine.errors import ValidationError
 from pymongo import ReturnDocument, WriteConcern
 from pymongo.read_preferences import ReadPreference
 
-from ._checks import (
+from .._checks import (
     check_callable,
     check_collection_name,
     check_int,
     is_int,
     suggest_keywords,
 )
-from .errors import (
+from ..errors import (
     CorruptedCounterError,
     ExplicitValueError,
     IdSpaceExhaustedError,
     InvalidIdError,
     invalid_id,
 )
-from .resets import on_reset
-from .write import seam
-from .write.field import GeneratedField, Write
+from ..resets import on_reset
+from ..write import seam
+from ..write.field import GeneratedField, Write
 
 if TYPE_CHECKING:
     from mongoengine.base import BaseDocument

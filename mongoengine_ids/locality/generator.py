@@ -24,9 +24,9 @@ from typing import Final, Literal
 
 from bson.binary import Binary
 
-from . import constants as C
-from ._checks import check_callable, check_int, is_int, suggest_keywords
-from .errors import IdSpaceExhaustedError, invalid_id
+from .. import constants as C
+from .._checks import check_callable, check_int, is_int, suggest_keywords
+from ..errors import IdSpaceExhaustedError, invalid_id
 
 Mode = Literal["spread", "sequential"]
 Clock = Callable[[], int]
