@@ -301,10 +301,11 @@ class RandomUniqueField(GeneratedField):
             ``"base62"`` or the characters themselves.
         prefix: fixed text in front of every string id.
         luhn: end the id with a Luhn check digit (Luhn mod N over the alphabet for strings).
-        space: a :class:`~mongoengine_ids.random_space.ValueSpace` of your own.
+        space: a :class:`~mongoengine_ids.random_unique.space.ValueSpace` of your own.
         rng: where randomness comes from: ``randbelow(n)`` as a function, or an object with a
-            ``randbelow`` method. Default :data:`~mongoengine_ids.random_space.SYSTEM_RANDOMNESS`
-            (``os.urandom``, read in blocks). Inject one in tests.
+            ``randbelow`` method. Default
+            :data:`~mongoengine_ids.random_unique.space.SYSTEM_RANDOMNESS` (``os.urandom``, read
+            in blocks). Inject one in tests.
         max_retries: writes retried with a fresh value after a collision on this field, per
             document (default :data:`DEFAULT_MAX_RETRIES`). 0 means a collision raises
             ``NotUniqueError`` at once.

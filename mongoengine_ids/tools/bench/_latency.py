@@ -1,7 +1,7 @@
 """A simulated network for the benchmark: mongomock whose every database call waits first.
 
 :class:`CountingLatency` is a hook for
-:func:`~mongoengine_ids.sequence_wrappers.instrumented_client_class`: before each database call
+:func:`~mongoengine_ids.instrumented.instrumented_client_class`: before each database call
 it waits the round-trip time, and it counts the calls. :func:`latency_database` connects the
 benchmark's alias to such a client. The ``sequence`` group uses 1 ms per call, the ``writes``
 group 0.2 ms (a local server's order).
