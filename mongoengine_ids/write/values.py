@@ -129,8 +129,9 @@ def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
 def mark_written(document: BaseDocument) -> None:
     """``document`` and its embedded documents are stored now."""
     seam.mark_written(document)
-    for inner in embedded(document):
-        seam.mark_written(inner)
+    if seam.shape(type(document)).embedding != ():
+        for inner in embedded(document):
+            seam.mark_written(inner)
 
 
 def confirm(document: BaseDocument) -> None:
