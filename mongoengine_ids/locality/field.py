@@ -120,10 +120,12 @@ class UUIDValueField(GeneratedField):
         __get__ = seam.key_get
 
     def to_mongo(self, value: Any) -> Any:
-        checked = self.coerce(value)
-        if not self._is_value(checked):
-            self.validate(value)
-        return self._stored(checked)
+        if not self._is_value(value):
+            checked = self.coerce(value)
+            if not self._is_value(checked):
+                self.validate(value)  # raises, saying what is wrong with it
+            value = checked
+        return self._stored(value)
 
     def _stored(self, value: uuid.UUID) -> Binary | str:
         return str(value) if self.as_string else Binary(value.bytes, C.BSON_UUID_SUBTYPE)

@@ -151,7 +151,8 @@ def is_new(document: BaseDocument) -> bool:
 
 def mark_written(document: BaseDocument) -> None:
     """The document is in the database now: a later ``save()`` updates it."""
-    document._created = False
+    # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
+    object.__setattr__(document, "_created", False)
 
 
 def mark_changed(document: BaseDocument, name: str) -> None:
