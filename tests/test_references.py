@@ -6,11 +6,11 @@ SequenceField with a prefix and zero padding; a RandomUniqueField) and each repr
 (``standard``, ``pythonLegacy``, ``unspecified``, and none given: MongoEngine's default), on
 mongomock or, with ``MONGOENGINE_IDS_TEST_URI``, on a real server. Every test checks the raw
 stored documents and the documents read back; and every call that reaches the database is
-recorded (the hook of ``connected_threadsafe`` on mongomock, a command listener on a server):
-at the end of each test, no ``uuid.UUID`` may have been sent where the key is stored as Binary
-subtype 4, unless the server encodes it so (``standard``). A real server under
-``pythonLegacy`` would encode it as subtype 3 and miss every document; under ``unspecified``
-it refuses it.
+recorded (the hook of ``connected_threadsafe`` on mongomock, with the filter of each find, a
+command listener on a server): at the end of each test, no ``uuid.UUID`` may have been sent
+where the key is stored as Binary subtype 4, unless the server encodes it so (``standard``). A
+real server under ``pythonLegacy`` would encode it as subtype 3 and miss every document; under
+``unspecified`` it refuses it.
 
 Three things cannot work for UUID keys outside ``standard`` on a real server, and the tests pin
 what they do instead (docs/locality-uuid.md, "References"): lists and dicts of
@@ -142,9 +142,13 @@ class Sent:
     paused: bool = False
 
     def hook(self, collection: str, method: str, call: Any) -> Any:
-        """``connected_threadsafe``'s hook (mongomock)."""
+        """``connected_threadsafe``'s hook (mongomock). A find reaches it as the first
+        ``getMore`` of its cursor: what it sends is the cursor's filter (mongomock's ``_spec``)."""
         if not self.paused:
-            self.calls.append((collection, method, (call.args, call.keywords)))
+            payload = (call.args, call.keywords)
+            if method == "getMore" and TEST_URI is None:
+                payload = getattr(call.args[0], "_spec", None)
+            self.calls.append((collection, method, payload))
         return call()
 
     def command(self, event: Any) -> None:
