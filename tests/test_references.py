@@ -86,14 +86,6 @@ class Key:
             assert isinstance(raw, type(expected)), f"{raw!r} is not a {type(expected)}"
             assert raw == expected
 
-    def value_of(self, raw: Any) -> Any:
-        """The key that a raw or decoded stored value holds (for DBRefs read as stored)."""
-        if self.value_type is None:
-            return raw
-        if isinstance(raw, bytes):
-            return uuid.UUID(bytes=bytes(raw))
-        return uuid.UUID(str(raw))
-
 
 def _uuid_keys(name: str, make: Callable[..., Any], value_type: type) -> list[Key]:
     return [
@@ -442,17 +434,33 @@ def test_lazy_reference_field(world: World, dbref: bool) -> None:
 
 def test_generic_lazy_reference_field(world: World) -> None:
     Order = world.order()
-    Shipment = world.model("Shipment", order=me.GenericLazyReferenceField())
-    a = Order(name="a").save()
-    shipment = Shipment(order=a).save()
+    Shipment = world.model(
+        "Shipment",
+        order=me.GenericLazyReferenceField(),
+        orders=me.ListField(me.GenericLazyReferenceField()),
+    )
+    a, b = Order(name="a").save(), Order(name="b").save()
+    shipment = Shipment(order=a, orders=[a, b]).save()
 
-    stored = world.raw(Shipment, shipment)["order"]
-    assert stored["_cls"] == Order._class_name
-    world.check_reference(stored["_ref"], a, dbref=True)
+    raw = world.raw(Shipment, shipment)
+    for stored, target in [(raw["order"], a), *zip(raw["orders"], [a, b], strict=True)]:
+        assert stored["_cls"] == Order._class_name
+        world.check_reference(stored["_ref"], target, dbref=True)
     loaded = Shipment.objects.get(id=shipment.id)
-    assert world.key.value_of(loaded.order.pk) == a.id
+    assert isinstance(loaded.order, LazyReference)
+    assert loaded.order.pk == a.id  # a StoredUUID (UUID keys), as a LazyReferenceField's
+    assert hash(loaded.order.pk) == hash(a.id)
     assert loaded.order.fetch().name == "a"
+    assert [ref.pk for ref in loaded.orders] == [a.id, b.id]
+    assert [ref.fetch().name for ref in loaded.orders] == ["a", "b"]
     assert Shipment.objects(order=a).count() == 1
+    assert Shipment.objects(order=loaded.order).count() == 1
+
+    loaded.orders.append(loaded.order)  # written back as loaded
+    loaded.save()
+    raw = world.raw(Shipment, shipment)
+    for stored, target in zip(raw["orders"], [a, b, a], strict=True):
+        world.check_reference(stored["_ref"], target, dbref=True)
 
 
 def test_generic_lazy_reference_field_read_before_save(world: World) -> None:
@@ -718,6 +726,7 @@ WRAPPED = [
     (me.LazyReferenceField, "to_python"),
     (me.CachedReferenceField, "prepare_query_value"),
     (me.GenericLazyReferenceField, "to_mongo"),
+    (me.GenericLazyReferenceField, "build_lazyref"),
 ]
 
 
@@ -759,6 +768,9 @@ def test_reference_wrappers_leave_other_references_as_mongoengine_makes_them(
         son = me.GenericLazyReferenceField().to_mongo(LazyReference(model, key))
         assert son["_ref"] == DBRef(model._get_collection_name(), key)
         assert son["_ref"].id is key
+        built = me.GenericLazyReferenceField().build_lazyref(son)
+        assert type(built) is LazyReference
+        assert built.pk is key
     unknown = DBRef("elsewhere", uuid.uuid4())
     assert me.ReferenceField("NeverDeclared", dbref=True).to_python(unknown) is unknown
     junk = DBRef(Keyed._get_collection_name(), "not a key")

@@ -24,7 +24,8 @@ model; see :func:`.seam.hook_reference_fields`):
 * ``CachedReferenceField.prepare_query_value`` puts ``document.pk`` in the ``_id`` that a query
   by the document, its ``auto_sync`` and ``sync_all()`` send;
 * ``GenericLazyReferenceField.to_mongo`` of a ``LazyReference`` (what it holds for a document
-  assigned and read back before ``save()``) writes ``DBRef(collection, reference.pk)``.
+  assigned and read back before ``save()``) writes ``DBRef(collection, reference.pk)``, and its
+  ``build_lazyref`` makes the ``LazyReference`` of a stored reference with the key as decoded.
 """
 
 from __future__ import annotations
@@ -73,15 +74,22 @@ def wrap_to_dbref(owner: type[Document], own: ToDBRef | None) -> ToDBRef:
     return to_dbref
 
 
-def keyed_dbref(document_class: Any, ref: DBRef) -> DBRef:
-    """``ref``, a DBRef to a ``document_class``, with its id as references hold the key (a
-    :class:`~mongoengine_ids.stored.StoredUUID`: the stored form when sent, equal to the key and
-    hashing as it); ``ref`` itself if the model's key is not a UUID of this package."""
+def reference_key(document_class: Any, key: Any) -> Any:
+    """``key``, a key of a ``document_class`` as found in a stored reference, as references
+    hold it (a :class:`~mongoengine_ids.stored.StoredUUID`: the stored form when sent, equal to
+    the key and hashing as it); ``key`` itself if it is one already, if it is no key at all, or
+    if the model's key is not a UUID of this package."""
     field = seam.uuid_key(document_class)
-    if field is None or isinstance(ref.id, (StoredUUID, StoredUUIDText)):
-        return ref
-    key = field.reference_key(ref.id)
-    if key is ref.id:  # not a key at all: left as it is
+    if field is None or isinstance(key, (StoredUUID, StoredUUIDText)):
+        return key
+    return field.reference_key(key)
+
+
+def keyed_dbref(document_class: Any, ref: DBRef) -> DBRef:
+    """``ref``, a DBRef to a ``document_class``, with its id as references hold the key
+    (:func:`reference_key`); ``ref`` itself if that is the id it has."""
+    key = reference_key(document_class, ref.id)
+    if key is ref.id:
         return ref
     extra = {name: value for name, value in ref.as_doc().items() if name not in _DBREF_KEYS}
     return DBRef(ref.collection, key, ref.database, **extra)
@@ -114,6 +122,23 @@ def wrap_cached_query_value(own: Callable[..., Any]) -> Callable[..., Any]:
         return found
 
     return prepare_query_value
+
+
+def wrap_generic_lazy_build(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``build_lazyref`` of ``GenericLazyReferenceField``: the ``LazyReference`` it makes of a
+    stored reference (``{"_cls": ..., "_ref": DBRef}``) has its ``pk`` as references hold the
+    key, as a ``LazyReferenceField``'s has."""
+
+    @functools.wraps(own)
+    def build_lazyref(self: Any, value: Any) -> Any:
+        found = own(self, value)
+        if isinstance(value, dict) and isinstance(found, LazyReference):
+            key = reference_key(found.document_type, found.pk)
+            if key is not found.pk:
+                return LazyReference(found.document_type, key, passthrough=found.passthrough)
+        return found
+
+    return build_lazyref
 
 
 def wrap_generic_lazy_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:

@@ -20,12 +20,12 @@ reference fields' methods of the last item):
 * on the class that declares a generated primary key stored in another form than its value
   (a UUID), ``to_mongo`` and ``to_dbref`` are wrapped so that they give the key in stored form
   (:mod:`.references`);
-* when the first such class is made, four methods of MongoEngine's reference fields are wrapped,
+* when the first such class is made, five methods of MongoEngine's reference fields are wrapped,
   once (:func:`hook_reference_fields`): ``to_python`` of ``ReferenceField`` and
   ``LazyReferenceField`` (a stored DBRef), ``prepare_query_value`` of
-  ``CachedReferenceField`` and ``to_mongo`` of ``GenericLazyReferenceField``. They act only on
-  references to a model keyed by such a field (:func:`uuid_key`); any other reference gets
-  what MongoEngine's own method returns, unchanged.
+  ``CachedReferenceField``, ``to_mongo`` and ``build_lazyref`` of ``GenericLazyReferenceField``.
+  They act only on references to a model keyed by such a field (:func:`uuid_key`); any other
+  reference gets what MongoEngine's own method returns, unchanged.
 
 References rely on MongoEngine building a reference's DBRef from the referenced model's
 ``id.to_python(stored)`` (``ReferenceField``, ``LazyReferenceField``, ``CachedReferenceField``)
@@ -86,6 +86,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (CachedReferenceField, "to_python", ("value",)),
     (CachedReferenceField, "prepare_query_value", ("op", "value")),
     (GenericLazyReferenceField, "to_mongo", ("document",)),
+    (GenericLazyReferenceField, "build_lazyref", ("value",)),
     (BaseQuerySet, "insert", ("doc_or_docs", "load_bulk", "write_concern", "signal_kwargs")),
     (BaseQuerySet, "update", ("upsert", "multi", "write_concern", "read_concern")),
     (BaseQuerySet, "modify", ("upsert", "full_response", "remove", "new")),
@@ -556,6 +557,7 @@ def hook_reference_fields() -> None:
             (LazyReferenceField, "to_python", references.wrap_reference_to_python),
             (CachedReferenceField, "prepare_query_value", references.wrap_cached_query_value),
             (GenericLazyReferenceField, "to_mongo", references.wrap_generic_lazy_to_mongo),
+            (GenericLazyReferenceField, "build_lazyref", references.wrap_generic_lazy_build),
         ):
             own = vars(owner)[name]
             if not getattr(own, _REFERENCES_HOOKED, False):
