@@ -6,22 +6,21 @@ SequenceField with a prefix and zero padding; a RandomUniqueField) and each repr
 (``standard``, ``pythonLegacy``, ``unspecified``, and none given: MongoEngine's default), on
 mongomock or, with ``MONGOENGINE_IDS_TEST_URI``, on a real server. Every test checks the raw
 stored documents and the documents read back; and every call that reaches the database is
-recorded (the hook of ``connected_threadsafe`` on mongomock, a command listener on a server):
-at the end of each test, no ``uuid.UUID`` may have been sent where the key is stored as Binary
-subtype 4, unless the server encodes it so (``standard``). A real server under
-``pythonLegacy`` would encode it as subtype 3 and miss every document; under ``unspecified``
-it refuses it.
+recorded (the hook of ``connected_threadsafe`` on mongomock, with the filter of each find, a
+command listener on a server): at the end of each test, no ``uuid.UUID`` may have been sent
+where the key is stored as Binary subtype 4, unless the server encodes it so (``standard``). A
+real server under ``pythonLegacy`` would encode it as subtype 3 and miss every document; under
+``unspecified`` it refuses it.
 
-Three things cannot work for UUID keys outside ``standard`` on a real server, and the tests pin
-what they do instead (docs/locality-uuid.md, "References"): lists and dicts of
-``ReferenceField(..., dbref=True)`` read without ``select_related()``, ``CachedReferenceField``
-queried by the document (and its ``auto_sync``), and a ``GenericLazyReferenceField`` read back
-before ``save()``.
+Three cases rest on the wrappers the package installs on MongoEngine's reference fields
+(``mongoengine_ids.write.references``), and are tested here like every other: lists and dicts
+of ``ReferenceField(..., dbref=True)`` read without ``select_related()``,
+``CachedReferenceField`` queried by the document (with its ``auto_sync`` and ``sync_all()``),
+and a ``GenericLazyReferenceField`` read back before ``save()``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import itertools
 import pickle
@@ -37,6 +36,7 @@ from _support import TEST_URI
 from bson import DBRef
 from bson.binary import Binary, UuidRepresentation
 from bson.codec_options import CodecOptions
+from mongoengine.base import LazyReference
 
 from mongoengine_ids import (
     LocalityUUID,
@@ -48,6 +48,7 @@ from mongoengine_ids import (
 )
 from mongoengine_ids.stored import StoredUUID, StoredUUIDText
 from mongoengine_ids.testing import connected_threadsafe
+from mongoengine_ids.write import seam
 
 # -- the keys -----------------------------------------------------------------------------------
 
@@ -84,14 +85,6 @@ class Key:
         else:
             assert isinstance(raw, type(expected)), f"{raw!r} is not a {type(expected)}"
             assert raw == expected
-
-    def value_of(self, raw: Any) -> Any:
-        """The key that a raw or decoded stored value holds (for DBRefs read as stored)."""
-        if self.value_type is None:
-            return raw
-        if isinstance(raw, bytes):
-            return uuid.UUID(bytes=bytes(raw))
-        return uuid.UUID(str(raw))
 
 
 def _uuid_keys(name: str, make: Callable[..., Any], value_type: type) -> list[Key]:
@@ -139,27 +132,19 @@ class Sent:
     """The calls that reached the database during one test."""
 
     calls: list[tuple[str, str, Any]] = field(default_factory=list)
-    paused: bool = False
 
     def hook(self, collection: str, method: str, call: Any) -> Any:
-        """``connected_threadsafe``'s hook (mongomock)."""
-        if not self.paused:
-            self.calls.append((collection, method, (call.args, call.keywords)))
+        """``connected_threadsafe``'s hook (mongomock). A find reaches it as the first
+        ``getMore`` of its cursor: what it sends is the cursor's filter (mongomock's ``_spec``)."""
+        payload = (call.args, call.keywords)
+        if method == "getMore" and TEST_URI is None:
+            payload = getattr(call.args[0], "_spec", None)
+        self.calls.append((collection, method, payload))
         return call()
 
     def command(self, event: Any) -> None:
         """A command started on a real server."""
-        if not self.paused:
-            self.calls.append((event.database_name, event.command_name, event.command))
-
-    @contextlib.contextmanager
-    def not_recorded(self) -> Iterator[None]:
-        """Calls that are known to send the key as the attribute holds it (a limitation)."""
-        self.paused = True
-        try:
-            yield
-        finally:
-            self.paused = False
+        self.calls.append((event.database_name, event.command_name, event.command))
 
     def uuids(self) -> list[tuple[str, str, uuid.UUID]]:
         return [
@@ -231,8 +216,7 @@ class World:
     def raw(self, model: type[me.Document], document: me.Document) -> dict[str, Any]:
         """``document`` as stored, every Binary subtype left as it is."""
         collection = model._get_collection().with_options(codec_options=RAW)
-        with self.sent.not_recorded():
-            found = collection.find_one({"_id": model._fields["id"].to_mongo(document.pk)})
+        found = collection.find_one({"_id": model._fields["id"].to_mongo(document.pk)})
         assert found is not None
         return found  # type: ignore[no-any-return]
 
@@ -301,11 +285,8 @@ def test_reference_field(world: World, dbref: bool) -> None:
     plain = Shipment.objects.no_dereference().get(id=shipment.id)
     ref = plain._data["order"]
     assert isinstance(ref, DBRef)
-    if dbref:
-        assert world.key.value_of(ref.id) == first.id
-    else:
-        assert ref.id == first.id  # a StoredUUID: equal to the key, and hashes as it
-        assert hash(ref.id) == hash(first.id)
+    assert ref.id == first.id  # a StoredUUID (UUID keys): equal to the key, and hashes as it
+    assert hash(ref.id) == hash(first.id)
     again = Shipment(order=ref).save()
     world.check_reference(world.raw(Shipment, again)["order"], first, dbref=dbref)
     assert Shipment.objects.get(id=again.id).order.name == "a"
@@ -336,29 +317,41 @@ def test_list_and_dict_of_references(world: World, dbref: bool) -> None:
         orders=me.ListField(me.ReferenceField(Order, dbref=dbref)),
         by_code=me.DictField(me.ReferenceField(Order, dbref=dbref)),
     )
-    a, b = Order(name="a").save(), Order(name="b").save()
-    shipment = Shipment(orders=[a, b], by_code={"x": a, "y": b}).save()
+    a, b, gone = Order(name="a").save(), Order(name="b").save(), Order(name="gone").save()
+    shipment = Shipment(orders=[a, b, gone], by_code={"x": a, "y": b}).save()
+    gone_id = gone.id
+    gone.delete()
 
     raw = world.raw(Shipment, shipment)
-    for stored, target in zip(raw["orders"], [a, b], strict=True):
+    for stored, target in zip(raw["orders"][:2], [a, b], strict=True):
         world.check_reference(stored, target, dbref=dbref)
     for code, target in (("x", a), ("y", b)):
         world.check_reference(raw["by_code"][code], target, dbref=dbref)
 
+    # Read lazily, without select_related(): one $in loads the documents of each field.
     loaded = Shipment.objects.get(id=shipment.id)
-    if dbref and not world.decodes_keys:
-        # MongoEngine matches the documents it loaded to the stored DBRefs by their ids: a
-        # stored Binary (or text) never equals the attribute's UUID. select_related() does.
-        assert all(isinstance(item, DBRef) for item in loaded.orders)
-        assert all(isinstance(item, DBRef) for item in loaded.by_code.values())
-    else:
-        assert names(loaded.orders) == ["a", "b"]
-        assert {code: order.name for code, order in loaded.by_code.items()} == {"x": "a", "y": "b"}
+    assert names(loaded.orders[:2]) == ["a", "b"]
+    assert [type(order.id) for order in loaded.orders[:2]] == [type(a.id)] * 2
+    assert {code: order.name for code, order in loaded.by_code.items()} == {"x": "a", "y": "b"}
+    missing = loaded.orders[2]  # a document deleted since: MongoEngine leaves its DBRef
+    assert isinstance(missing, DBRef)
+    assert missing.id == gone_id
+    assert hash(missing.id) == hash(gone_id)
+
+    # Written back as loaded, every reference is stored as it was.
+    loaded.orders[0] = b
+    loaded.save()
+    raw = world.raw(Shipment, shipment)
+    for stored, target in zip(raw["orders"][:2], [b, b], strict=True):
+        world.check_reference(stored, target, dbref=dbref)
+    world.key.check_stored(raw["orders"][2].id if dbref else raw["orders"][2], gone_id)
+    assert Shipment.objects(orders=b).count() == 1
+    assert Shipment.objects(orders=a).count() == 0
 
     (related,) = Shipment.objects.select_related()
-    assert names(related.orders) == ["a", "b"]
+    assert names(related.orders[:2]) == ["b", "b"]
     assert {code: order.name for code, order in related.by_code.items()} == {"x": "a", "y": "b"}
-    assert [type(order.id) for order in related.orders] == [type(a.id)] * 2
+    assert [type(order.id) for order in related.orders[:2]] == [type(a.id)] * 2
 
 
 def test_unloaded_references_are_written_back_in_stored_form(world: World) -> None:
@@ -430,9 +423,8 @@ def test_lazy_reference_field(world: World, dbref: bool) -> None:
         world.check_reference(stored, target, dbref=dbref)
 
     loaded = Shipment.objects.get(id=shipment.id)
-    assert world.key.value_of(loaded.order.pk) == a.id
-    if not dbref:
-        assert loaded.order.pk == a.id
+    assert loaded.order.pk == a.id  # a StoredUUID (UUID keys), stored as an id or a DBRef
+    assert [ref.pk for ref in loaded.orders] == [a.id, b.id]
     assert loaded.order.fetch().name == "a"
     assert type(loaded.order.fetch().id) is type(a.id)
     assert [ref.fetch().name for ref in loaded.orders] == ["a", "b"]
@@ -442,47 +434,57 @@ def test_lazy_reference_field(world: World, dbref: bool) -> None:
 
 def test_generic_lazy_reference_field(world: World) -> None:
     Order = world.order()
-    Shipment = world.model("Shipment", order=me.GenericLazyReferenceField())
-    a = Order(name="a").save()
-    shipment = Shipment(order=a).save()
+    Shipment = world.model(
+        "Shipment",
+        order=me.GenericLazyReferenceField(),
+        orders=me.ListField(me.GenericLazyReferenceField()),
+    )
+    a, b = Order(name="a").save(), Order(name="b").save()
+    shipment = Shipment(order=a, orders=[a, b]).save()
 
-    stored = world.raw(Shipment, shipment)["order"]
-    assert stored["_cls"] == Order._class_name
-    world.check_reference(stored["_ref"], a, dbref=True)
+    raw = world.raw(Shipment, shipment)
+    for stored, target in [(raw["order"], a), *zip(raw["orders"], [a, b], strict=True)]:
+        assert stored["_cls"] == Order._class_name
+        world.check_reference(stored["_ref"], target, dbref=True)
     loaded = Shipment.objects.get(id=shipment.id)
-    assert world.key.value_of(loaded.order.pk) == a.id
+    assert isinstance(loaded.order, LazyReference)
+    assert loaded.order.pk == a.id  # a StoredUUID (UUID keys), as a LazyReferenceField's
+    assert hash(loaded.order.pk) == hash(a.id)
     assert loaded.order.fetch().name == "a"
+    assert [ref.pk for ref in loaded.orders] == [a.id, b.id]
+    assert [ref.fetch().name for ref in loaded.orders] == ["a", "b"]
     assert Shipment.objects(order=a).count() == 1
+    assert Shipment.objects(order=loaded.order).count() == 1
+
+    loaded.orders.append(loaded.order)  # written back as loaded
+    loaded.save()
+    raw = world.raw(Shipment, shipment)
+    for stored, target in zip(raw["orders"], [a, b, a], strict=True):
+        world.check_reference(stored["_ref"], target, dbref=True)
 
 
 def test_generic_lazy_reference_field_read_before_save(world: World) -> None:
-    """Read back before save(), MongoEngine makes the LazyReference of the document's
-    ``pk`` and writes it as it is: only where the driver encodes the value as stored."""
+    """Read back before save(), the field holds a LazyReference to the document's ``pk``:
+    written, and queried by, with the key in stored form."""
     Order = world.order()
     Shipment = world.model("Shipment", order=me.GenericLazyReferenceField())
-    a = Order(name="a").save()
+    a, b = Order(name="a").save(), Order(name="b").save()
     shipment = Shipment(order=a)
-    assert shipment.order.pk == a.id
-    if world.encodes_keys:
-        shipment.save()
-        world.check_reference(world.raw(Shipment, shipment)["order"]["_ref"], a, dbref=True)
-        return
-    with world.sent.not_recorded():
-        if TEST_URI is not None and world.representation != "unspecified" and world.key.binary:
-            shipment.save()  # pythonLegacy: a Binary of subtype 3
-            stored = world.raw(Shipment, shipment)["order"]["_ref"].id
-            assert isinstance(stored, Binary)
-            assert stored.subtype == 3
-        elif TEST_URI is not None and world.representation != "unspecified":
-            shipment.save()  # as_string: a Binary where the key is text
-            assert Shipment.objects(order=a).count() == 0
-        else:
-            with pytest.raises(ValueError, match=r"cannot encode native uuid\.UUID"):
-                shipment.save()
-    # Assigned again, the document is written as any reference to it.
-    shipment.order = a
+    held = shipment.order
+    assert isinstance(held, LazyReference)
+    assert held.pk == a.id
     shipment.save()
-    world.check_reference(world.raw(Shipment, shipment)["order"]["_ref"], a, dbref=True)
+    by_hand = Shipment(order=LazyReference(Order, b.id)).save()  # a LazyReference made by hand
+
+    for document, target in ((shipment, a), (by_hand, b)):
+        stored = world.raw(Shipment, document)["order"]
+        assert stored["_cls"] == Order._class_name
+        world.check_reference(stored["_ref"], target, dbref=True)
+    assert Shipment.objects(order=held).count() == 1
+    assert Shipment.objects(order=LazyReference(Order, b.id)).get().id == by_hand.id
+    assert Shipment.objects(order=a).get().id == shipment.id
+    loaded = Shipment.objects.get(id=shipment.id)
+    assert loaded.order.fetch().name == "a"
 
 
 # -- CachedReferenceField ---------------------------------------------------------------------
@@ -507,39 +509,33 @@ def test_cached_reference_field(world: World) -> None:
 
 
 def test_cached_reference_field_by_document(world: World) -> None:
-    """MongoEngine queries a CachedReferenceField by ``document.pk`` as the attribute holds it:
-    that matches only where the driver encodes it as the stored form. Its ``auto_sync`` uses
-    the same query."""
+    """A query by the document, ``auto_sync`` (the same query, after the referenced document is
+    saved) and ``sync_all()`` (the same query, and ``set__order=document``) send the key in
+    stored form."""
     Order = world.order()
     Shipment = world.model("Shipment", order=me.CachedReferenceField(Order, fields=["name"]))
-    a = Order(name="a").save()
-    shipment = Shipment(order=a).save()
+    a, b = Order(name="a").save(), Order(name="b").save()
+    first, second = Shipment(order=a).save(), Shipment(order=b).save()
 
-    refused = (
-        TEST_URI is not None
-        and world.key.value_type is not None
-        and (world.representation == "unspecified")
-    )
-    with world.sent.not_recorded():
-        if refused:
-            with pytest.raises(ValueError, match=r"cannot encode native uuid\.UUID"):
-                Shipment.objects(order=a).count()
-            a.name = "renamed"
-            with pytest.raises(ValueError, match=r"cannot encode native uuid\.UUID"):
-                a.save()  # auto_sync runs after the write, on post_save
-            assert world.raw(Shipment, shipment)["order"]["name"] == "a"
-            return
-        count = Shipment.objects(order=a).count()
-        a.name = "renamed"
-        a.save()  # auto_sync updates the cached copies with the same query
-    cached = world.raw(Shipment, shipment)["order"]["name"]
-    if world.encodes_keys:
-        assert (count, cached) == (1, "renamed")
-    else:
-        assert (count, cached) == (0, "a")
-        # What works: the query by the key, and updating the copies with it.
-        Shipment.objects(order__id=a.id).update(set__order__name=a.name)
-        assert world.raw(Shipment, shipment)["order"]["name"] == "renamed"
+    assert Shipment.objects(order=a).get().id == first.id
+    assert Shipment.objects(order__ne=a).get().id == second.id
+    assert Shipment.objects(order=b).count() == 1
+
+    a.name = "renamed"
+    a.save()  # auto_sync: updates the cached copies of a, and of a only
+    assert world.raw(Shipment, first)["order"]["name"] == "renamed"
+    assert world.raw(Shipment, second)["order"]["name"] == "b"
+    assert Shipment.objects.get(id=first.id).order.name == "renamed"
+
+    Order.objects(id=b.id).update(set__name="b2")  # no signal: the copy is stale
+    assert world.raw(Shipment, second)["order"]["name"] == "b"
+    Shipment._fields["order"].sync_all()
+    for document, target, name in ((first, a, "renamed"), (second, b, "b2")):
+        stored = world.raw(Shipment, document)["order"]
+        assert set(stored) == {"_id", "name"}
+        world.key.check_stored(stored["_id"], target.id)
+        assert stored["name"] == name
+    assert Shipment.objects(order=b).get().order.name == "b2"
 
 
 # -- select_related(), reload() -------------------------------------------------------------
@@ -721,3 +717,76 @@ def test_model_id_gives_mongoengines_references_the_stored_form(
     assert type(Place(id=carried).id) is type(place.id)
     assert type(Place.objects.get(id=carried).id) is type(place.id)
     assert type(field.to_mongo(carried)) is type(raw)
+
+
+# -- the wrappers on MongoEngine's reference fields -------------------------------------------
+
+WRAPPED = [
+    (me.ReferenceField, "to_python"),
+    (me.LazyReferenceField, "to_python"),
+    (me.CachedReferenceField, "prepare_query_value"),
+    (me.GenericLazyReferenceField, "to_mongo"),
+    (me.GenericLazyReferenceField, "build_lazyref"),
+]
+
+
+def test_reference_wrappers_are_installed_once(mongoengine_db: Any) -> None:
+    class Keyed(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+
+    seam.hook_reference_fields()
+    seam.hook_reference_fields()
+    for owner, name in WRAPPED:
+        wrapper = vars(owner)[name]
+        assert getattr(wrapper, "_mongoengine_ids_wrapper", False), (owner, name)
+        own = wrapper.__wrapped__
+        assert own.__module__ == "mongoengine.fields", (owner, name)
+        assert not hasattr(own, "__wrapped__"), (owner, name)
+
+
+def test_reference_wrappers_leave_other_references_as_mongoengine_makes_them(
+    mongoengine_db: Any,
+) -> None:
+    class Plain(me.Document):
+        name = me.StringField()
+
+    class Counted(me.Document):
+        id = SequenceField(primary_key=True)
+        name = me.StringField()
+
+    class Keyed(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+
+    for model, key in ((Plain, bson.ObjectId()), (Counted, 7)):
+        ref = DBRef(model._get_collection_name(), key, cls=model._class_name)
+        for field_class in (me.ReferenceField, me.LazyReferenceField):
+            assert field_class(model, dbref=True).to_python(ref) is ref
+        document = model(id=key, name="n")
+        query = me.CachedReferenceField(model, fields=["name"]).prepare_query_value(None, document)
+        assert query == {"_id": key, "name": "n"}
+        assert query["_id"] is key
+        son = me.GenericLazyReferenceField().to_mongo(LazyReference(model, key))
+        assert son["_ref"] == DBRef(model._get_collection_name(), key)
+        assert son["_ref"].id is key
+        built = me.GenericLazyReferenceField().build_lazyref(son)
+        assert type(built) is LazyReference
+        assert built.pk is key
+    unknown = DBRef("elsewhere", uuid.uuid4())
+    assert me.ReferenceField("NeverDeclared", dbref=True).to_python(unknown) is unknown
+    junk = DBRef(Keyed._get_collection_name(), "not a key")
+    assert me.ReferenceField(Keyed, dbref=True).to_python(junk) is junk
+
+
+def test_a_stored_dbref_keeps_its_database_and_extra_fields(mongoengine_db: Any) -> None:
+    class Keyed(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+
+    key = Keyed().save().id
+    stored = DBRef("keyed", Binary(key.bytes, 4), "elsewhere", cls="Keyed")
+    for field_class in (me.ReferenceField, me.LazyReferenceField):
+        found = field_class(Keyed, dbref=True).to_python(stored)
+        assert type(found) is DBRef
+        assert type(found.id) is StoredUUID
+        assert found.id == key
+        assert (found.collection, found.database, found.cls) == ("keyed", "elsewhere", "Keyed")
+        assert bson.encode({"r": found}) == bson.encode({"r": stored})

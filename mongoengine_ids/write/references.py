@@ -13,20 +13,38 @@ model that declares the key:
 * its queryset's ``in_bulk()`` matches ids given in any accepted form and keys the result by
   the ids as given (MongoEngine looks the loaded documents up by the DBRef ids it passed), and
   ``distinct()`` of a generated field returns the field's values, not the stored ones.
+
+and, on MongoEngine's reference fields (wrapped once, acting only on references to such a
+model; see :func:`.seam.hook_reference_fields`):
+
+* ``ReferenceField.to_python`` and ``LazyReferenceField.to_python`` leave a stored DBRef
+  (``dbref=True``) as the driver decoded it: its id a ``Binary`` or ``str``, which the documents
+  ``DeReference`` loads for a list or dict of references never equal, so the items stayed
+  DBRefs. The DBRef gets the key as references hold it (:func:`keyed_dbref`);
+* ``CachedReferenceField.prepare_query_value`` puts ``document.pk`` in the ``_id`` that a query
+  by the document, its ``auto_sync`` and ``sync_all()`` send;
+* ``GenericLazyReferenceField.to_mongo`` of a ``LazyReference`` (what it holds for a document
+  assigned and read back before ``save()``) writes ``DBRef(collection, reference.pk)``, and its
+  ``build_lazyref`` makes the ``LazyReference`` of a stored reference with the key as decoded.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from bson import DBRef
+from mongoengine.base import LazyReference
 from mongoengine.document import Document
 
+from ..stored import StoredUUID, StoredUUIDText
 from . import seam
 
 ToMongo = Callable[..., Any]
 ToDBRef = Callable[[Any], DBRef]
+#: The keys of a DBRef's document that are not extra fields (``cls`` of an abstract reference).
+_DBREF_KEYS = frozenset({"$ref", "$id", "$db"})
 
 
 def wrap_to_mongo(owner: type[Document], own: ToMongo | None) -> ToMongo:
@@ -55,6 +73,90 @@ def wrap_to_dbref(owner: type[Document], own: ToDBRef | None) -> ToDBRef:
         return DBRef(ref.collection, seam.key_field(type(self)).reference_key(ref.id))
 
     return to_dbref
+
+
+def reference_key(document_class: Any, key: Any) -> Any:
+    """``key``, a key of a ``document_class`` as found in a stored reference, as references
+    hold it (a :class:`~mongoengine_ids.stored.StoredUUID`: the stored form when sent, equal to
+    the key and hashing as it); ``key`` itself if it is one already, if it is no key at all, or
+    if the model's key is not a UUID of this package."""
+    field = seam.uuid_key(document_class)
+    if field is None or isinstance(key, (StoredUUID, StoredUUIDText)):
+        return key
+    return field.reference_key(key)
+
+
+def keyed_dbref(document_class: Any, ref: DBRef) -> DBRef:
+    """``ref``, a DBRef to a ``document_class``, with its id as references hold the key
+    (:func:`reference_key`); ``ref`` itself if that is the id it has."""
+    key = reference_key(document_class, ref.id)
+    if key is ref.id:
+        return ref
+    extra = {name: value for name, value in ref.as_doc().items() if name not in _DBREF_KEYS}
+    return DBRef(ref.collection, key, ref.database, **extra)
+
+
+def wrap_reference_to_python(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``to_python`` of ``ReferenceField`` or ``LazyReferenceField``: a stored DBRef gets the
+    key as references hold it, so that ``DeReference`` finds the documents it loads for it."""
+
+    @functools.wraps(own)
+    def to_python(self: Any, value: Any) -> Any:
+        found = own(self, value)
+        if type(value) is DBRef and type(found) is DBRef:  # as decoded; not a LazyReference
+            return keyed_dbref(seam.referenced_class(self), found)
+        return found
+
+    return to_python
+
+
+def wrap_cached_query_value(own: Callable[..., Any]) -> Callable[..., Any]:
+    """``prepare_query_value`` of ``CachedReferenceField``: the ``_id`` in stored form."""
+
+    @functools.wraps(own)
+    def prepare_query_value(self: Any, op: str, value: Any) -> Any:
+        found = own(self, op, value)
+        if isinstance(found, dict) and found.get("_id") is not None:
+            field = seam.uuid_key(seam.referenced_class(self))
+            if field is not None:
+                found["_id"] = field.to_mongo(found["_id"])
+        return found
+
+    return prepare_query_value
+
+
+def wrap_generic_lazy_build(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``build_lazyref`` of ``GenericLazyReferenceField``: the ``LazyReference`` it makes of a
+    stored reference (``{"_cls": ..., "_ref": DBRef}``) has its ``pk`` as references hold the
+    key, as a ``LazyReferenceField``'s has."""
+
+    @functools.wraps(own)
+    def build_lazyref(self: Any, value: Any) -> Any:
+        found = own(self, value)
+        if isinstance(value, dict) and isinstance(found, LazyReference):
+            key = reference_key(found.document_type, found.pk)
+            if key is not found.pk:
+                return LazyReference(found.document_type, key, passthrough=found.passthrough)
+        return found
+
+    return build_lazyref
+
+
+def wrap_generic_lazy_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``to_mongo`` of ``GenericLazyReferenceField``: a ``LazyReference`` is written with its
+    key in stored form, as a document is."""
+
+    @functools.wraps(own)
+    def to_mongo(self: Any, document: Any) -> Any:
+        found = own(self, document)
+        if isinstance(document, LazyReference):
+            field = seam.uuid_key(document.document_type)
+            ref = found["_ref"]
+            if field is not None and ref.id is not None:
+                found["_ref"] = DBRef(ref.collection, field.to_mongo(ref.id))
+        return found
+
+    return to_mongo
 
 
 def in_bulk(

@@ -7,7 +7,8 @@ write later. The rest of the package reaches MongoEngine's internals only throug
 functions below.
 
 How the package plugs in, per model class (never globally, but for one class-creation hook on
-``Document`` added the first time an embedded document declares a generated field):
+``Document`` added the first time an embedded document declares a generated field, and the
+reference fields' methods of the last item):
 
 * ``_save_create`` and ``_save_update``, the two steps of ``Document.save()`` that write, are
   wrapped on the class that declares a generated field: by then ``pre_save``, ``validate()``
@@ -18,13 +19,20 @@ How the package plugs in, per model class (never globally, but for one class-cre
   fields a projection loaded (:func:`note_loaded`);
 * on the class that declares a generated primary key stored in another form than its value
   (a UUID), ``to_mongo`` and ``to_dbref`` are wrapped so that they give the key in stored form
-  (:mod:`.references`).
+  (:mod:`.references`);
+* when the first such class is made, five methods of MongoEngine's reference fields are wrapped,
+  once (:func:`hook_reference_fields`): ``to_python`` of ``ReferenceField`` and
+  ``LazyReferenceField`` (a stored DBRef), ``prepare_query_value`` of
+  ``CachedReferenceField``, ``to_mongo`` and ``build_lazyref`` of ``GenericLazyReferenceField``.
+  They act only on references to a model keyed by such a field (:func:`uuid_key`); any other
+  reference gets what MongoEngine's own method returns, unchanged.
 
 References rely on MongoEngine building a reference's DBRef from the referenced model's
 ``id.to_python(stored)`` (``ReferenceField``, ``LazyReferenceField``, ``CachedReferenceField``)
 and on nothing else in MongoEngine reading a model's key field as a class attribute
-(:func:`key_for_references`): the signatures are checked below, the behaviour by
-``tests/test_references.py``.
+(:func:`key_for_references`); the places that take the key from elsewhere (a stored DBRef, the
+document's ``pk``) are the wrapped methods above. The signatures are checked below, the
+behaviour by ``tests/test_references.py``.
 """
 
 from __future__ import annotations
@@ -44,9 +52,10 @@ from mongoengine.base.common import _document_registry
 from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
 from mongoengine.context_managers import set_write_concern as set_write_concern
 from mongoengine.document import Document, EmbeddedDocument
-from mongoengine.errors import LookUpError
+from mongoengine.errors import LookUpError, NotRegistered
 from mongoengine.fields import (
     CachedReferenceField,
+    GenericLazyReferenceField,
     LazyReferenceField,
     ObjectIdField,
     ReferenceField,
@@ -76,6 +85,9 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (ReferenceField, "to_python", ("value",)),
     (LazyReferenceField, "to_python", ("value",)),
     (CachedReferenceField, "to_python", ("value",)),
+    (CachedReferenceField, "prepare_query_value", ("op", "value")),
+    (GenericLazyReferenceField, "to_mongo", ("document",)),
+    (GenericLazyReferenceField, "build_lazyref", ("value",)),
     (BaseQuerySet, "insert", ("doc_or_docs", "load_bulk", "write_concern", "signal_kwargs")),
     (BaseQuerySet, "update", ("upsert", "multi", "write_concern", "read_concern")),
     (BaseQuerySet, "modify", ("upsert", "full_response", "remove", "new")),
@@ -214,6 +226,27 @@ def field_of(document_class: type[BaseDocument], name: str) -> Any:
 def pk_field(document_class: type[BaseDocument]) -> Any:
     """The primary key field of a model class."""
     return document_class._fields[id_field(document_class) or "id"]
+
+
+def uuid_key(document_class: Any) -> GeneratedField | None:
+    """The primary key field of ``document_class`` if it is a generated field stored in another
+    form than its value (a UUID key of this package); None for any other class or key."""
+    from .field import GeneratedField
+
+    meta = getattr(document_class, "_meta", None)
+    name = meta.get("id_field") if meta else None
+    field = document_class._fields.get(name) if name else None
+    if isinstance(field, GeneratedField) and field.stored_form_differs and field.primary_key:
+        return field
+    return None
+
+
+def referenced_class(reference_field: Any) -> Any:
+    """The model a reference field refers to (None if its name is not registered yet)."""
+    try:
+        return reference_field.document_type
+    except NotRegistered:
+        return None
 
 
 @dataclass(frozen=True)
@@ -526,9 +559,10 @@ _KEY_HOOKED = "_mongoengine_ids_key_hooked"
 def hook_key(document_class: type[Document]) -> None:
     """Make ``to_mongo`` and ``to_dbref`` of ``document_class``, whose primary key is a
     generated field stored in another form than its value, give the key in stored form
-    (idempotent; inherited by subclasses)."""
+    (idempotent; inherited by subclasses), and MongoEngine's reference fields send it so."""
     from . import references
 
+    hook_reference_fields()
     with _lock:
         if any(_KEY_HOOKED in vars(klass) for klass in document_class.__mro__):
             return
@@ -539,6 +573,29 @@ def hook_key(document_class: type[Document]) -> None:
             own = vars(document_class).get(name)
             setattr(document_class, name, wrap(document_class, own))
         setattr(document_class, _KEY_HOOKED, True)
+
+
+_REFERENCES_HOOKED = "_mongoengine_ids_wrapper"
+
+
+def hook_reference_fields() -> None:
+    """Wrap the methods of MongoEngine's reference fields that send a referenced document's key
+    as they find it (see :mod:`.references`), once per process."""
+    from . import references
+
+    with _lock:
+        for owner, name, wrap in (
+            (ReferenceField, "to_python", references.wrap_reference_to_python),
+            (LazyReferenceField, "to_python", references.wrap_reference_to_python),
+            (CachedReferenceField, "prepare_query_value", references.wrap_cached_query_value),
+            (GenericLazyReferenceField, "to_mongo", references.wrap_generic_lazy_to_mongo),
+            (GenericLazyReferenceField, "build_lazyref", references.wrap_generic_lazy_build),
+        ):
+            own = vars(owner)[name]
+            if not getattr(own, _REFERENCES_HOOKED, False):
+                wrapper = wrap(own)
+                setattr(wrapper, _REFERENCES_HOOKED, True)
+                setattr(owner, name, wrapper)
 
 
 def hook(document_class: type[Document]) -> None:
