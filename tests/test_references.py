@@ -614,12 +614,17 @@ def test_in_bulk_takes_every_form_of_the_key_and_keys_the_result_as_given(world:
     assert Order.objects.in_bulk([]) == {}
 
 
-def test_distinct_returns_the_fields_values(world: World) -> None:
+@pytest.mark.parametrize("dbref", [False, True], ids=["id", "dbref"])
+def test_distinct_returns_the_fields_values(world: World, dbref: bool) -> None:
     Order = world.order()
-    Shipment = world.model("Shipment", order=me.ReferenceField(Order))
+    Shipment = world.model(
+        "Shipment",
+        order=me.ReferenceField(Order, dbref=dbref),
+        orders=me.ListField(me.ReferenceField(Order, dbref=dbref)),
+    )
     a, b = Order(name="a").save(), Order(name="b").save()
-    Shipment(order=a).save()
-    Shipment(order=a).save()
+    Shipment(order=a, orders=[a, b]).save()
+    Shipment(order=a, orders=[b]).save()
 
     Tagged = world.model("Tagged", code=world.key.make())  # not the key
     tagged = Tagged().save()
@@ -632,6 +637,12 @@ def test_distinct_returns_the_fields_values(world: World) -> None:
     assert sorted(Order.objects.distinct("pk"), key=str) == sorted(ids, key=str)
     assert sorted(Order.objects.distinct("name")) == ["a", "b"]
     assert Shipment.objects.distinct("order") == [a]
+    (order,) = Shipment.objects.distinct("order")
+    assert isinstance(order, Order)
+    assert (order.name, type(order.id)) == ("a", type(a.id))
+    orders = Shipment.objects.distinct("orders")
+    assert all(isinstance(order, Order) for order in orders), orders
+    assert sorted(names(orders)) == ["a", "b"]
 
 
 # -- queries ------------------------------------------------------------------------------------

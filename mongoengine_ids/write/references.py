@@ -110,6 +110,30 @@ def wrap_reference_to_python(own: Callable[[Any, Any], Any]) -> Callable[[Any, A
     return to_python
 
 
+def wrap_dereference(own: Callable[..., Any]) -> Callable[..., Any]:
+    """``DeReference.__call__``: DBRefs of a ``ReferenceField(dbref=True)`` as the driver decoded
+    them (what ``distinct()`` passes; a loaded document's went through ``to_python``) get the
+    key as references hold it, so that the documents loaded for them are found."""
+
+    @functools.wraps(own)
+    def __call__(
+        self: Any, items: Any, max_depth: int = 1, instance: Any = None, name: Any = None
+    ) -> Any:
+        field: Any = getattr(instance, "_fields", {}).get(name)
+        while hasattr(field, "field"):  # a list or dict of references
+            field = field.field
+        # A plain list: what distinct() passes (a document's values are a BaseList or BaseDict).
+        if type(items) is list and getattr(field, "dbref", False):
+            document_class = seam.referenced_class(field)
+            items = [
+                keyed_dbref(document_class, item) if type(item) is DBRef else item
+                for item in items
+            ]
+        return own(self, items, max_depth, instance, name)
+
+    return __call__
+
+
 def wrap_cached_query_value(own: Callable[..., Any]) -> Callable[..., Any]:
     """``prepare_query_value`` of ``CachedReferenceField``: the ``_id`` in stored form."""
 

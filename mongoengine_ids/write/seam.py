@@ -20,12 +20,13 @@ reference fields' methods of the last item):
 * on the class that declares a generated primary key stored in another form than its value
   (a UUID), ``to_mongo`` and ``to_dbref`` are wrapped so that they give the key in stored form
   (:mod:`.references`);
-* when the first such class is made, five methods of MongoEngine's reference fields are wrapped,
-  once (:func:`hook_reference_fields`): ``to_python`` of ``ReferenceField`` and
-  ``LazyReferenceField`` (a stored DBRef), ``prepare_query_value`` of
-  ``CachedReferenceField``, ``to_mongo`` and ``build_lazyref`` of ``GenericLazyReferenceField``.
-  They act only on references to a model keyed by such a field (:func:`uuid_key`); any other
-  reference gets what MongoEngine's own method returns, unchanged.
+* when the first such class is made, five methods of MongoEngine's reference fields and
+  ``DeReference.__call__`` are wrapped, once (:func:`hook_reference_fields`): ``to_python`` of
+  ``ReferenceField`` and ``LazyReferenceField`` (a stored DBRef), ``prepare_query_value`` of
+  ``CachedReferenceField``, ``to_mongo`` and ``build_lazyref`` of ``GenericLazyReferenceField``,
+  and the DBRefs ``distinct()`` hands to ``DeReference``. They act only on references to a
+  model keyed by such a field (:func:`uuid_key`); any other reference gets what MongoEngine's
+  own method returns, unchanged.
 
 References rely on MongoEngine building a reference's DBRef from the referenced model's
 ``id.to_python(stored)`` (``ReferenceField``, ``LazyReferenceField``, ``CachedReferenceField``)
@@ -51,6 +52,7 @@ from mongoengine.base import BaseDocument, BaseField, BaseList
 from mongoengine.base.common import _document_registry
 from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
 from mongoengine.context_managers import set_write_concern as set_write_concern
+from mongoengine.dereference import DeReference
 from mongoengine.document import Document, EmbeddedDocument
 from mongoengine.errors import LookUpError, NotRegistered
 from mongoengine.fields import (
@@ -88,6 +90,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (CachedReferenceField, "prepare_query_value", ("op", "value")),
     (GenericLazyReferenceField, "to_mongo", ("document",)),
     (GenericLazyReferenceField, "build_lazyref", ("value",)),
+    (DeReference, "__call__", ("items", "max_depth", "instance", "name")),
     (BaseQuerySet, "insert", ("doc_or_docs", "load_bulk", "write_concern", "signal_kwargs")),
     (BaseQuerySet, "update", ("upsert", "multi", "write_concern", "read_concern")),
     (BaseQuerySet, "modify", ("upsert", "full_response", "remove", "new")),
@@ -590,6 +593,7 @@ def hook_reference_fields() -> None:
             (CachedReferenceField, "prepare_query_value", references.wrap_cached_query_value),
             (GenericLazyReferenceField, "to_mongo", references.wrap_generic_lazy_to_mongo),
             (GenericLazyReferenceField, "build_lazyref", references.wrap_generic_lazy_build),
+            (DeReference, "__call__", references.wrap_dereference),
         ):
             own = vars(owner)[name]
             if not getattr(own, _REFERENCES_HOOKED, False):
