@@ -75,7 +75,7 @@ def save_create(
     *,
     may_write_more: bool = False,
 ) -> Any:
-    """Fill the document's values and insert it; returns the ``_id`` written."""
+    """Fill the document's values and insert it; returns its key."""
     write = Write(type(document), seam.collection_of(document), [document])
     earlier = seam.state(document, create=False)
     if earlier is not None and earlier.unconfirmed:
@@ -121,7 +121,10 @@ def save_create(
             values.release(write, noted)
         raise
     values.confirm(document)
-    return written
+    # MongoEngine sets the key to ``to_python()`` of what this returns: the value the document
+    # holds is that already (not decoded again from the stored form).
+    key = seam.data(document).get(_pk_name(document))
+    return written if key is None else key
 
 
 def with_values(document: Document, son: Any, filled: list[Slot]) -> Any:
