@@ -5,8 +5,10 @@ document's ``save()``, a bulk ``insert()``, ``upsert_one()``, ``modify(upsert=Tr
 ``save()`` of a loaded, changed document), a counting run learns N, the number of database
 calls the write makes. Then, for every call k < N, the write runs again on a fresh database
 holding the same pre-existing documents, with ``AutoReconnect`` raised at call k either before
-the call ("before": never sent) or after it was applied ("after": the reply is lost), and is
-retried as an application would: ``ConnectionFailure`` caught, the same call made again with the
+the call ("before": never sent), after it was applied ("after": the reply is lost), or with the
+call held back and applied after the next call ("late": a write still in flight when the
+connection broke, which lands after the retry looked for it), and is retried as an application
+would: ``ConnectionFailure`` caught, the same call made again with the
 same Python objects, up to :data:`RETRIES` times; any other error ends the attempt and is an
 acceptable outcome. The raw stored documents are then checked (:func:`_violations`):
 
@@ -22,6 +24,9 @@ acceptable outcome. The raw stored documents are then checked (:func:`_violation
 7. a retry refused as a duplicate (``NotUniqueError``, the spec's ``UnconfirmedWriteError``,
    after a ``ConnectionFailure``) tells the application its earlier attempt was applied: then
    every document of the write is stored.
+
+A second test holds call k back ("late") and fails, in turn, every later call of the retries
+("before"): a retry that fails before it sends anything must not forget the held write.
 
 The counted calls are those of the write and its retries only: the pre-existing documents, the
 model's indexes and a document to be re-saved are set up beforehand. Reading a cursor by index
@@ -65,7 +70,7 @@ from mongoengine_ids.testing import connected_threadsafe
 
 #: An application's retries after a ConnectionFailure.
 RETRIES = 3
-MODES = ("before", "after")
+MODES = ("before", "after", "late")
 #: Documents of the bulk insert (each retry sends them all again).
 INSERTED = 4
 #: Errors that end an attempt as an acceptable outcome (a duplicate, a refused write...);
@@ -226,28 +231,47 @@ WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
 
 
 class Faults:
-    """Counts the database calls while armed, and fails call ``k`` ``before`` or ``after`` it."""
+    """Counts the database calls while armed, and fails call ``k``: ``before`` it is applied
+    (never sent), ``after`` (applied, the reply lost) or ``late`` (the reply lost, and the call
+    applied only after the next call, the first of the application's retry, has run: a write
+    still in flight when the connection broke)."""
 
-    def __init__(self, k: int | None = None, mode: str = "before") -> None:
-        self.k = k
-        self.mode = mode
+    def __init__(self, k: int | None = None, mode: str = "before", **more: str) -> None:
+        #: The calls to fail, by index: a mode each (``more``: "k12": "before", a second fault).
+        self.faults = {} if k is None else {k: mode}
+        self.faults.update({int(key[1:]): value for key, value in more.items()})
         self.armed = False
         self.calls: list[str] = []  # "collection.method", in order
         self.fired = False
+        self.held: Callable[[], Any] | None = None  # a late call, not applied yet
 
     def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
         if not self.armed:
             return call()
         index = len(self.calls)
         self.calls.append(f"{collection}.{method}")
-        if index != self.k:
-            return call()
+        mode = self.faults.get(index)
+        if mode is None:
+            try:
+                return call()
+            finally:
+                self.land()
         self.fired = True
-        if self.mode == "after":
+        if mode == "after":
             # Applied; the reply is lost, whatever it was (a duplicate key, the end of a cursor).
             with contextlib.suppress(Exception):
                 call()
-        raise pymongo.errors.AutoReconnect(f"injected at call {index} ({self.mode})")
+        elif mode == "late":
+            self.land()
+            self.held = call
+        raise pymongo.errors.AutoReconnect(f"injected at call {index} ({mode})")
+
+    def land(self) -> None:
+        """Apply the late call, if one is held (whatever it answers, nobody hears it)."""
+        held, self.held = self.held, None
+        if held is not None:
+            with contextlib.suppress(Exception):
+                held()
 
 
 @contextlib.contextmanager
@@ -340,6 +364,7 @@ def _run(case: Case, make_write: Callable[[type[me.Document]], Write], faults: F
             outcome = _retrying(write)
         finally:
             faults.armed = False
+            faults.land()  # no later call came: the server applies it all the same
         stored = [_raw(document) for document in collection.find()]
         problems = _violations(case, model, write, existing, stored, outcome)
     return Run(faults.calls, faults.fired, outcome, problems)
@@ -480,9 +505,38 @@ def test_a_fault_at_every_call_never_loses_or_doubles_a_document(
                 )
     _tally[(case.id, write_name)] = (n, runs)
     assert not failures, (
-        f"{len(failures)} failing run(s) of {label} (N={n}: {2 * n} faulted + 1 counting):\n"
+        f"{len(failures)} failing run(s) of {label} (N={n}: {len(MODES) * n} faulted + 1 "
+        "counting):\n"
         + "\n".join(failures)
     )
+
+
+@pytest.mark.parametrize("write_name", list(WRITES))
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+def test_a_second_fault_in_the_retry_of_a_late_write_never_doubles_a_document(
+    case: Case, write_name: str
+) -> None:
+    """A call held back ("late", applied after the retry's first call), then a second fault at
+    every later call of the retries, in turn: the retry must not forget the held write."""
+    make_write = WRITES[write_name]
+    label = f"{case.id} {write_name}"
+    n = len(_run(case, make_write, Faults()).calls)
+    failures, runs = [], 0
+    for k in range(n):
+        calls = _run(case, make_write, Faults(k, "late")).calls
+        for second in range(k + 2, len(calls)):
+            run = _run(case, make_write, Faults(k, "late", **{f"k{second}": "before"}))
+            runs += 1
+            if run.problems:
+                failures.append(
+                    f"{label} late at {k} ({calls[k]}), then at {second} ({calls[second]}): "
+                    f"{run.outcome}: " + "; ".join(run.problems)
+                )
+    _second_tally[(case.id, write_name)] = runs
+    assert not failures, f"{len(failures)} failing run(s) of {label}:\n" + "\n".join(failures)
+
+
+_second_tally: dict[tuple[str, str], int] = {}
 
 
 def _save_twice_over(model: type[me.Document]) -> Write:
@@ -513,10 +567,11 @@ def test_every_call_of_every_write_was_failed_both_ways(request: pytest.FixtureR
     ]
     if not selected:
         pytest.skip("the fault runs were not selected")
-    expected = sum(2 * n for n, _ in _tally.values())
+    expected = sum(len(MODES) * n for n, _ in _tally.values())
     total = sum(runs for _, runs in _tally.values())
     print(
-        f"\nfault runs: {total} over {len(_tally)} (field, role, write) cases "
+        f"\nfault runs: {total} over {len(_tally)} (field, role, write) cases, and "
+        f"{sum(_second_tally.values())} with a second fault in the retry of a late write "
         f"(+{len(_tally)} counting runs); calls per write: "
         + ", ".join(f"{case} {write}={n}" for (case, write), (n, _) in _tally.items())
     )

@@ -708,3 +708,90 @@ def test_reading_a_loaded_document_lacking_a_value_never_produces_one(
     assert all(made.code is None for made in [loaded, *copies])
     assert raw_docs(collection) == [{"_id": key, "name": "old"}]
     assert mongoengine_db[COUNTERS].count_documents({}) == 0
+
+
+# -- found by review: a model's own _save_create(), one object twice, a retry failing early ------
+
+
+def test_a_models_own_save_create_return_value_is_the_key(mongoengine_db: Any) -> None:
+    """A get-or-create ``_save_create`` returns the ``_id`` it found: MongoEngine sets the key
+    to it, so the document is the stored one (not the ObjectId made for it, never written)."""
+
+    class Member(me.Document):
+        meta = {"collection": "members"}
+        email = me.StringField(unique=True)
+        number = SequenceField()
+
+        def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+            found = self._get_collection().find_one({"email": doc["email"]}, {"_id": 1})
+            if found is not None:
+                return found["_id"]
+            return super()._save_create(doc, force_insert, write_concern)
+
+    first = Member(email="a@x").save()
+    again = Member(email="a@x").save()
+    assert again.pk == first.pk
+    again.email = "b@x"
+    again.save()
+    assert raw_docs(mongoengine_db.members) == [{"_id": first.pk, "email": "b@x", "number": 1}]
+
+
+@by_role
+@by_kind
+def test_insert_refuses_one_object_twice(mongoengine_db: Any, kind: Kind, role: str) -> None:
+    Model = model_for(role, kind, "TwiceItem", "twice_items")
+    attr, _ = field_of(role)
+    twice = Model(name="a")
+    with pytest.raises(me.errors.OperationError, match=r"same document object twice.*0 and 2"):
+        Model.objects.insert([twice, Model(name="b"), twice])
+    assert raw_docs(mongoengine_db.twice_items) == []
+    assert getattr(twice, attr) is None
+    twice.save()  # still a new document
+    assert [doc["name"] for doc in raw_docs(mongoengine_db.twice_items)] == ["a"]
+
+
+def test_a_retry_that_fails_making_its_values_still_finds_the_earlier_insert(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The insert's reply is lost and it lands late; the retry fails before it sends anything
+    (a counter update for an assigned value is lost); the next retry must still look for the
+    earlier insert, and find it: one document."""
+    import mongomock
+    import pymongo.errors
+
+    class Ticket(me.Document):
+        meta = {"collection": "tickets"}
+        id = SequenceField(primary_key=True)
+        name = me.StringField()
+        ref = SequenceField()
+
+    held: list[Any] = []
+    insert_one = mongomock.collection.Collection.insert_one
+
+    def lost_insert(self: Any, document: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.name == "tickets" and not held:
+            held.append(dict(document))  # in flight: applied later
+            raise pymongo.errors.AutoReconnect("reply lost")
+        return insert_one(self, document, *args, **kwargs)
+
+    monkeypatch.setattr(mongomock.collection.Collection, "insert_one", lost_insert)
+    ticket = Ticket(name="t", ref=500)
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        ticket.save()
+
+    note_assigned = SequenceField.note_assigned
+    failing = [True]
+
+    def lost_note(self: Any, write: Any, values: list[Any]) -> None:
+        if failing:
+            failing.clear()
+            raise pymongo.errors.AutoReconnect("counter update lost")
+        note_assigned(self, write, values)
+
+    monkeypatch.setattr(SequenceField, "note_assigned", lost_note)
+    with pytest.raises(pymongo.errors.AutoReconnect, match="counter update lost"):
+        ticket.save()
+    insert_one(mongoengine_db.tickets, held[0])  # the earlier insert lands now
+    ticket.save()
+    assert raw_docs(mongoengine_db.tickets) == [{"_id": 1, "name": "t", "ref": 500}]
+    assert ticket.pk == 1

@@ -39,11 +39,19 @@ def insert(
     document_class = query.document_class
     return_one = isinstance(doc_or_docs, BaseDocument)
     docs = [doc_or_docs] if return_one else list(doc_or_docs)
-    for doc in docs:
+    first_at: dict[int, int] = {}
+    for position, doc in enumerate(docs):
         if not isinstance(doc, document_class):
             raise OperationError(f"Some documents inserted aren't instances of {document_class}")
         if doc.pk is not None and not seam.is_new(doc):
             raise OperationError("Some documents have ObjectIds, use doc.update() instead")
+        earlier = first_at.setdefault(id(doc), position)
+        if earlier != position:
+            raise OperationError(
+                f"insert() was given the same document object twice, at positions {earlier} "
+                f"and {position} ({doc!r}): each object is one document; make another for a "
+                "second one"
+            )
     signal_kwargs = signal_kwargs or {}
     signals.pre_bulk_insert.send(document_class, documents=docs, **signal_kwargs)
 
@@ -67,24 +75,33 @@ class Batch:
         #: Positions still to insert, in order; a document sent before whose reply was lost
         #: and that is found stored is not sent again.
         self.pending: list[int] = []
+        not_landed: list[Any] = []
         for position, doc in enumerate(docs):
             earlier = seam.state(doc, create=False)
             if earlier is not None and earlier.unconfirmed:
                 if landed.earlier_insert_landed(doc, write.collection):
                     values.confirm(doc)
                     continue
-                earlier.unconfirmed = False
+                not_landed.append(doc)
             self.pending.append(position)
         docs_left = [docs[position] for position in self.pending]
         self.noted, self.filled = values.prepare(write, docs_left)
-        #: The documents whose ObjectId key is made here (now or by an earlier attempt).
+        #: The documents not yet written whose ObjectId key is made here (now or before).
         self.made_pk = {
             id(doc)
             for doc in docs_left
             if make_pk(doc) or getattr(seam.state(doc, create=False), "made_pk", False)
         }
+        for doc in not_landed:
+            # Not before: if making the values failed, an earlier insert may still land, and
+            # the next attempt must look for it again.
+            seam.state(doc).unconfirmed = False
+        #: The documents whose earlier insert's reply was lost and which were not found: that
+        #: insert may still land, so a duplicate key may be it, and their values are kept.
+        self.retrying = {id(doc) for doc in not_landed}
         self.attempts: dict[int, int] = {}
-        self.sent: list[Any] = []
+        #: Each pending document as last sent, by position (kept if the reply is lost).
+        self.sent: dict[int, Any] = {}
 
     def insert(self, write_concern: dict[str, Any]) -> list[Any]:
         """Insert every pending document, resuming after each collision given a fresh value."""
@@ -97,10 +114,11 @@ class Batch:
         return [doc.pk for doc in self.docs]
 
     def _send(self, write_concern: dict[str, Any]) -> None:
-        self.sent = [self.docs[position].to_mongo() for position in self.pending]
+        raw = [self.docs[position].to_mongo() for position in self.pending]
+        self.sent = dict(zip(self.pending, raw, strict=True))
         try:
             with seam.set_write_concern(self.write.collection, write_concern) as collection:
-                collection.insert_many(self.sent, ordered=True)
+                collection.insert_many(raw, ordered=True)
         except pymongo.errors.BulkWriteError as error:
             self._written(int(error.details.get("nInserted", 0)))
             first = (error.details.get("writeErrors") or [{}])[0]
@@ -113,6 +131,9 @@ class Batch:
     def _retry(self, duplicate: pymongo.errors.DuplicateKeyError) -> None:
         """Give the document that collided a fresh value, or raise."""
         doc = self.docs[self.pending[0]]
+        if id(doc) in self.retrying and landed.earlier_insert_landed(doc, self.write.collection):
+            self._written(1)  # its earlier insert landed after the look-up: it is stored
+            return
         slot = values.collided(self.write, duplicate, [s for s in self.filled if s.root is doc])
         if slot is None:
             raise BulkNotUniqueError(f"Could not save document ({duplicate})") from duplicate
@@ -129,26 +150,30 @@ class Batch:
     def _written(self, count: int) -> None:
         for position in self.pending[:count]:
             values.confirm(self.docs[position])
+            self.made_pk.discard(id(self.docs[position]))
         self.pending = self.pending[count:]
-        self.sent = self.sent[count:]
 
     def _after_failure(self, error: BaseException) -> None:
-        """Keep the unsent documents' values if the outcome is unknown, else give back."""
-        rest = [self.docs[position] for position in self.pending]
-        mine = [s for s in self.filled if any(s.root is doc for doc in rest)]
-        if values.outcome_unknown(error):
-            for doc, sent in zip(rest, self.sent, strict=True):
+        """Keep the values of the documents not written if the outcome is unknown (or if an
+        earlier insert of theirs may still land), and give back the others'."""
+        unknown = values.outcome_unknown(error)
+        dropped = []
+        for position in self.pending:
+            doc = self.docs[position]
+            mine = [slot for slot in self.filled if slot.root is doc]
+            if unknown or id(doc) in self.retrying:
                 state = seam.state(doc)
-                state.unconfirmed, state.made_pk, state.sent = True, id(doc) in self.made_pk, sent
-                state.generated = [s for s in mine if s.root is doc]
-            return
-        values.give_back(self.write, mine)
-        values.release(
-            self.write, [(s, v) for s, v in self.noted if any(s.root is d for d in rest)]
-        )
-        for doc in rest:
+                state.unconfirmed, state.made_pk = True, id(doc) in self.made_pk
+                state.sent = self.sent.get(position, state.sent)
+                state.generated = mine
+                continue
+            values.give_back(self.write, mine)
+            dropped.append(doc)
             if id(doc) in self.made_pk:
                 clear_made_pk(doc)
+        values.release(
+            self.write, [(s, v) for s, v in self.noted if any(s.root is d for d in dropped)]
+        )
 
 
 def _reload(queryset: Any, ids: list[Any]) -> list[Any]:

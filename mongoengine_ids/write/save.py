@@ -42,7 +42,11 @@ def wrap_save_create(owner: type[Document], own: SaveCreate | None) -> SaveCreat
         def write_next(son: Any, insert: bool) -> Any:
             if own is not None:
                 return own(self, son, insert, write_concern)
-            return super(owner, self)._save_create(son, insert, write_concern)
+            written = super(owner, self)._save_create(son, insert, write_concern)
+            # MongoEngine's step returns the _id it sent, and save() sets the key to its
+            # to_python(): the key the document holds already (not decoded again).
+            key = seam.data(self).get(_pk_name(self))
+            return written if key is None else key
 
         # MongoEngine's own step is one insert: if it fails, nothing was written. A model's
         # own step may write more after its insert, so a failure there may follow a write.
@@ -75,26 +79,31 @@ def save_create(
     *,
     may_write_more: bool = False,
 ) -> Any:
-    """Fill the document's values and insert it; returns its key."""
+    """Fill the document's values and insert it; returns what the write step returned."""
     write = Write(type(document), seam.collection_of(document), [document])
     earlier = seam.state(document, create=False)
-    if earlier is not None and earlier.unconfirmed:
-        if landed.earlier_insert_landed(document, write.collection):
-            # The earlier insert was applied: the stored document is this one, so it is
-            # replaced by the current version (the application may have changed it since).
-            values.confirm(document)
-            return write_next(document.to_mongo(), False)
-        earlier.unconfirmed = False
+    retrying = earlier is not None and earlier.unconfirmed  # an insert whose reply was lost
+    if retrying and landed.earlier_insert_landed(document, write.collection):
+        # The earlier insert was applied: the stored document is this one, so it is replaced
+        # by the current version (the application may have changed it since).
+        values.confirm(document)
+        return write_next(document.to_mongo(), False)
     noted, filled = values.prepare(write, [document])
     made_pk = make_pk(document) or (earlier is not None and earlier.made_pk)
     # A key of a generated field is inserted, never written over a document holding it (also
     # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
     insert = made_pk or force_insert or seam.shape(type(document)).generates_pk
-    sent = son
+    if earlier is not None:
+        # Not before: if making the values failed, the earlier insert may still land, and the
+        # next attempt must look for it again.
+        earlier.unconfirmed = False
+    sent: Any = None  # what the last attempt sent (unknown() is only called after one)
 
     def attempt() -> Any:
         nonlocal sent
-        sent = with_values(document, son, filled)
+        # The first attempt completes MongoEngine's serialisation; a retry after a collision
+        # serialises afresh (a model's own step may have changed the SON it was given).
+        sent = with_values(document, son, filled) if sent is None else document.to_mongo()
         return write_next(sent, insert)
 
     def unknown() -> None:  # kept for the application's retry (see .landed)
@@ -105,6 +114,9 @@ def save_create(
         pk = seam.stored_pk(document)
         return pk is not None and write.collection.find_one({"_id": pk}, {"_id": 1}) is not None
 
+    def earlier_landed() -> bool:  # a duplicate key: the earlier insert, landed late?
+        return landed.earlier_insert_landed(document, write.collection)
+
     try:
         written = values.send(
             write,
@@ -112,7 +124,11 @@ def save_create(
             attempt,
             stored=stored if may_write_more and insert else None,
             on_unknown=unknown,
+            earlier_landed=earlier_landed if retrying else None,
         )
+    except values.EarlierInsertLanded:
+        values.confirm(document)  # as if the look-up above had found it
+        return write_next(document.to_mongo(), False)
     except BaseException:
         state = seam.state(document, create=False)
         if state is None or not state.unconfirmed:  # nothing written: as before save()
@@ -121,10 +137,7 @@ def save_create(
             values.release(write, noted)
         raise
     values.confirm(document)
-    # MongoEngine sets the key to ``to_python()`` of what this returns: the value the document
-    # holds is that already (not decoded again from the stored form).
-    key = seam.data(document).get(_pk_name(document))
-    return written if key is None else key
+    return written
 
 
 def with_values(document: Document, son: Any, filled: list[Slot]) -> Any:
@@ -133,11 +146,11 @@ def with_values(document: Document, son: Any, filled: list[Slot]) -> Any:
     ``to_mongo()`` would. A key or value that ``son`` lacked comes after the others (the driver
     sends ``_id`` first all the same). A model that serialises itself, and values inside
     embedded documents, are serialised again instead."""
-    if seam.shape(type(document)).serialises_itself:
+    if seam.shape(type(document)).serialises_itself or any(
+        slot.holder is not document for slot in filled
+    ):
         return document.to_mongo()
     for slot in filled:
-        if slot.holder is not document:
-            return document.to_mongo()
         son[slot.field.db_field] = slot.field.to_mongo(slot.value)
     if "_id" not in son:
         pk = seam.stored_pk(document)
@@ -180,7 +193,7 @@ def fill_existing(document: Document) -> None:
     """Values for an existing document: new embedded documents, and fields its stored copy
     lacks (a conditional write each). Fields a projection left out are not touched."""
     write = Write(type(document), seam.collection_of(document), [document])
-    unloaded = seam.state(document).unloaded
+    unloaded: frozenset[str] = getattr(seam.state(document, create=False), "unloaded", frozenset())
     changed = seam.changed(document)
     own: list[Slot] = []
     embedded: list[Slot] = []

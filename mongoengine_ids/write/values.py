@@ -86,6 +86,9 @@ class Slot:
         self.field = field
         self.kind = type(holder) if kind is None else kind
 
+    def __repr__(self) -> str:
+        return f"Slot({type(self.holder).__name__}.{self.name}={self.value!r})"
+
     @property
     def value(self) -> Any:
         return self.holder._data.get(self.name)
@@ -217,7 +220,12 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
 def _share(write: Write, klass: type[BaseDocument], group: list[Slot]) -> Write:
     """``write``, for the holders of ``group`` (one field's share of it)."""
     holders = [slot.holder for slot in group]
-    if klass is write.document_class and holders == list(write.documents):
+    documents = write.documents
+    if (
+        klass is write.document_class
+        and len(holders) == len(documents)
+        and all(holder is document for holder, document in zip(holders, documents, strict=True))
+    ):
         return write  # the whole write: most often one document
     return write.of(klass, holders)
 
@@ -246,6 +254,11 @@ def release(write: Write, given: Iterable[tuple[Slot, Any]]) -> None:
             _logger.warning("could not release values of %s", field.name, exc_info=True)
 
 
+class EarlierInsertLanded(Exception):
+    """The duplicate key met by a retried insert is the document's own earlier insert (whose
+    reply was lost), which landed after the retry looked for it (see :mod:`.landed`)."""
+
+
 def send(
     write: Write,
     filled: list[Slot],
@@ -253,31 +266,55 @@ def send(
     *,
     stored: Callable[[], bool] | None = None,
     on_unknown: Callable[[], None] | None = None,
+    earlier_landed: Callable[[], bool] | None = None,
 ) -> _T:
     """Run ``attempt()``; on a collision of a filled slot, refill that slot and run it again.
 
     When the outcome of a failed attempt is unknown (a lost reply; or ``stored()`` says the
     document is in the database although the attempt failed), the values are kept for the
-    application's retry and ``on_unknown()`` is called.
+    application's retry and ``on_unknown()`` is called. ``earlier_landed``, given when the
+    write retries an insert whose outcome was unknown (that insert may land at any time), is
+    asked first on a duplicate key; and while it may land, the values are kept, never given
+    back, when the outcome of a look-up is unknown.
 
     Raises:
+        EarlierInsertLanded: ``earlier_landed()`` said the duplicate is the earlier insert.
         NotUniqueError: a duplicate key no filled slot claims (values given back).
         RetriesExhaustedError (from the field): every attempt of one slot collided.
     """
     attempts: dict[int, int] = {}
+
+    def keep() -> None:  # the write may be in the database (or may still land)
+        if on_unknown is not None:
+            on_unknown()
+
+    def abandon(taken: Slot | None = None) -> None:  # nothing of this write is stored
+        if earlier_landed is not None:
+            keep()  # but the earlier insert may still land with these values
+        else:
+            give_back(write, filled, taken=taken)
+
     while True:
         try:
             return attempt()
         except BaseException as error:
             if outcome_unknown(error):
-                if on_unknown is not None:
-                    on_unknown()
-                raise  # the values are kept: the write may be in the database
+                keep()
+                raise
             try:
-                slot = _claimed(write, error, filled, stored, on_unknown)
+                if earlier_landed is not None and duplicate_key(error) and earlier_landed():
+                    raise EarlierInsertLanded from error
+                dup = duplicate_key(error)
+                slot = None if dup is None else collided(write, dup, filled)
+                if slot is None:  # no field claims it
+                    if stored is not None and stored():
+                        keep()  # written, then something else failed
+                    else:
+                        abandon()
+                    raise
                 tried = attempts.get(id(slot), 1)
                 if tried > slot.field.collision_retries:
-                    give_back(write, filled, taken=slot)
+                    abandon(taken=slot)
                     exhausted = slot.field.retries_exhausted(cast(Exception, error), tried)
                     if exhausted is error:
                         raise
@@ -286,29 +323,8 @@ def send(
                 refill(write, slot)
             except BaseException as failure:
                 if failure is not error and outcome_unknown(failure):
-                    give_back(write, filled)  # the write failed; its look-up did not answer
+                    abandon()  # the write failed; its look-up did not answer
                 raise
-
-
-def _claimed(
-    write: Write,
-    error: BaseException,
-    filled: list[Slot],
-    stored: Callable[[], bool] | None,
-    on_unknown: Callable[[], None] | None,
-) -> Slot:
-    """The slot whose value collided; else raises ``error`` (values given back, unless the
-    document turns out to be stored)."""
-    dup = duplicate_key(error)
-    slot = None if dup is None else collided(write, dup, filled)
-    if slot is not None:
-        return slot
-    if stored is not None and stored():
-        if on_unknown is not None:
-            on_unknown()
-        raise error  # written, then something else failed: keep the values
-    give_back(write, filled)
-    raise error
 
 
 def collided(
