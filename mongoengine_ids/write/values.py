@@ -183,7 +183,8 @@ def prepare(
     empty: list[Slot] = []
     for document in documents:
         state = seam.state(document, create=False)
-        mine = state.generated if state is not None else ()
+        # A slot whose refill failed holds no value: it is filled again below.
+        mine = [slot for slot in state.generated if slot.value is not None] if state else []
         generated.extend(mine)
         for slot in slots(document):
             if slot.value is None:
