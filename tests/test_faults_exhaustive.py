@@ -219,7 +219,21 @@ def _save_loaded(model: type[me.Document]) -> Write:
     return Write([], call, changes={"pre-0": {"note": "changed"}})
 
 
+def _save_edited(model: type[me.Document]) -> Write:
+    """The application edits the document before every attempt (a retry sends a new version)."""
+    document = model(key="new-0", note="new")
+    attempts = iter(range(100))
+
+    def call() -> list[me.Document]:
+        document.note = f"edit-{next(attempts)}"
+        document.save()
+        return [document]
+
+    return Write(["new-0"], call)
+
+
 WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
+    "save-edited": _save_edited,
     "save": _save_new,
     "insert": _insert,
     "upsert_one": _upsert_one,

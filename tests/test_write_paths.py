@@ -789,9 +789,11 @@ def test_a_retry_that_fails_making_its_values_still_finds_the_earlier_insert(
         note_assigned(self, write, values)
 
     monkeypatch.setattr(SequenceField, "note_assigned", lost_note)
+    ticket.ref = 600  # changed between attempts: told to the field again
     with pytest.raises(pymongo.errors.AutoReconnect, match="counter update lost"):
         ticket.save()
     insert_one(mongoengine_db.tickets, held[0])  # the earlier insert lands now
-    ticket.save()
-    assert raw_docs(mongoengine_db.tickets) == [{"_id": 1, "name": "t", "ref": 500}]
+    ticket.save()  # finds it, and writes the current version over it
+    assert raw_docs(mongoengine_db.tickets) == [{"_id": 1, "name": "t", "ref": 600}]
     assert ticket.pk == 1
+    assert Ticket(name="u").save().ref == 601  # the counter moved past the value assigned

@@ -164,8 +164,11 @@ class Batch:
             if unknown or id(doc) in self.retrying:
                 state = seam.state(doc)
                 state.unconfirmed, state.made_pk = True, id(doc) in self.made_pk
-                state.sent = self.sent.get(position, state.sent)
-                state.generated = mine
+                now = self.sent.get(position, state.sent)
+                if state.sent is not None and state.sent is not now:
+                    state.sent_before.append(state.sent)  # an earlier attempt may still land
+                state.sent = now
+                values.kept(state, mine, [(s, v) for s, v in self.noted if s.root is doc])
                 continue
             values.give_back(self.write, mine)
             dropped.append(doc)

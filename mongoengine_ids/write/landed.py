@@ -33,7 +33,12 @@ def earlier_insert_landed(document: Any, collection: Any) -> bool:
         return False
     if not _pk_can_collide(document):
         return True  # no other document can hold an _id made for this one
-    return bool(_as_stored(stored, collection) == _as_stored(state.sent, collection))
+    found = _as_stored(stored, collection)
+    return any(
+        found == _as_stored(sent, collection)
+        for sent in (*state.sent_before, state.sent)
+        if sent is not None
+    )
 
 
 def _pk_can_collide(document: Any) -> bool:

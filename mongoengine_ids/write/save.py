@@ -83,13 +83,15 @@ def save_create(
     write = Write(type(document), seam.collection_of(document), [document])
     earlier = seam.state(document, create=False)
     retrying = earlier is not None and earlier.unconfirmed  # an insert whose reply was lost
-    if retrying and landed.earlier_insert_landed(document, write.collection):
+    # Values changed since an earlier attempt are told to the fields (a counter moves past
+    # them), values cleared are made again: whether or not the earlier insert landed.
+    noted, filled = values.prepare(write, [document])
+    made_pk = make_pk(document) or (earlier is not None and earlier.made_pk)
+    if retrying and _landed(document, write, filled, noted):
         # The earlier insert was applied: the stored document is this one, so it is replaced
         # by the current version (the application may have changed it since).
         values.confirm(document)
         return write_next(document.to_mongo(), False)
-    noted, filled = values.prepare(write, [document])
-    made_pk = make_pk(document) or (earlier is not None and earlier.made_pk)
     # A key of a generated field is inserted, never written over a document holding it (also
     # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
     insert = made_pk or force_insert or seam.shape(type(document)).generates_pk
@@ -108,7 +110,10 @@ def save_create(
 
     def unknown() -> None:  # kept for the application's retry (see .landed)
         state = seam.state(document)
-        state.unconfirmed, state.made_pk, state.sent, state.generated = True, made_pk, sent, filled
+        if state.sent is not None and state.sent is not sent:
+            state.sent_before.append(state.sent)  # an earlier attempt may still land
+        state.unconfirmed, state.made_pk, state.sent = True, made_pk, sent
+        values.kept(state, filled, noted)
 
     def stored() -> bool:  # after a failure no field claims: did the insert itself land?
         pk = seam.stored_pk(document)
@@ -124,7 +129,9 @@ def save_create(
             attempt,
             stored=stored if may_write_more and insert else None,
             on_unknown=unknown,
-            earlier_landed=earlier_landed if retrying else None,
+            # A model's own step may fail after its insert: its duplicate key is its own.
+            earlier_landed=earlier_landed if retrying and not may_write_more else None,
+            may_land=retrying,
         )
     except values.EarlierInsertLanded:
         values.confirm(document)  # as if the look-up above had found it
@@ -138,6 +145,18 @@ def save_create(
         raise
     values.confirm(document)
     return written
+
+
+def _landed(
+    document: Document, write: Write, filled: list[Slot], noted: list[tuple[Slot, Any]]
+) -> bool:
+    """Whether the earlier insert of ``document`` landed; if the look-up fails, the values of
+    this attempt are kept with the earlier ones (that insert may still land)."""
+    try:
+        return landed.earlier_insert_landed(document, write.collection)
+    except BaseException:
+        values.kept(seam.state(document), filled, noted)
+        raise
 
 
 def with_values(document: Document, son: Any, filled: list[Slot]) -> Any:

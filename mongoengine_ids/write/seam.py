@@ -420,10 +420,16 @@ class State:
     unconfirmed: bool = False
     #: The primary key was made by the write path (an ObjectId), not assigned by the user.
     made_pk: bool = False
-    #: While unconfirmed: the document as last sent (see :mod:`.landed`), and the values the
-    #: write path generated for it (still its own to retry or give back).
+    #: While unconfirmed: the document as last sent (see :mod:`.landed`).
     sent: Any = None
+    #: Every earlier version sent while unconfirmed: any of them may still land.
+    sent_before: list[Any] = dataclasses.field(default_factory=list)
+    #: While unconfirmed, as (slot, value) pairs: the values the write path generated for it
+    #: (still its own to retry), and the assigned values the fields were told of. A value
+    #: the application changed since is no longer the document's: it is left to the insert
+    #: that may still land, never released.
     generated: list[Any] = dataclasses.field(default_factory=list)
+    noted: list[Any] = dataclasses.field(default_factory=list)
 
 
 _STATE = "_mongoengine_ids_state"

@@ -142,7 +142,7 @@ def confirm(document: BaseDocument) -> None:
     state = seam.state(document, create=False)
     if state is not None:
         state.unconfirmed = state.made_pk = False
-        state.sent, state.generated = None, []
+        state.sent, state.sent_before, state.generated, state.noted = None, [], [], []
     mark_written(document)
 
 
@@ -176,28 +176,42 @@ def prepare(
     write: Write, documents: list[BaseDocument]
 ) -> tuple[list[tuple[Slot, Any]], list[Slot]]:
     """The values of new documents about to be inserted: the fields are told the values the
-    user assigned, and the empty ones are filled. Values an earlier attempt generated (its
-    reply was lost) stay this write's own. Returns (noted, filled)."""
-    generated: list[Slot] = []
+    user assigned, and the empty ones are filled. Values an earlier attempt generated or noted
+    (its reply was lost), if unchanged since, stay this write's own. Returns (noted, filled)."""
+    kept_generated: list[Slot] = []
+    kept_noted: list[tuple[Slot, Any]] = []
     assigned: list[Slot] = []
     empty: list[Slot] = []
     for document in documents:
         state = seam.state(document, create=False)
-        # A slot whose refill failed holds no value: it is filled again below.
-        mine = [slot for slot in state.generated if slot.value is not None] if state else []
-        generated.extend(mine)
+        earlier = {}
+        if state is not None:
+            earlier = {(id(s.holder), s.name): (v, True) for s, v in state.generated}
+            earlier.update({(id(s.holder), s.name): (v, False) for s, v in state.noted})
         for slot in slots(document):
-            if slot.value is None:
+            value = slot.value
+            before = earlier.get((id(slot.holder), slot.name))
+            if value is None:
                 empty.append(slot)
-            elif not any(s.holder is slot.holder and s.name == slot.name for s in mine):
+            elif before is None or before[0] != value:
                 assigned.append(slot)
+            elif before[1]:
+                kept_generated.append(slot)
+            else:
+                kept_noted.append((slot, value))
     noted = note_assigned(write, assigned)
     try:
-        filled = [*generated, *fill(write, empty)]
+        filled = [*kept_generated, *fill(write, empty)]
     except BaseException:
         release(write, noted)
         raise
-    return noted, filled
+    return [*kept_noted, *noted], filled
+
+
+def kept(state: seam.State, filled: list[Slot], noted: list[tuple[Slot, Any]]) -> None:
+    """Record in ``state`` the values of a write whose outcome is unknown."""
+    state.generated = [(slot, slot.value) for slot in filled if slot.value is not None]
+    state.noted = list(noted)
 
 
 def fill(write: Write, empty: list[Slot]) -> list[Slot]:
@@ -268,15 +282,16 @@ def send(
     stored: Callable[[], bool] | None = None,
     on_unknown: Callable[[], None] | None = None,
     earlier_landed: Callable[[], bool] | None = None,
+    may_land: bool = False,
 ) -> _T:
     """Run ``attempt()``; on a collision of a filled slot, refill that slot and run it again.
 
     When the outcome of a failed attempt is unknown (a lost reply; or ``stored()`` says the
     document is in the database although the attempt failed), the values are kept for the
-    application's retry and ``on_unknown()`` is called. ``earlier_landed``, given when the
-    write retries an insert whose outcome was unknown (that insert may land at any time), is
-    asked first on a duplicate key; and while it may land, the values are kept, never given
-    back, when the outcome of a look-up is unknown.
+    application's retry and ``on_unknown()`` is called. With ``may_land`` (the write retries
+    an insert whose outcome was unknown: it may land at any time, with these values), they are
+    kept whatever the failure, never given back; ``earlier_landed``, if given, is asked first
+    on a duplicate key whether it is that insert.
 
     Raises:
         EarlierInsertLanded: ``earlier_landed()`` said the duplicate is the earlier insert.
@@ -290,7 +305,7 @@ def send(
             on_unknown()
 
     def abandon(taken: Slot | None = None) -> None:  # nothing of this write is stored
-        if earlier_landed is not None:
+        if may_land:
             keep()  # but the earlier insert may still land with these values
         else:
             give_back(write, filled, taken=taken)
@@ -323,8 +338,8 @@ def send(
                 attempts[id(slot)] = tried + 1
                 refill(write, slot)
             except BaseException as failure:
-                if failure is not error and outcome_unknown(failure):
-                    abandon()  # the write failed; its look-up did not answer
+                if failure is not error and (may_land or outcome_unknown(failure)):
+                    abandon()  # the write failed; its look-up did not answer (or failed)
                 raise
 
 
