@@ -797,3 +797,65 @@ def test_a_retry_that_fails_making_its_values_still_finds_the_earlier_insert(
     assert raw_docs(mongoengine_db.tickets) == [{"_id": 1, "name": "t", "ref": 600}]
     assert ticket.pk == 1
     assert Ticket(name="u").save().ref == 601  # the counter moved past the value assigned
+
+
+class _LoseInsertOnce:
+    """A ``connected_threadsafe`` hook: the first ``insert_one`` into ``collection`` is never
+    applied and its reply is lost."""
+
+    def __init__(self, collection: str) -> None:
+        self.collection = collection
+        self.lost = False
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if collection == self.collection and method == "insert_one" and not self.lost:
+            self.lost = True
+            import pymongo.errors
+
+            raise pymongo.errors.AutoReconnect("reply lost")
+        return call()
+
+
+def test_a_retry_keeps_the_values_the_earlier_attempt_noted_and_notes_changed_ones() -> None:
+    """After a lost reply, an assigned value the earlier attempt reserved is not reserved again
+    (its own reservation would refuse it); a value the application changes before the retry is
+    told to the field (a counter moves past it, a reservation is taken)."""
+    import pymongo.errors
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    class Reserved(me.Document):
+        meta = {"collection": "reserved"}
+        key = me.StringField()
+        code = RandomUniqueField(digits=6, reserve_in="reserved_codes")
+
+    class Counted(me.Document):
+        meta = {"collection": "counted"}
+        key = me.StringField()
+        code = SequenceField()
+
+    for model in (Reserved, Counted):
+        hook = _LoseInsertOnce(model._get_collection_name())
+        with connected_threadsafe(hook=hook) as connect:
+            db = connect()
+            assigned = model(key="a", code="123456" if model is Reserved else 5)
+            with pytest.raises(pymongo.errors.AutoReconnect):
+                assigned.save()
+            assigned.save()  # the same value, noted by the first attempt: not noted again
+
+            hook.lost = False
+            changed = model(key="b")
+            with pytest.raises(pymongo.errors.AutoReconnect):
+                changed.save()
+            changed.code = "654321" if model is Reserved else 9  # before the retry
+            changed.save()
+
+            stored = {row["key"]: row["code"] for row in db[model._get_collection_name()].find()}
+            assert stored == {"a": assigned.code, "b": changed.code}
+            if model is Reserved:
+                assert stored == {"a": 123456, "b": 654321}
+                with pytest.raises(NotUniqueError, match="654321"):
+                    model(key="c", code="654321").save()
+            else:
+                assert stored == {"a": 5, "b": 9}
+                assert model(key="c").save().code == 10  # the counter moved past 9
