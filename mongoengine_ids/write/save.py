@@ -165,10 +165,11 @@ def with_values(document: Document, son: Any, filled: list[Slot]) -> Any:
     ``to_mongo()`` would. A key or value that ``son`` lacked comes after the others (the driver
     sends ``_id`` first all the same). A model that serialises itself, and values inside
     embedded documents, are serialised again instead."""
-    if seam.shape(type(document)).serialises_itself or any(
-        slot.holder is not document for slot in filled
-    ):
+    if seam.shape(type(document)).serialises_itself:
         return document.to_mongo()
+    for slot in filled:
+        if slot.holder is not document:
+            return document.to_mongo()
     for slot in filled:
         son[slot.field.db_field] = slot.field.to_mongo(slot.value)
     if "_id" not in son:

@@ -235,14 +235,12 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
 def _share(write: Write, klass: type[BaseDocument], group: list[Slot]) -> Write:
     """``write``, for the holders of ``group`` (one field's share of it)."""
     holders = [slot.holder for slot in group]
-    documents = write.documents
-    if (
-        klass is write.document_class
-        and len(holders) == len(documents)
-        and all(holder is document for holder, document in zip(holders, documents, strict=True))
-    ):
-        return write  # the whole write: most often one document
-    return write.of(klass, holders)
+    if klass is not write.document_class or len(holders) != len(write.documents):
+        return write.of(klass, holders)
+    for holder, document in zip(holders, write.documents, strict=True):
+        if holder is not document:
+            return write.of(klass, holders)
+    return write  # the whole write: most often one document
 
 
 def give_back(write: Write, filled: Iterable[Slot], *, taken: Slot | None = None) -> None:
