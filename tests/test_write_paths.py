@@ -859,3 +859,134 @@ def test_a_retry_keeps_the_values_the_earlier_attempt_noted_and_notes_changed_on
             else:
                 assert stored == {"a": 5, "b": 9}
                 assert model(key="c").save().code == 10  # the counter moved past 9
+
+
+# -- found by a third review: a refused attempt, an unknown look-up, a key the user assigned ----
+
+
+class _FailCalls:
+    """A ``connected_threadsafe`` hook failing (before it is sent) each call whose number, from
+    the moment ``start()`` is called, is in ``numbers``; ``log`` records the methods called."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.failing: set[int] = set()
+
+    def start(self, *numbers: int) -> None:
+        self.failing = {len(self.log) + number for number in numbers}
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        self.log.append(method)
+        if len(self.log) in self.failing:
+            import pymongo.errors
+
+            raise pymongo.errors.AutoReconnect(f"lost at {method}")
+        return call()
+
+
+def test_a_refused_retry_is_not_taken_for_a_version_that_may_land() -> None:
+    """A retry's insert refused as a duplicate (another document's key) cannot land: when the
+    retry then fails, that version must not be matched later, or the other document would be
+    taken for this one and replaced."""
+    import pymongo.errors
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    draws: list[int] = []
+
+    class Ticket(me.Document):
+        meta = {"collection": "tickets_refused"}
+        id = RandomUniqueField(
+            primary_key=True, min_value=1, max_value=12, rng=lambda n: draws.pop(0) - 1
+        )
+        status = me.StringField()
+
+    hook = _FailCalls()
+    with connected_threadsafe(hook=hook) as connect:
+        raw = connect()["tickets_refused"]
+        Ticket.ensure_indexes()
+        raw.insert_one({"_id": 1, "status": "new"})  # another's, with our content
+        ticket = Ticket(status="new")
+        draws[:] = [5]
+        hook.start(1)  # the insert of 5, never sent
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            ticket.save()
+        raw.insert_one({"_id": 5, "status": "someone else"})
+        draws[:] = [1, 9]
+        # look-up of 5, insert 5 (duplicate), its check, look-up of the collision, refill to 1,
+        # insert 1 (duplicate), then the check of that duplicate is lost
+        hook.start(6)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            ticket.save()
+        draws[:] = [9]
+        ticket.save()
+        assert sorted(raw.find(), key=lambda doc: doc["_id"]) == [
+            {"_id": 1, "status": "new"},
+            {"_id": 5, "status": "someone else"},
+            {"_id": ticket.pk, "status": "new"},
+        ]
+        assert ticket.pk not in (1, 5)
+
+
+def test_a_lost_look_up_after_a_models_own_step_keeps_the_key_and_values() -> None:
+    """A model's own step fails after its insert, and the look-up that would tell whether the
+    insert landed is lost: the document may be stored, so its key and value are kept (not
+    handed out again), and the retry finds its copy."""
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    draws: list[int] = []
+    failing = [True]
+
+    class Audited(me.Document):
+        meta = {"collection": "audited"}
+        code = RandomUniqueField(
+            min_value=1, max_value=9, reserve_in="audited_codes", rng=lambda n: draws.pop(0) - 1
+        )
+
+        def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+            written = super()._save_create(doc, force_insert, write_concern)
+            if failing:
+                raise RuntimeError("the audit row was not written")
+            return written
+
+    hook = _FailCalls()
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        Audited.ensure_indexes()
+        audited = Audited()
+        draws[:] = [4]
+        hook.start(3)  # the reservation, the insert, then the look-up is lost
+        with pytest.raises(RuntimeError, match="audit row"):
+            audited.save()
+        assert (audited.pk, audited.code) == (db.audited.find_one()["_id"], 4)
+        failing.clear()
+        audited.save()
+        assert list(db.audited.find()) == [{"_id": audited.pk, "code": 4}]
+        assert [row["_id"] for row in db.audited_codes.find()] == [4]
+
+
+def test_a_key_the_user_assigned_is_not_taken_for_the_retrys_own() -> None:
+    """After a lost reply, a stored document holding a key the user assigned (an idempotency
+    key) may be another's: the retry refuses it as a duplicate, as a save without a fault."""
+    import pymongo.errors
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    class Order(me.Document):
+        meta = {"collection": "orders_assigned"}
+        id = UUID4Field(primary_key=True)
+        item = me.StringField()
+
+    hook = _FailCalls()
+    with connected_threadsafe(hook=hook) as connect:
+        raw = connect()["orders_assigned"]
+        key = uuid.uuid4()
+        Order(id=key, item="first request").save()
+        second = Order(id=key, item="second request")
+        hook.start(1)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            second.save()
+        with pytest.raises(NotUniqueError):
+            second.save()
+        assert [doc["item"] for doc in raw.find()] == ["first request"]

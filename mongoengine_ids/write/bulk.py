@@ -121,6 +121,7 @@ class Batch:
                 collection.insert_many(raw, ordered=True)
         except pymongo.errors.BulkWriteError as error:
             self._written(int(error.details.get("nInserted", 0)))
+            self.sent = {}  # ordered: the first one left was refused, the others never sent
             first = (error.details.get("writeErrors") or [{}])[0]
             if first.get("code") not in _DUPLICATE_KEY_CODES:
                 raise BulkWriteError(f"Bulk write error: ({error.details})") from error

@@ -42,5 +42,13 @@ def earlier_insert_landed(document: Any, collection: Any) -> bool:
 
 
 def _pk_can_collide(document: Any) -> bool:
-    field = seam.pk_field(type(document))
-    return bool(getattr(field, "collision_retries", 0)) and not seam.state(document).made_pk
+    """Whether a document other than this one may hold its ``_id``."""
+    state = seam.state(document)
+    if state.made_pk:
+        return False  # an ObjectId made for it
+    if getattr(seam.pk_field(type(document)), "collision_retries", 0):
+        return True  # a sequence or random key
+    # A UUID the write path generated for it is its own; one the user assigned may be another
+    # document's (an idempotency key, say).
+    name = seam.id_field(type(document)) or "id"
+    return not any(slot.holder is document and slot.name == name for slot, _ in state.generated)

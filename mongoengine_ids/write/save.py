@@ -100,24 +100,36 @@ def save_create(
         # next attempt must look for it again.
         earlier.unconfirmed = False
     sent: Any = None  # what the last attempt sent (unknown() is only called after one)
+    refused = False  # the server refused it (a duplicate key): it cannot land
 
     def attempt() -> Any:
-        nonlocal sent
+        nonlocal sent, refused
         # The first attempt completes MongoEngine's serialisation; a retry after a collision
         # serialises afresh (a model's own step may have changed the SON it was given).
         sent = with_values(document, son, filled) if sent is None else document.to_mongo()
-        return write_next(sent, insert)
+        try:
+            return write_next(sent, insert)
+        except BaseException as error:
+            refused = not may_write_more and values.duplicate_key(error) is not None
+            raise
 
     def unknown() -> None:  # kept for the application's retry (see .landed)
         state = seam.state(document)
-        if state.sent is not None and state.sent is not sent:
-            state.sent_before.append(state.sent)  # an earlier attempt may still land
-        state.unconfirmed, state.made_pk, state.sent = True, made_pk, sent
+        if sent is not None and not refused:  # a version that may land
+            if state.sent is not None and state.sent is not sent:
+                state.sent_before.append(state.sent)  # an earlier one may land too
+            state.sent = sent
+        state.unconfirmed, state.made_pk = True, made_pk
         values.kept(state, filled, noted)
 
     def stored() -> bool:  # after a failure no field claims: did the insert itself land?
         pk = seam.stored_pk(document)
-        return pk is not None and write.collection.find_one({"_id": pk}, {"_id": 1}) is not None
+        if pk is None:
+            return False
+        try:
+            return write.collection.find_one({"_id": pk}, {"_id": 1}) is not None
+        except values.OUTCOME_UNKNOWN:
+            return True  # cannot tell: as if it were (its key and values are kept)
 
     def earlier_landed() -> bool:  # a duplicate key: the earlier insert, landed late?
         return landed.earlier_insert_landed(document, write.collection)

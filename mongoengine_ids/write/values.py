@@ -304,7 +304,9 @@ def send(
 
     def abandon(taken: Slot | None = None) -> None:  # nothing of this write is stored
         if may_land:
-            keep()  # but the earlier insert may still land with these values
+            if taken is not None:
+                taken.value = None  # another document's: not ours to keep, nor to release
+            keep()  # but the earlier insert may still land with the others
         else:
             give_back(write, filled, taken=taken)
 
