@@ -163,13 +163,13 @@ class Batch:
             doc = self.docs[position]
             mine = [slot for slot in self.filled if slot.root is doc]
             if unknown or id(doc) in self.retrying:
-                state = seam.state(doc)
-                state.unconfirmed, state.made_pk = True, id(doc) in self.made_pk
-                now = self.sent.get(position, state.sent)
-                if state.sent is not None and state.sent is not now:
-                    state.sent_before.append(state.sent)  # an earlier attempt may still land
-                state.sent = now
-                values.kept(state, mine, [(s, v) for s, v in self.noted if s.root is doc])
+                values.unconfirmed(
+                    doc,
+                    sent=self.sent.get(position),
+                    made_pk=id(doc) in self.made_pk,
+                    filled=mine,
+                    noted=[(s, v) for s, v in self.noted if s.root is doc],
+                )
                 continue
             values.give_back(self.write, mine)
             dropped.append(doc)

@@ -87,7 +87,7 @@ def save_create(
     # them), values cleared are made again: whether or not the earlier insert landed.
     noted, filled = values.prepare(write, [document])
     made_pk = make_pk(document) or (earlier is not None and earlier.made_pk)
-    if retrying and _landed(document, write, filled, noted):
+    if retrying and _landed(document, write, made_pk, filled, noted):
         # The earlier insert was applied: the stored document is this one, so it is replaced
         # by the current version (the application may have changed it since).
         values.confirm(document)
@@ -113,14 +113,9 @@ def save_create(
             refused = not may_write_more and values.duplicate_key(error) is not None
             raise
 
-    def unknown() -> None:  # kept for the application's retry (see .landed)
-        state = seam.state(document)
-        if sent is not None and not refused:  # a version that may land
-            if state.sent is not None and state.sent is not sent:
-                state.sent_before.append(state.sent)  # an earlier one may land too
-            state.sent = sent
-        state.unconfirmed, state.made_pk = True, made_pk
-        values.kept(state, filled, noted)
+    def unknown() -> None:
+        may_land = None if refused else sent
+        values.unconfirmed(document, sent=may_land, made_pk=made_pk, filled=filled, noted=noted)
 
     def stored() -> bool:  # after a failure no field claims: did the insert itself land?
         pk = seam.stored_pk(document)
@@ -160,14 +155,18 @@ def save_create(
 
 
 def _landed(
-    document: Document, write: Write, filled: list[Slot], noted: list[tuple[Slot, Any]]
+    document: Document,
+    write: Write,
+    made_pk: bool,
+    filled: list[Slot],
+    noted: list[tuple[Slot, Any]],
 ) -> bool:
     """Whether the earlier insert of ``document`` landed; if the look-up fails, the values of
     this attempt are kept with the earlier ones (that insert may still land)."""
     try:
         return landed.earlier_insert_landed(document, write.collection)
     except BaseException:
-        values.kept(seam.state(document), filled, noted)
+        values.unconfirmed(document, sent=None, made_pk=made_pk, filled=filled, noted=noted)
         raise
 
 

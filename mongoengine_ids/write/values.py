@@ -208,8 +208,23 @@ def prepare(
     return [*kept_noted, *noted], filled
 
 
-def kept(state: seam.State, filled: list[Slot], noted: list[tuple[Slot, Any]]) -> None:
-    """Record in ``state`` the values of a write whose outcome is unknown."""
+def unconfirmed(
+    document: BaseDocument,
+    *,
+    sent: Any,
+    made_pk: bool,
+    filled: list[Slot],
+    noted: list[tuple[Slot, Any]],
+) -> None:
+    """Record that the outcome of ``document``'s insert is unknown, for the application's retry
+    (see :mod:`.landed`): ``sent``, the version this attempt sent, may land (None: it sent none
+    that may), as may every version sent before; ``filled`` and ``noted`` are its values."""
+    state = seam.state(document)
+    if sent is not None:
+        if state.sent is not None and state.sent is not sent:
+            state.sent_before.append(state.sent)  # an earlier version may land too
+        state.sent = sent
+    state.unconfirmed, state.made_pk = True, made_pk
     state.generated = [(slot, slot.value) for slot in filled if slot.value is not None]
     state.noted = list(noted)
 
