@@ -87,11 +87,15 @@ def save_create(
     # them), values cleared are made again: whether or not the earlier insert landed.
     noted, filled = values.prepare(write, [document])
     made_pk = make_pk(document) or (earlier is not None and earlier.made_pk)
-    if retrying and _landed(document, write, made_pk, filled, noted):
+
+    def over_own_copy() -> Any:
         # The earlier insert was applied: the stored document is this one, so it is replaced
         # by the current version (the application may have changed it since).
         values.confirm(document)
         return write_next(document.to_mongo(), False)
+
+    if retrying and _landed(document, write, made_pk, filled, noted):
+        return over_own_copy()
     # A key of a generated field is inserted, never written over a document holding it (also
     # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
     insert = made_pk or force_insert or seam.shape(type(document)).generates_pk
@@ -141,8 +145,7 @@ def save_create(
             may_land=retrying,
         )
     except values.EarlierInsertLanded:
-        values.confirm(document)  # as if the look-up above had found it
-        return write_next(document.to_mongo(), False)
+        return over_own_copy()  # as if the look-up above had found it
     except BaseException:
         state = seam.state(document, create=False)
         if state is None or not state.unconfirmed:  # nothing written: as before save()

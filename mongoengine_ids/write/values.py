@@ -132,9 +132,8 @@ def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
 def mark_written(document: BaseDocument) -> None:
     """``document`` and its embedded documents are stored now."""
     seam.mark_written(document)
-    if seam.shape(type(document)).embedding != ():
-        for inner in embedded(document):
-            seam.mark_written(inner)
+    for inner in embedded(document):
+        seam.mark_written(inner)
 
 
 def confirm(document: BaseDocument) -> None:
