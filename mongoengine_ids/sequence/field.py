@@ -33,6 +33,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
@@ -1017,11 +1018,13 @@ class SequenceFormat:
         prefix: text before the number.
         width: pad the number with zeros to this many digits (None: no padding).
         luhn: append a Luhn check digit.
+        active: whether values are stored as formatted strings (else as integers).
     """
 
     prefix: str = ""
     width: int | None = None
     luhn: bool = False
+    active: bool = dataclass_field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.prefix, str):
@@ -1030,11 +1033,8 @@ class SequenceFormat:
             check_int("width", self.width, 1, 18)
         if not isinstance(self.luhn, bool):
             raise TypeError(f"luhn must be a bool, not {self.luhn!r}")
-
-    @property
-    def active(self) -> bool:
-        """Whether values are stored as formatted strings (else as integers)."""
-        return bool(self.prefix) or self.width is not None or self.luhn
+        active = bool(self.prefix) or self.width is not None or self.luhn
+        object.__setattr__(self, "active", active)  # frozen: set once, here
 
     def describe(self) -> str:
         """What a formatted value looks like, for error messages."""
@@ -1276,7 +1276,11 @@ class SequenceField(GeneratedField):
 
     def counter_name(self, document_class: type[BaseDocument] | None = None) -> str:
         """The counter's ``_id``: ``"<sequence name>.<field name>"``, MongoEngine's."""
-        return f"{self.get_sequence_name(document_class)}.{self.name}"
+        # get_sequence_name(), spelled out: this runs for every write.
+        prefix = self.sequence_name
+        if prefix is None:
+            prefix = seam.counter_prefix(self._owner(document_class))
+        return f"{prefix}.{self.name}"
 
     def sequence_for(
         self, database: Database[Any], document_class: type[BaseDocument], scope: Any = None
@@ -1418,7 +1422,7 @@ class SequenceField(GeneratedField):
             # One value (a save()): next() waits for a block being prefetched instead of leasing
             # another beside it, which would leave values of one block unused.
             numbers = [sequence.next()] if count == 1 else sequence.next_values(count)
-            return self._present(numbers)
+            return numbers if self.value_decorator is int else self._present(numbers)
         groups: dict[str, tuple[Any, list[int]]] = {}
         for position, document in enumerate(write.documents):
             scope = self._scope_of(document)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections import abc
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, overload
 
 from mongoengine.base import BaseDocument, BaseField
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 
-@dataclass(frozen=True)
 class Write:
     """What one write knows, handed to the fields.
 
@@ -43,9 +41,23 @@ class Write:
         documents: the documents (or embedded documents) the values are for, in order.
     """
 
-    document_class: type[BaseDocument]
-    collection: Collection[Any]
-    documents: Sequence[BaseDocument] = ()
+    __slots__ = ("collection", "document_class", "documents")
+
+    def __init__(
+        self,
+        document_class: type[BaseDocument],
+        collection: Collection[Any],
+        documents: Sequence[BaseDocument] = (),
+    ) -> None:
+        self.document_class = document_class
+        self.collection = collection
+        self.documents = documents
+
+    def __repr__(self) -> str:
+        return (
+            f"Write({self.document_class.__name__}, {self.collection.full_name}, "
+            f"{len(self.documents)} documents)"
+        )
 
     @property
     def database(self) -> Database[Any]:

@@ -45,7 +45,7 @@ def wrap_save_create(owner: type[Document], own: SaveCreate | None) -> SaveCreat
             written = super(owner, self)._save_create(son, insert, write_concern)
             # MongoEngine's step returns the _id it sent, and save() sets the key to its
             # to_python(): the key the document holds already (not decoded again).
-            key = seam.data(self).get(_pk_name(self))
+            key = seam.key(self)
             return written if key is None else key
 
         # MongoEngine's own step is one insert: if it fails, nothing was written. A model's
@@ -80,13 +80,16 @@ def save_create(
     may_write_more: bool = False,
 ) -> Any:
     """Fill the document's values and insert it; returns what the write step returned."""
-    write = Write(type(document), seam.collection_of(document), [document])
+    shape = seam.shape(type(document))
+    write = Write(type(document), seam.collection_of(document), (document,))
     earlier = seam.state(document, create=False)
     retrying = earlier is not None and earlier.unconfirmed  # an insert whose reply was lost
     # Values changed since an earlier attempt are told to the fields (a counter moves past
     # them), values cleared are made again: whether or not the earlier insert landed.
     noted, filled = values.prepare(write, [document])
-    made_pk = make_pk(document) or (earlier is not None and earlier.made_pk)
+    made_pk = (shape.object_id_pk and make_pk(document)) or (
+        earlier is not None and earlier.made_pk
+    )
 
     def over_own_copy() -> Any:
         # The earlier insert was applied: the stored document is this one, so it is replaced
@@ -98,7 +101,7 @@ def save_create(
         return over_own_copy()
     # A key of a generated field is inserted, never written over a document holding it (also
     # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
-    insert = made_pk or force_insert or seam.shape(type(document)).generates_pk
+    insert = made_pk or force_insert or shape.generates_pk
     if earlier is not None:
         # Not before: if making the values failed, the earlier insert may still land, and the
         # next attempt must look for it again.
@@ -110,7 +113,7 @@ def save_create(
         nonlocal sent, refused
         # The first attempt completes MongoEngine's serialisation; a retry after a collision
         # serialises afresh (a model's own step may have changed the SON it was given).
-        sent = with_values(document, son, filled) if sent is None else document.to_mongo()
+        sent = with_values(document, shape, son, filled) if sent is None else document.to_mongo()
         try:
             return write_next(sent, insert)
         except BaseException as error:
@@ -173,19 +176,18 @@ def _landed(
         raise
 
 
-def with_values(document: Document, son: Any, filled: list[Slot]) -> Any:
+def with_values(document: Document, shape: seam.Shape, son: Any, filled: list[Slot]) -> Any:
     """``son``, MongoEngine's serialisation of ``document`` made before its values were, with
     them: each value of its own fields (and a key made here) set in stored form, as its
     ``to_mongo()`` would. A key or value that ``son`` lacked comes after the others (the driver
     sends ``_id`` first all the same). A model that serialises itself, and values inside
     embedded documents, are serialised again instead."""
-    if seam.shape(type(document)).serialises_itself:
+    if shape.serialises_itself:
         return document.to_mongo()
     for slot in filled:
         if slot.holder is not document:
             return document.to_mongo()
-    for slot in filled:
-        son[slot.field.db_field] = slot.field.to_mongo(slot.value)
+        son[slot.field.db_field] = slot.field.to_mongo(slot.holder._data[slot.name])
     if "_id" not in son:
         pk = seam.stored_pk(document)
         if pk is not None:
@@ -199,25 +201,19 @@ def make_pk(document: Document) -> bool:
     The driver would make it inside ``insert_one()`` and forget it if the reply is lost: known
     beforehand, the application's retry inserts the same ``_id`` and cannot store a copy.
     """
-    if not seam.shape(type(document)).object_id_pk:
+    shape = seam.shape(type(document))
+    if not shape.object_id_pk or seam.key(document) is not None:
         return False
-    data, name = seam.data(document), _pk_name(document)
-    if data.get(name) is not None:
-        return False
-    data[name] = ObjectId()
+    seam.data(document)[shape.pk_name] = ObjectId()
     return True
 
 
 def clear_made_pk(document: BaseDocument) -> None:
     """Forget the ObjectId :func:`make_pk` gave a document that was not written."""
-    seam.data(document)[_pk_name(document)] = None
+    seam.data(document)[seam.shape(type(document)).pk_name] = None
     state = seam.state(document, create=False)
     if state is not None:
         state.made_pk = False
-
-
-def _pk_name(document: BaseDocument) -> str:
-    return seam.id_field(type(document)) or "id"
 
 
 # -- existing documents -------------------------------------------------------------------------

@@ -164,6 +164,11 @@ def is_new(document: BaseDocument) -> bool:
     return bool(document._created)
 
 
+def key(document: BaseDocument) -> Any:
+    """The document's primary key, in Python form (None if unset)."""
+    return document._data.get(shape(type(document)).pk_name)
+
+
 def mark_written(document: BaseDocument) -> None:
     """The document is in the database now: a later ``save()`` updates it."""
     # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
@@ -314,6 +319,8 @@ class Shape:
     serialises_itself: bool
     #: Whether the primary key is an ``ObjectIdField`` (the driver would make a missing one).
     object_id_pk: bool
+    #: The name of the primary key field ("id" for an embedded document, which has none).
+    pk_name: str
 
 
 _SHAPE = "_mongoengine_ids_shape"
@@ -341,6 +348,7 @@ def shape(document_class: type[BaseDocument]) -> Shape:
             embedding,
             _serialises_itself(document_class),
             isinstance(fields.get(pk or "id"), ObjectIdField),
+            pk or "id",
         )
         setattr(document_class, _SHAPE, found)
     return found

@@ -98,25 +98,29 @@ class Slot:
         self.holder._data[self.name] = value
 
 
-def slots(
-    document: BaseDocument, *, embedded_new_only: bool = False, root: BaseDocument | None = None
-) -> Iterator[Slot]:
+def slots(document: BaseDocument, *, embedded_new_only: bool = False) -> list[Slot]:
     """Every generated field of ``document`` and of the embedded documents inside it.
 
     With ``embedded_new_only``, embedded documents loaded from the database are left out (their
     fields may not have been loaded): only those added since are looked into.
     """
-    root = document if root is None else root
+    found: list[Slot] = []
+    _collect(document, document, embedded_new_only, found)
+    return found
+
+
+def _collect(
+    document: BaseDocument, root: BaseDocument, embedded_new_only: bool, found: list[Slot]
+) -> None:
     shape = seam.shape(type(document))
-    loaded = embedded_new_only and document is not root and not seam.is_new(document)
-    if not loaded:
+    if not (embedded_new_only and document is not root and not seam.is_new(document)):
         for name, field in shape.generated:
-            yield Slot(root, document, name, field)
+            found.append(Slot(root, document, name, field))
     if shape.embedding == ():
         return
     for value in seam.embedding_values(document):  # a loaded one may hold new ones
         for embedded in seam.embedded_documents(value):
-            yield from slots(embedded, embedded_new_only=embedded_new_only, root=root)
+            _collect(embedded, root, embedded_new_only, found)
 
 
 def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
@@ -132,8 +136,9 @@ def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
 def mark_written(document: BaseDocument) -> None:
     """``document`` and its embedded documents are stored now."""
     seam.mark_written(document)
-    for inner in embedded(document):
-        seam.mark_written(inner)
+    if seam.shape(type(document)).embedding != ():
+        for inner in embedded(document):
+            seam.mark_written(inner)
 
 
 def confirm(document: BaseDocument) -> None:
@@ -163,7 +168,7 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
     try:
         for (klass, field), group in _by_field(assigned).items():
             values = [s.value for s in group]
-            field.note_assigned(_share(write, klass, group), values)
+            field.note_assigned(write.of(klass, [slot.holder for slot in group]), values)
             noted.extend(zip(group, values, strict=True))
     except BaseException:
         release(write, noted)
@@ -183,28 +188,35 @@ def prepare(
     empty: list[Slot] = []
     for document in documents:
         state = seam.state(document, create=False)
-        earlier = {}
-        if state is not None:
-            earlier = {(id(s.holder), s.name): (v, True) for s, v in state.generated}
-            earlier.update({(id(s.holder), s.name): (v, False) for s, v in state.noted})
+        earlier = None if state is None else _earlier_values(state)
         for slot in slots(document):
-            value = slot.value
-            before = earlier.get((id(slot.holder), slot.name))
+            value = slot.holder._data.get(slot.name)
             if value is None:
                 empty.append(slot)
-            elif before is None or before[0] != value:
+                continue
+            before = None if earlier is None else earlier.get((id(slot.holder), slot.name))
+            if before is None or before[0] != value:
                 assigned.append(slot)
             elif before[1]:
                 kept_generated.append(slot)
             else:
                 kept_noted.append((slot, value))
-    noted = note_assigned(write, assigned)
+    noted = note_assigned(write, assigned) if assigned else []
     try:
-        filled = [*kept_generated, *fill(write, empty)]
+        filled = fill(write, empty)
     except BaseException:
         release(write, noted)
         raise
-    return [*kept_noted, *noted], filled
+    if kept_generated or kept_noted:
+        return [*kept_noted, *noted], [*kept_generated, *filled]
+    return noted, filled
+
+
+def _earlier_values(state: seam.State) -> dict[tuple[int, str], tuple[Any, bool]]:
+    """The values an earlier attempt generated (True) or noted (False), by (holder, name)."""
+    earlier = {(id(s.holder), s.name): (v, True) for s, v in state.generated}
+    earlier.update({(id(s.holder), s.name): (v, False) for s, v in state.noted})
+    return earlier
 
 
 def unconfirmed(
@@ -236,25 +248,15 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
     filled: list[Slot] = []
     try:
         for (klass, field), group in _by_field(empty).items():
-            values = field.new_values(_share(write, klass, group), len(group))
+            holders = [slot.holder for slot in group]
+            values = field.new_values(write.of(klass, holders), len(holders))
             for slot, value in zip(group, values, strict=True):
-                slot.value = value
+                slot.holder._data[slot.name] = value
                 filled.append(slot)
     except BaseException:
         give_back(write, filled)
         raise
     return filled
-
-
-def _share(write: Write, klass: type[BaseDocument], group: list[Slot]) -> Write:
-    """``write``, for the holders of ``group`` (one field's share of it)."""
-    holders = [slot.holder for slot in group]
-    if klass is not write.document_class or len(holders) != len(write.documents):
-        return write.of(klass, holders)
-    for holder, document in zip(holders, write.documents, strict=True):
-        if holder is not document:
-            return write.of(klass, holders)
-    return write  # the whole write: most often one document
 
 
 def give_back(write: Write, filled: Iterable[Slot], *, taken: Slot | None = None) -> None:
