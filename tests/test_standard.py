@@ -177,3 +177,61 @@ def test_generator_arguments_are_checked() -> None:
         UUID7Field(generator="x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not a version 7 UUID"):
         uuid7_timestamp_ms(uuid.uuid4())
+
+
+def test_uuid4_values_of_a_bulk_insert_are_version_4_and_read_from_random_bytes(
+    mongoengine_db: Any,
+) -> None:
+    asked: list[int] = []
+
+    def random_bytes(n: int) -> bytes:
+        asked.append(n)
+        return bytes(range(n))  # every byte distinct within a value: nothing masked by chance
+
+    class Ticket(me.Document):
+        id = UUID4Field(primary_key=True, random_bytes=random_bytes)
+        n = me.IntField()
+
+    Ticket.objects.insert([Ticket(n=n) for n in range(3)], load_bulk=False)
+    assert asked == [48]  # one read for the whole insert
+    stored = [raw["_id"] for raw in mongoengine_db.ticket.find().sort("n")]
+    expected = []
+    for at in (0, 16, 32):
+        value = bytearray(range(at, at + 16))
+        value[6] = (value[6] & 0x0F) | 0x40  # version 4, as uuid.uuid4() sets it
+        value[8] = (value[8] & 0x3F) | 0x80  # variant 0b10
+        expected.append(Binary(bytes(value), 4))
+    assert stored == expected
+    # The values are plain uuid.UUIDs, equal (and hashing equal) to uuid.uuid4()'s making.
+    made = [uuid.UUID(bytes=bytes(range(at, at + 16)), version=4) for at in (0, 16, 32)]
+    loaded = [ticket.id for ticket in Ticket.objects.order_by("n")]
+    assert loaded == made
+    assert {hash(value) for value in loaded} == {hash(v) for v in made}
+    assert all(type(value) is uuid.UUID and value.version == 4 for value in loaded)
+
+
+@pytest.mark.parametrize(
+    ("random_bytes", "error", "message"),
+    [
+        (b"x", TypeError, "random_bytes must be a callable"),
+        (lambda n: b"short", ValueError, r"random_bytes\(16\) returned b'short': expected exactly"),
+        (lambda n: "text" * n, TypeError, r"random_bytes\(16\) returned 'texttext"),
+    ],
+)
+def test_uuid4_random_bytes_is_checked(
+    mongoengine_db: Any, random_bytes: Any, error: type[Exception], message: str
+) -> None:
+    def declare() -> Any:
+        class Voucher(me.Document):
+            id = UUID4Field(primary_key=True, random_bytes=random_bytes)
+
+        return Voucher
+
+    if not callable(random_bytes):
+        with pytest.raises(error, match=message):
+            declare()
+        return
+    Voucher = declare()
+    with pytest.raises(error, match=message):
+        Voucher().save()
+    assert mongoengine_db.voucher.count_documents({}) == 0

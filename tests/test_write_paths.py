@@ -11,6 +11,7 @@ Every test checks the raw stored documents (and, where it matters, the counter d
 from __future__ import annotations
 
 import copy
+import os
 import pickle
 import uuid
 from collections.abc import Callable
@@ -160,11 +161,11 @@ def _predictable_key(kind: Kind, monkeypatch: pytest.MonkeyPatch) -> tuple[Gener
     if kind.name == "uuid7":
         return UUID7Field(primary_key=True, generator=frozen_uuid7()), first_uuid7()
     assert kind.name == "uuid4"
-    real = uuid.uuid4
-    first = real()
-    scripted = [first]
-    monkeypatch.setattr(uuid, "uuid4", lambda: scripted.pop() if scripted else real())
-    return UUID4Field(primary_key=True), first
+    first = uuid.uuid4()
+    scripted = [first.bytes]
+    return UUID4Field(
+        primary_key=True, random_bytes=lambda n: scripted.pop() if scripted else os.urandom(n)
+    ), first
 
 
 @pytest.mark.parametrize("via", ["save", "insert"])

@@ -145,8 +145,8 @@ class UUID7Generator:
                 tail = int.from_bytes(self._random(4), "big")
             self._counter = counter
             ms = self._last_ms
-        return uuid.UUID(
-            int=(ms << 80) | ((counter >> 30) << 64) | ((counter & _LOW30) << 32) | tail | _V7_FLAGS
+        return _uuid_from_int(
+            (ms << 80) | ((counter >> 30) << 64) | ((counter & _LOW30) << 32) | tail | _V7_FLAGS
         )
 
 
@@ -198,6 +198,16 @@ class _StandardUUIDField(UUIDValueField):
 
 
 _VERSION_VARIANT_MASK: Final = (0xF << 76) | (0b11 << 62)
+_RANDOM_BITS: Final = ((1 << 128) - 1) ^ _VERSION_VARIANT_MASK
+_UNKNOWN_SAFETY: Final = uuid.SafeUUID.unknown
+
+
+def _uuid_from_int(number: int) -> uuid.UUID:
+    """``uuid.UUID(int=number)`` for a ``number`` known to be a 128-bit unsigned int."""
+    value = object.__new__(uuid.UUID)
+    object.__setattr__(value, "int", number)
+    object.__setattr__(value, "is_safe", _UNKNOWN_SAFETY)
+    return value
 
 
 class UUID4Field(_StandardUUIDField):
@@ -205,14 +215,34 @@ class UUID4Field(_StandardUUIDField):
 
     Stored as BSON Binary subtype 4 (or text with ``as_string=True``) whatever the connection's
     ``uuidRepresentation``; reads return :class:`uuid.UUID`.
+
+    Args:
+        random_bytes: callable returning n random bytes, checked on every call. Default:
+            :func:`os.urandom`, as :func:`uuid.uuid4` uses.
+        **kwargs: ``as_string=True`` to store the 36-character text instead of BSON Binary
+            subtype 4, and any MongoEngine field option.
     """
 
     version = 4
     _version_nibble = 4
     _bits = (4 << 76) | (0b10 << 62)
 
+    def __init__(self, *, random_bytes: RandomBytes | None = None, **kwargs: Any) -> None:
+        if random_bytes is not None:
+            check_callable("random_bytes", random_bytes, "a callable like os.urandom")
+        self._random: RandomBytes = (
+            os.urandom if random_bytes is None else _checked_random(random_bytes)
+        )
+        super().__init__(**kwargs)
+
     def new_values(self, write: Write, count: int) -> list[Any]:
-        return [uuid.uuid4() for _ in range(count)]
+        # uuid.uuid4(), for count values at once: one read of random bytes, the version and
+        # variant bits set, and no uuid.UUID.__init__ (which checks what is known here).
+        data = self._random(16 * count)
+        return [
+            _uuid_from_int((int.from_bytes(data[at : at + 16], "big") & _RANDOM_BITS) | self._bits)
+            for at in range(0, 16 * count, 16)
+        ]
 
 
 class UUID7Field(_StandardUUIDField):

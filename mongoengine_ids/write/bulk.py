@@ -76,22 +76,30 @@ class Batch:
         #: and that is found stored is not sent again.
         self.pending: list[int] = []
         not_landed: list[Any] = []
+        #: The documents with a record of an earlier write (see :func:`seam.state`).
+        self.recorded: set[int] = set()
+        states = []
         for position, doc in enumerate(docs):
             earlier = seam.state(doc, create=False)
-            if earlier is not None and earlier.unconfirmed:
-                if landed.earlier_insert_landed(doc, write.collection):
-                    values.confirm(doc)
-                    continue
-                not_landed.append(doc)
+            if earlier is not None:
+                self.recorded.add(id(doc))
+                if earlier.unconfirmed:
+                    if landed.earlier_insert_landed(doc, write.collection):
+                        values.confirm([doc])
+                        continue
+                    not_landed.append(doc)
             self.pending.append(position)
+            states.append(earlier)
         docs_left = [docs[position] for position in self.pending]
-        self.noted, self.filled = values.prepare(write, docs_left)
+        self.noted, self.filled = values.prepare(write, docs_left, states)
         #: The documents not yet written whose ObjectId key is made here (now or before).
         self.made_pk = {
             id(doc)
-            for doc in docs_left
-            if make_pk(doc) or getattr(seam.state(doc, create=False), "made_pk", False)
+            for doc, earlier in zip(docs_left, states, strict=True)
+            if getattr(earlier, "made_pk", False)
         }
+        if seam.shape(write.document_class).object_id_pk:  # the same key in every subclass
+            self.made_pk.update(id(doc) for doc in docs_left if make_pk(doc))
         for doc in not_landed:
             # Not before: if making the values failed, an earlier insert may still land, and
             # the next attempt must look for it again.
@@ -111,7 +119,7 @@ class Batch:
         except BaseException as error:
             self._after_failure(error)
             raise
-        return [doc.pk for doc in self.docs]
+        return seam.keys(self.docs)
 
     def _send(self, write_concern: dict[str, Any]) -> None:
         raw = [self.docs[position].to_mongo() for position in self.pending]
@@ -149,9 +157,12 @@ class Batch:
         values.refill(self.write, slot)
 
     def _written(self, count: int) -> None:
-        for position in self.pending[:count]:
-            values.confirm(self.docs[position])
-            self.made_pk.discard(id(self.docs[position]))
+        written = [self.docs[position] for position in self.pending[:count]]
+        # A record is made only when a write fails: the others have none to clear.
+        values.confirm([doc for doc in written if id(doc) in self.recorded])
+        values.mark_written([doc for doc in written if id(doc) not in self.recorded])
+        if self.made_pk:
+            self.made_pk.difference_update([id(doc) for doc in written])
         self.pending = self.pending[count:]
 
     def _after_failure(self, error: BaseException) -> None:

@@ -31,6 +31,7 @@ model; see :func:`.seam.hook_reference_fields`):
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -55,9 +56,9 @@ def wrap_to_mongo(owner: type[Document], own: ToMongo | None) -> ToMongo:
             data = own(self, use_db_field, fields)
         else:
             data = super(owner, self).to_mongo(use_db_field, fields)
-        if data.get("_id") is not None and data["_id"] is seam.data(self).get("id"):
+        if isinstance(data.get("_id"), uuid.UUID):
             # Document.to_mongo() copies _data["id"] as it is into _id when the fields leave
-            # the key out, or when the key is written under its name.
+            # the key out, or when the key is written under its name: never in stored form.
             data["_id"] = seam.key_field(type(self)).to_mongo(data["_id"])
         return data
 

@@ -65,7 +65,7 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
             result = own(self, doc, save_condition, write_concern)
         else:
             result = super(owner, self)._save_update(doc, save_condition, write_concern)
-        values.mark_written(self)
+        values.mark_written([self])
         return result
 
     return _save_update
@@ -86,7 +86,7 @@ def save_create(
     retrying = earlier is not None and earlier.unconfirmed  # an insert whose reply was lost
     # Values changed since an earlier attempt are told to the fields (a counter moves past
     # them), values cleared are made again: whether or not the earlier insert landed.
-    noted, filled = values.prepare(write, [document])
+    noted, filled = values.prepare(write, [document], [earlier])
     made_pk = (shape.object_id_pk and make_pk(document)) or (
         earlier is not None and earlier.made_pk
     )
@@ -94,7 +94,7 @@ def save_create(
     def over_own_copy() -> Any:
         # The earlier insert was applied: the stored document is this one, so it is replaced
         # by the current version (the application may have changed it since).
-        values.confirm(document)
+        values.confirm([document])
         return write_next(document.to_mongo(), False)
 
     if retrying and _landed(document, write, made_pk, filled, noted):
@@ -156,7 +156,10 @@ def save_create(
                 clear_made_pk(document)
             values.release(write, noted)
         raise
-    values.confirm(document)
+    if earlier is not None:
+        values.confirm([document])  # nothing of the earlier attempts is pending now
+    else:
+        values.mark_written([document])  # a record is only made when a write fails
     return written
 
 

@@ -43,7 +43,7 @@ import inspect
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -164,15 +164,24 @@ def is_new(document: BaseDocument) -> bool:
     return bool(document._created)
 
 
+def keys(documents: list[Any]) -> list[Any]:
+    """The primary keys of documents of one model (or its subclasses), in Python form."""
+    if not documents:
+        return []
+    name = shape(type(documents[0])).pk_name  # subclasses keep the model's key
+    return [document._data.get(name) for document in documents]
+
+
 def key(document: BaseDocument) -> Any:
     """The document's primary key, in Python form (None if unset)."""
     return document._data.get(shape(type(document)).pk_name)
 
 
-def mark_written(document: BaseDocument) -> None:
-    """The document is in the database now: a later ``save()`` updates it."""
-    # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
-    object.__setattr__(document, "_created", False)
+def mark_written(documents: Iterable[BaseDocument]) -> None:
+    """The documents are in the database now: a later ``save()`` updates each."""
+    for document in documents:
+        # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
+        object.__setattr__(document, "_created", False)
 
 
 def mark_changed(document: BaseDocument, name: str) -> None:

@@ -133,21 +133,23 @@ def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
             yield from embedded(inner)
 
 
-def mark_written(document: BaseDocument) -> None:
-    """``document`` and its embedded documents are stored now."""
-    seam.mark_written(document)
-    if seam.shape(type(document)).embedding != ():
-        for inner in embedded(document):
-            seam.mark_written(inner)
+def mark_written(documents: list[BaseDocument]) -> None:
+    """The documents and the embedded documents inside them are stored now."""
+    seam.mark_written(documents)
+    for kind in set(map(type, documents)):
+        if seam.shape(kind).embedding != ():
+            of_kind = [doc for doc in documents if type(doc) is kind]
+            seam.mark_written([inner for doc in of_kind for inner in embedded(doc)])
 
 
-def confirm(document: BaseDocument) -> None:
-    """``document`` is known to be stored: nothing of an earlier lost reply is pending."""
-    state = seam.state(document, create=False)
-    if state is not None:
-        state.unconfirmed = state.made_pk = False
-        state.sent, state.sent_before, state.generated, state.noted = None, [], [], []
-    mark_written(document)
+def confirm(documents: list[BaseDocument]) -> None:
+    """The documents are known to be stored: nothing of an earlier lost reply is pending."""
+    for document in documents:
+        state = seam.state(document, create=False)
+        if state is not None:
+            state.unconfirmed = state.made_pk = False
+            state.sent, state.sent_before, state.generated, state.noted = None, [], [], []
+    mark_written(documents)
 
 
 def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
@@ -177,30 +179,34 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
 
 
 def prepare(
-    write: Write, documents: list[BaseDocument]
+    write: Write, documents: list[BaseDocument], states: list[seam.State | None]
 ) -> tuple[list[tuple[Slot, Any]], list[Slot]]:
     """The values of new documents about to be inserted: the fields are told the values the
     user assigned, and the empty ones are filled. Values an earlier attempt generated or noted
-    (its reply was lost), if unchanged since, stay this write's own. Returns (noted, filled)."""
+    (its reply was lost; ``states`` are the documents' records), if unchanged since, stay this
+    write's own. Returns (noted, filled)."""
+    found: list[Slot] = []
+    earlier: dict[tuple[int, str], tuple[Any, bool]] = {}
+    for document, state in zip(documents, states, strict=True):
+        _collect(document, document, False, found)
+        if state is not None:
+            earlier.update(_earlier_values(state))
     kept_generated: list[Slot] = []
     kept_noted: list[tuple[Slot, Any]] = []
     assigned: list[Slot] = []
     empty: list[Slot] = []
-    for document in documents:
-        state = seam.state(document, create=False)
-        earlier = None if state is None else _earlier_values(state)
-        for slot in slots(document):
-            value = slot.holder._data.get(slot.name)
-            if value is None:
-                empty.append(slot)
-                continue
-            before = None if earlier is None else earlier.get((id(slot.holder), slot.name))
-            if before is None or before[0] != value:
-                assigned.append(slot)
-            elif before[1]:
-                kept_generated.append(slot)
-            else:
-                kept_noted.append((slot, value))
+    for slot in found:
+        value = slot.holder._data.get(slot.name)
+        if value is None:
+            empty.append(slot)
+            continue
+        before = earlier.get((id(slot.holder), slot.name)) if earlier else None
+        if before is None or before[0] != value:
+            assigned.append(slot)
+        elif before[1]:
+            kept_generated.append(slot)
+        else:
+            kept_noted.append((slot, value))
     noted = note_assigned(write, assigned) if assigned else []
     try:
         filled = fill(write, empty)
