@@ -39,17 +39,39 @@ def test_layout_version_variant_and_time() -> None:
 def test_counter_seeded_then_incremented_within_a_millisecond() -> None:
     generator = UUID7Generator(clock=lambda: T, random_bytes=counting_random())
     first, second = generator.generate(), generator.generate()
-    seed = int.from_bytes(b"\x01" * 10, "big")
-    counter = (seed >> 32) & ((1 << 41) - 1)
-
-    def counter_of(value: uuid.UUID) -> int:
-        return (((value.int >> 64) & 0xFFF) << 30) | ((value.int >> 32) & ((1 << 30) - 1))
+    # Each call reads its ids' low 32 random bits first (0x01.., then 0x03..); a new
+    # millisecond then reads 6 bytes (0x02..) for the counter's seed, top bit cleared.
+    counter = int.from_bytes(b"\x02" * 6, "big") & ((1 << 41) - 1)
 
     assert counter_of(first) == counter
     assert counter_of(second) == counter + 1
-    assert first.int & 0xFFFFFFFF == seed & 0xFFFFFFFF
-    assert second.int & 0xFFFFFFFF == 0x02020202
+    assert first.int & 0xFFFFFFFF == 0x01010101
+    assert second.int & 0xFFFFFFFF == 0x03030303
     assert first < second
+
+
+def counter_of(value: uuid.UUID) -> int:
+    return (((value.int >> 64) & 0xFFF) << 30) | ((value.int >> 32) & ((1 << 30) - 1))
+
+
+def test_generate_many_goes_on_as_many_generate_calls_would() -> None:
+    readings: list[int] = []
+
+    def clock() -> int:
+        readings.append(T)
+        return T
+
+    generator = UUID7Generator(clock=clock)
+    before = generator.generate()
+    many = generator.generate_many(5)
+    after = generator.generate()
+    assert readings == [T, T, T]  # one clock reading per call
+    made = [before, *many, after]
+    assert made == sorted(made)
+    assert len(set(made)) == 7
+    assert [counter_of(value) for value in made] == [counter_of(before) + i for i in range(7)]
+    assert all(value.version == 7 and uuid7_timestamp_ms(value) == T for value in made)
+    assert generator.generate_many(0) == []
 
 
 def test_strictly_increasing_when_the_clock_stands_still_or_steps_back() -> None:

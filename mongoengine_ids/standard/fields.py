@@ -123,39 +123,43 @@ class UUID7Generator:
 
     def generate(self) -> uuid.UUID:
         """Make the next id."""
+        (value,) = self.generate_many(1)
+        return value
+
+    def generate_many(self, count: int) -> list[uuid.UUID]:
+        """Make the next ``count`` ids, as ``count`` calls of :meth:`generate` would, reading the
+        clock once and the random bits of their low 32 bits in one call.
+
+        Raises:
+            IdSpaceExhaustedError: the 48-bit time field is used up (no id is made).
+        """
         clock = self._clock
         now = clock() if clock is not None else time.time_ns() // 1_000_000
+        tails = self._random(4 * count) if count else b""
+        numbers = []
         with self._lock:
-            if now > self._last_ms:
-                seed = int.from_bytes(self._random(10), "big")
-                counter = (seed >> 32) & V7_SEED_MASK
-                tail = seed & 0xFFFFFFFF
-                self._last_ms = now
-            else:
-                counter = self._counter + 1
-                if counter > V7_COUNTER_MAX:
-                    # 2**41 or more ids in one millisecond: move the time on, reseed.
-                    if self._last_ms >= V7_TIME_MASK:
-                        raise IdSpaceExhaustedError(
-                            f"the 48-bit time field is used up (millisecond {V7_TIME_MASK}): "
-                            "no later version 7 UUID exists"
-                        )
-                    self._last_ms += 1
+            counter, ms = self._counter, self._last_ms
+            for at in range(0, 4 * count, 4):
+                if now > ms:  # a new millisecond: the counter starts at a random seed
+                    ms = now
                     counter = int.from_bytes(self._random(6), "big") & V7_SEED_MASK
-                tail = int.from_bytes(self._random(4), "big")
-            self._counter = counter
-            ms = self._last_ms
-        return _uuid_from_int(
-            (ms << 80) | ((counter >> 30) << 64) | ((counter & _LOW30) << 32) | tail | _V7_FLAGS
-        )
-
-
-def _reinit_in_child() -> None:
-    for generator in list(_generators):
-        generator._after_fork_in_child()
-
-
-os.register_at_fork(after_in_child=_reinit_in_child)
+                else:
+                    counter += 1
+                    if counter > V7_COUNTER_MAX:
+                        # 2**41 or more ids in one millisecond: move the time on, reseed.
+                        if ms >= V7_TIME_MASK:
+                            raise IdSpaceExhaustedError(
+                                f"the 48-bit time field is used up (millisecond {V7_TIME_MASK}):"
+                                " no later version 7 UUID exists"
+                            )
+                        ms += 1
+                        counter = int.from_bytes(self._random(6), "big") & V7_SEED_MASK
+                tail = int.from_bytes(tails[at : at + 4], "big")
+                numbers.append(
+                    (ms << 80) | ((counter >> 30) << 64) | ((counter & _LOW30) << 32) | tail
+                )
+            self._counter, self._last_ms = counter, ms
+        return [_uuid_from_int(number | _V7_FLAGS) for number in numbers]
 
 
 def uuid7_timestamp_ms(value: uuid.UUID) -> int:
@@ -266,5 +270,4 @@ class UUID7Field(_StandardUUIDField):
         super().__init__(**kwargs)
 
     def new_values(self, write: Write, count: int) -> list[Any]:
-        generate = self.generator.generate
-        return [generate() for _ in range(count)]
+        return self.generator.generate_many(count)
