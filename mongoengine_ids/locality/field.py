@@ -58,6 +58,10 @@ class UUIDValueField(GeneratedField):
     stored_form_differs = True
     #: The version nibble (high half of byte 6) every stored value must carry; None: any.
     _version_nibble: ClassVar[int | None] = None
+    #: A value of :attr:`value_class` is this field's if ``value.int & _value_mask`` is
+    #: ``_value_bits`` (its version and variant bits; any value by default).
+    _value_mask: ClassVar[int] = 0
+    _value_bits: ClassVar[int] = 0
 
     if TYPE_CHECKING:  # the value's type for type checkers; BaseField.__get__ runs
 
@@ -81,7 +85,8 @@ class UUIDValueField(GeneratedField):
 
     def _is_value(self, value: Any) -> bool:
         """Whether ``value`` is already this field's Python value (of the right version)."""
-        return type(value) is self.value_class
+        # Spelled out again in coerce() and to_mongo(), which run on every write.
+        return type(value) is self.value_class and value.int & self._value_mask == self._value_bits
 
     def _from_number(self, number: int) -> uuid.UUID:
         """The 128-bit ``number`` as :attr:`value_class`; raises ValueError if it is not one."""
@@ -89,7 +94,9 @@ class UUIDValueField(GeneratedField):
 
     def coerce(self, value: Any) -> Any:
         """The value as :attr:`value_class` if it reads as one; anything else unchanged."""
-        if value is None or self._is_value(value):
+        if value is None or (
+            type(value) is self.value_class and value.int & self._value_mask == self._value_bits
+        ):
             return value
         if isinstance(value, (StoredUUID, StoredUUIDText)):
             value = value.value
@@ -120,7 +127,7 @@ class UUIDValueField(GeneratedField):
         __get__ = seam.key_get
 
     def to_mongo(self, value: Any) -> Any:
-        if not self._is_value(value):
+        if type(value) is not self.value_class or value.int & self._value_mask != self._value_bits:
             checked = self.coerce(value)
             if not self._is_value(checked):
                 self.validate(value)  # raises, saying what is wrong with it
@@ -128,7 +135,9 @@ class UUIDValueField(GeneratedField):
         return self._stored(value)
 
     def _stored(self, value: uuid.UUID) -> Binary | str:
-        return str(value) if self.as_string else Binary(value.bytes, C.BSON_UUID_SUBTYPE)
+        if self.as_string:
+            return str(value)
+        return Binary(value.int.to_bytes(16, "big"), C.BSON_UUID_SUBTYPE)
 
     def validate(self, value: Any) -> None:
         if self._is_value(self.coerce(value)):

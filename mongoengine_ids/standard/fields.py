@@ -176,9 +176,25 @@ def uuid7_timestamp_ms(value: uuid.UUID) -> int:
     return value.int >> 80
 
 
+_VERSION_VARIANT_MASK: Final = (0xF << 76) | (0b11 << 62)
+_RANDOM_BITS: Final = ((1 << 128) - 1) ^ _VERSION_VARIANT_MASK
+_UNKNOWN_SAFETY: Final = uuid.SafeUUID.unknown
+
+
+def _uuid_from_int(number: int) -> uuid.UUID:
+    """``uuid.UUID(int=number)`` for a ``number`` known to be a 128-bit unsigned int."""
+    value = object.__new__(uuid.UUID)
+    object.__setattr__(value, "int", number)
+    object.__setattr__(value, "is_safe", _UNKNOWN_SAFETY)
+    return value
+
+
 class _StandardUUIDField(UUIDValueField):
     version: int = 0
-    _bits: int = -1  # the version and variant bits of a value (-1: none matches)
+    # A uuid.UUID of another version is of the value class too: the version and variant bits
+    # (0b10 at 63-62) are checked, as uuid.UUID's .version and .variant would.
+    _value_mask = _VERSION_VARIANT_MASK
+    _value_bits = -1  # none matches
 
     def _build(self, value: Any) -> uuid.UUID:
         if isinstance(value, uuid.UUID):
@@ -195,23 +211,6 @@ class _StandardUUIDField(UUIDValueField):
     def _from_number(self, number: int) -> uuid.UUID:
         return self._build(uuid.UUID(int=number))
 
-    def _is_value(self, value: Any) -> bool:
-        # A uuid.UUID of another version is of the value class too: check the version and
-        # variant bits (0b10 at 63-62), as uuid.UUID's .version and .variant would.
-        return type(value) is uuid.UUID and value.int & _VERSION_VARIANT_MASK == self._bits
-
-
-_VERSION_VARIANT_MASK: Final = (0xF << 76) | (0b11 << 62)
-_RANDOM_BITS: Final = ((1 << 128) - 1) ^ _VERSION_VARIANT_MASK
-_UNKNOWN_SAFETY: Final = uuid.SafeUUID.unknown
-
-
-def _uuid_from_int(number: int) -> uuid.UUID:
-    """``uuid.UUID(int=number)`` for a ``number`` known to be a 128-bit unsigned int."""
-    value = object.__new__(uuid.UUID)
-    object.__setattr__(value, "int", number)
-    object.__setattr__(value, "is_safe", _UNKNOWN_SAFETY)
-    return value
 
 
 class UUID4Field(_StandardUUIDField):
@@ -229,7 +228,7 @@ class UUID4Field(_StandardUUIDField):
 
     version = 4
     _version_nibble = 4
-    _bits = (4 << 76) | (0b10 << 62)
+    _value_bits = (4 << 76) | (0b10 << 62)
 
     def __init__(self, *, random_bytes: RandomBytes | None = None, **kwargs: Any) -> None:
         if random_bytes is not None:
@@ -242,9 +241,9 @@ class UUID4Field(_StandardUUIDField):
     def new_values(self, write: Write, count: int) -> list[Any]:
         # uuid.uuid4(), for count values at once: one read of random bytes, the version and
         # variant bits set, and no uuid.UUID.__init__ (which checks what is known here).
-        data = self._random(16 * count)
+        data, bits = self._random(16 * count), self._value_bits
         return [
-            _uuid_from_int((int.from_bytes(data[at : at + 16], "big") & _RANDOM_BITS) | self._bits)
+            _uuid_from_int((int.from_bytes(data[at : at + 16], "big") & _RANDOM_BITS) | bits)
             for at in range(0, 16 * count, 16)
         ]
 
@@ -261,7 +260,7 @@ class UUID7Field(_StandardUUIDField):
 
     version = 7
     _version_nibble = 7
-    _bits = (7 << 76) | (0b10 << 62)
+    _value_bits = (7 << 76) | (0b10 << 62)
 
     def __init__(self, *, generator: UUID7Generator | None = None, **kwargs: Any) -> None:
         if generator is not None and not isinstance(generator, UUID7Generator):
