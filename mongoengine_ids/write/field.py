@@ -14,7 +14,6 @@ counter never hands them out later.
 
 from __future__ import annotations
 
-import operator
 from collections import abc
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final, overload
@@ -79,14 +78,7 @@ class Write:
         return {db_field: stored, "_id": {"$nin": known}}
 
     def of(self, document_class: type[BaseDocument], documents: Sequence[BaseDocument]) -> Write:
-        """The same write, for other documents (one field's share of a batch); this one if
-        they are its own."""
-        if (
-            document_class is self.document_class
-            and len(documents) == len(self.documents)
-            and all(map(operator.is_, documents, self.documents))
-        ):
-            return self
+        """The same write, for other documents (one field's share of a batch)."""
         return Write(document_class, self.collection, documents)
 
 

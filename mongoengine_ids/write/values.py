@@ -170,7 +170,7 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
     try:
         for (klass, field), group in _by_field(assigned).items():
             values = [s.value for s in group]
-            field.note_assigned(write.of(klass, [slot.holder for slot in group]), values)
+            field.note_assigned(_share(write, klass, group), values)
             noted.extend(zip(group, values, strict=True))
     except BaseException:
         release(write, noted)
@@ -254,8 +254,7 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
     filled: list[Slot] = []
     try:
         for (klass, field), group in _by_field(empty).items():
-            holders = [slot.holder for slot in group]
-            values = field.new_values(write.of(klass, holders), len(holders))
+            values = field.new_values(_share(write, klass, group), len(group))
             for slot, value in zip(group, values, strict=True):
                 slot.holder._data[slot.name] = value
                 filled.append(slot)
@@ -263,6 +262,15 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
         give_back(write, filled)
         raise
     return filled
+
+
+def _share(write: Write, klass: type[BaseDocument], group: list[Slot]) -> Write:
+    """``write``, for the holders of ``group`` (one field's slots of it, in order)."""
+    # Every document of the write's own class gives a field one slot at most, in order: a group
+    # of that class with one slot per document of the write is the whole write.
+    if klass is write.document_class and len(group) == len(write.documents):
+        return write
+    return write.of(klass, [slot.holder for slot in group])
 
 
 def give_back(write: Write, filled: Iterable[Slot], *, taken: Slot | None = None) -> None:
