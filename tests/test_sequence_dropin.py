@@ -167,6 +167,20 @@ def test_an_abstract_base_keeps_one_counter_for_its_subclasses(mongoengine_db: A
     assert Foo._fields["counter"].get_sequence_name() == "base"
 
 
+def test_an_overridden_get_sequence_name_names_the_counter(mongoengine_db: Any) -> None:
+    class TenantSequence(SequenceField):
+        def get_sequence_name(self, document_class: Any = None) -> str:
+            return "tenant_a"
+
+    class Invoice(me.Document):
+        number = TenantSequence()
+
+    mongoengine_db[DEFAULT_COLLECTION].insert_one({"_id": "tenant_a.number", "next": 41})
+    invoice = Invoice().save()
+    assert mongoengine_db["invoice"].find_one({"_id": invoice.pk})["number"] == 42
+    assert counters(mongoengine_db) == [{"_id": "tenant_a.number", "next": 42}]
+
+
 def test_a_field_no_class_owns_has_no_counter_name() -> None:
     with pytest.raises(TypeError, match="belongs to no document class"):
         SequenceField().get_sequence_name()

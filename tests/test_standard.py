@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import threading
 import uuid
 from typing import Any
@@ -132,6 +133,47 @@ def test_fork_child_reseeds() -> None:
     parent_ids = {generator.generate() for _ in range(100)}
     assert len(child_ids) == 100
     assert not child_ids & parent_ids
+
+
+def _generate_in_child(generator: UUID7Generator, timeout: float = 5.0) -> str:
+    """``str(generator.generate())`` in a forked child; "HUNG" if it does not answer in time."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            os.close(read_end)
+            os.write(write_end, str(generator.generate()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    ready, _, _ = select.select([read_end], [], [], timeout)
+    if not ready:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+        os.close(read_end)
+        return "HUNG"
+    answer = os.read(read_end, 100).decode()
+    os.close(read_end)
+    os.waitpid(child, 0)
+    return answer
+
+
+def test_fork_child_makes_ids_while_another_thread_held_the_lock() -> None:
+    generator = UUID7Generator(clock=lambda: T)
+    generator.generate()
+    with generator._lock:  # another thread is making ids at the moment of fork
+        answer = _generate_in_child(generator)
+    assert answer != "HUNG"
+    assert uuid7_timestamp_ms(uuid.UUID(answer)) == T
+
+
+def test_fork_child_seeds_its_own_counter() -> None:
+    generator = UUID7Generator(clock=lambda: T)
+    generator.generate()
+    child_id = uuid.UUID(_generate_in_child(generator))
+    parent_id = generator.generate()
+    # Not the parent's counter + 1 in both: the child's ids differ in 74 random bits, not 32.
+    assert counter_of(child_id) != counter_of(parent_id)
 
 
 @pytest.mark.parametrize(

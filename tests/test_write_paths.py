@@ -991,3 +991,63 @@ def test_a_key_the_user_assigned_is_not_taken_for_the_retrys_own() -> None:
         with pytest.raises(NotUniqueError):
             second.save()
         assert [doc["item"] for doc in raw.find()] == ["first request"]
+
+
+# -- found by a review of the leaner bulk insert: each document's own key -------------------------
+
+
+class _LoseReplyOnce:
+    """A ``connected_threadsafe`` hook: the first ``method`` call into ``collection`` is applied
+    and its reply is lost."""
+
+    def __init__(self, collection: str, method: str) -> None:
+        self.target = (collection, method)
+        self.lost = False
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if (collection, method) != self.target or self.lost:
+            return call()
+        self.lost = True
+        call()
+        import pymongo.errors
+
+        raise pymongo.errors.AutoReconnect("reply lost")
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["written", "reply-lost-then-retried"])
+def test_bulk_insert_gives_a_subclass_with_an_object_id_key_its_key(lost: bool) -> None:
+    """MongoEngine lets a subclass declare its key anew under the same name: a bulk insert
+    through the base makes each document's key by its own class, so the key is known before the
+    insert (and the retry after a lost reply finds the document instead of storing a copy)."""
+    import pymongo.errors
+    from bson import ObjectId
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    class Animal(me.Document):
+        meta = {"collection": "animals", "allow_inheritance": True}
+        id = me.StringField(primary_key=True)
+        name = me.StringField()
+        serial = SequenceField()
+
+    class Dog(Animal):
+        id = me.ObjectIdField(primary_key=True)
+
+    hook = _LoseReplyOnce("animals", "insert_many" if lost else "none")
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        dog = Dog(name="rex")
+        if lost:
+            with pytest.raises(pymongo.errors.AutoReconnect):
+                Animal.objects.insert([dog], load_bulk=False)
+        ids = Animal.objects.insert([dog], load_bulk=False)
+        stored = raw_docs(db.animals)
+        assert len(stored) == 1
+        assert isinstance(stored[0]["_id"], ObjectId)
+        assert stored[0] == {
+            "_id": dog.pk,
+            "_cls": "Animal.Dog",
+            "name": "rex",
+            "serial": 1,
+        }
+        assert ids == [dog.pk]

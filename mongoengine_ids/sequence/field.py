@@ -1276,11 +1276,7 @@ class SequenceField(GeneratedField):
 
     def counter_name(self, document_class: type[BaseDocument] | None = None) -> str:
         """The counter's ``_id``: ``"<sequence name>.<field name>"``, MongoEngine's."""
-        # get_sequence_name(), spelled out: this runs for every write.
-        prefix = self.sequence_name
-        if prefix is None:
-            prefix = seam.counter_prefix(self._owner(document_class))
-        return f"{prefix}.{self.name}"
+        return f"{self.get_sequence_name(document_class)}.{self.name}"
 
     def sequence_for(
         self, database: Database[Any], document_class: type[BaseDocument], scope: Any = None

@@ -135,9 +135,9 @@ class UUID7Generator:
         """
         clock = self._clock
         now = clock() if clock is not None else time.time_ns() // 1_000_000
-        tails = self._random(4 * count) if count else b""
         numbers = []
-        with self._lock:
+        with self._lock:  # random_bytes is called under it, as it always was
+            tails = self._random(4 * count) if count else b""
             counter, ms = self._counter, self._last_ms
             for at in range(0, 4 * count, 4):
                 if now > ms:  # a new millisecond: the counter starts at a random seed
@@ -160,6 +160,14 @@ class UUID7Generator:
                 )
             self._counter, self._last_ms = counter, ms
         return [_uuid_from_int(number | _V7_FLAGS) for number in numbers]
+
+
+def _reinit_in_child() -> None:
+    for generator in list(_generators):
+        generator._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_reinit_in_child)
 
 
 def uuid7_timestamp_ms(value: uuid.UUID) -> int:

@@ -93,13 +93,12 @@ class Batch:
         docs_left = [docs[position] for position in self.pending]
         self.noted, self.filled = values.prepare(write, docs_left, states)
         #: The documents not yet written whose ObjectId key is made here (now or before).
+        # Each document's own class: a subclass may declare another kind of key.
         self.made_pk = {
             id(doc)
             for doc, earlier in zip(docs_left, states, strict=True)
-            if getattr(earlier, "made_pk", False)
+            if make_pk(doc) or getattr(earlier, "made_pk", False)
         }
-        if seam.shape(write.document_class).object_id_pk:  # the same key in every subclass
-            self.made_pk.update(id(doc) for doc in docs_left if make_pk(doc))
         for doc in not_landed:
             # Not before: if making the values failed, an earlier insert may still land, and
             # the next attempt must look for it again.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import abc
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, overload
 
 from mongoengine.base import BaseDocument, BaseField
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 
+@dataclass(slots=True)
 class Write:
     """What one write knows, handed to the fields.
 
@@ -41,23 +43,9 @@ class Write:
         documents: the documents (or embedded documents) the values are for, in order.
     """
 
-    __slots__ = ("collection", "document_class", "documents")
-
-    def __init__(
-        self,
-        document_class: type[BaseDocument],
-        collection: Collection[Any],
-        documents: Sequence[BaseDocument] = (),
-    ) -> None:
-        self.document_class = document_class
-        self.collection = collection
-        self.documents = documents
-
-    def __repr__(self) -> str:
-        return (
-            f"Write({self.document_class.__name__}, {self.collection.full_name}, "
-            f"{len(self.documents)} documents)"
-        )
+    document_class: type[BaseDocument]
+    collection: Collection[Any]
+    documents: Sequence[BaseDocument] = ()
 
     @property
     def database(self) -> Database[Any]:

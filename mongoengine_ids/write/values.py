@@ -186,7 +186,7 @@ def prepare(
     (its reply was lost; ``states`` are the documents' records), if unchanged since, stay this
     write's own. Returns (noted, filled)."""
     found: list[Slot] = []
-    earlier: dict[tuple[int, str], tuple[Any, bool]] = {}
+    earlier: dict[tuple[int, int, str], tuple[Any, bool]] = {}
     for document, state in zip(documents, states, strict=True):
         _collect(document, document, False, found)
         if state is not None:
@@ -200,7 +200,7 @@ def prepare(
         if value is None:
             empty.append(slot)
             continue
-        before = earlier.get((id(slot.holder), slot.name)) if earlier else None
+        before = earlier.get((id(slot.root), id(slot.holder), slot.name)) if earlier else None
         if before is None or before[0] != value:
             assigned.append(slot)
         elif before[1]:
@@ -218,10 +218,11 @@ def prepare(
     return noted, filled
 
 
-def _earlier_values(state: seam.State) -> dict[tuple[int, str], tuple[Any, bool]]:
-    """The values an earlier attempt generated (True) or noted (False), by (holder, name)."""
-    earlier = {(id(s.holder), s.name): (v, True) for s, v in state.generated}
-    earlier.update({(id(s.holder), s.name): (v, False) for s, v in state.noted})
+def _earlier_values(state: seam.State) -> dict[tuple[int, int, str], tuple[Any, bool]]:
+    """The values an earlier attempt generated (True) or noted (False), by (document, holder,
+    name): a value is the earlier attempt's only where it was, in the same document."""
+    earlier = {(id(s.root), id(s.holder), s.name): (v, True) for s, v in state.generated}
+    earlier.update({(id(s.root), id(s.holder), s.name): (v, False) for s, v in state.noted})
     return earlier
 
 
