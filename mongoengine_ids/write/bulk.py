@@ -93,11 +93,12 @@ class Batch:
         docs_left = [docs[position] for position in self.pending]
         self.noted, self.filled = values.prepare(write, docs_left, states)
         #: The documents not yet written whose ObjectId key is made here (now or before).
-        # Each document's own class: a subclass may declare another kind of key.
+        # By each document's own class: a subclass may declare another kind of key.
+        kinds = {kind for kind in set(map(type, docs_left)) if seam.shape(kind).object_id_pk}
         self.made_pk = {
             id(doc)
             for doc, earlier in zip(docs_left, states, strict=True)
-            if make_pk(doc) or getattr(earlier, "made_pk", False)
+            if (type(doc) in kinds and make_pk(doc)) or getattr(earlier, "made_pk", False)
         }
         for doc in not_landed:
             # Not before: if making the values failed, an earlier insert may still land, and
