@@ -110,6 +110,8 @@ class UUIDValueField(GeneratedField):
             return value  # validate() explains what is wrong with it
 
     def to_python(self, value: Any) -> Any:
+        if type(value) is self.value_class and value.int & self._value_mask == self._value_bits:
+            return value  # already the value (save() reads back the key it wrote)
         return self.coerce(value)
 
     def reference_key(self, value: Any) -> Any:
@@ -132,7 +134,9 @@ class UUIDValueField(GeneratedField):
             if not self._is_value(checked):
                 self.validate(value)  # raises, saying what is wrong with it
             value = checked
-        return self._stored(value)
+        if self.as_string:  # _stored(), spelled out: this runs for every write
+            return str(value)
+        return Binary(value.int.to_bytes(16, "big"), C.BSON_UUID_SUBTYPE)
 
     def _stored(self, value: uuid.UUID) -> Binary | str:
         if self.as_string:

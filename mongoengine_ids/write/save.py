@@ -91,14 +91,8 @@ def save_create(
         earlier is not None and earlier.made_pk
     )
 
-    def over_own_copy() -> Any:
-        # The earlier insert was applied: the stored document is this one, so it is replaced
-        # by the current version (the application may have changed it since).
-        values.confirm([document])
-        return write_next(document.to_mongo(), False)
-
     if retrying and _landed(document, write, made_pk, filled, noted):
-        return over_own_copy()
+        return _over_own_copy(document, write_next)
     # A key of a generated field is inserted, never written over a document holding it (also
     # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
     insert = made_pk or force_insert or shape.generates_pk
@@ -124,31 +118,26 @@ def save_create(
         may_land = None if refused else sent
         values.unconfirmed(document, sent=may_land, made_pk=made_pk, filled=filled, noted=noted)
 
-    def stored() -> bool:  # after a failure no field claims: did the insert itself land?
-        pk = seam.stored_pk(document)
-        if pk is None:
-            return False
-        try:
-            return write.collection.find_one({"_id": pk}, {"_id": 1}) is not None
-        except values.OUTCOME_UNKNOWN:
-            return True  # cannot tell: as if it were (its key and values are kept)
-
-    def earlier_landed() -> bool:  # a duplicate key: the earlier insert, landed late?
-        return landed.earlier_insert_landed(document, write.collection)
-
+    collection = write.collection
     try:
         written = values.send(
             write,
             filled,
             attempt,
-            stored=stored if may_write_more and insert else None,
+            # After a failure no field claims: did the insert itself land?
+            stored=(lambda: _inserted(document, collection)) if may_write_more and insert else None,
             on_unknown=unknown,
-            # A model's own step may fail after its insert: its duplicate key is its own.
-            earlier_landed=earlier_landed if retrying and not may_write_more else None,
+            # A duplicate key: the earlier insert, landed late? (A model's own step may fail
+            # after its insert: its duplicate key is its own.)
+            earlier_landed=(
+                (lambda: landed.earlier_insert_landed(document, collection))
+                if retrying and not may_write_more
+                else None
+            ),
             may_land=retrying,
         )
     except values.EarlierInsertLanded:
-        return over_own_copy()  # as if the look-up above had found it
+        return _over_own_copy(document, write_next)  # as if the look-up above had found it
     except BaseException:
         state = seam.state(document, create=False)
         if state is None or not state.unconfirmed:  # nothing written: as before save()
@@ -158,9 +147,29 @@ def save_create(
         raise
     if earlier is not None:
         values.confirm([document])  # nothing of the earlier attempts is pending now
+    elif shape.embedding == ():
+        seam.mark_written([document])  # a record is only made when a write fails
     else:
-        values.mark_written([document])  # a record is only made when a write fails
+        values.mark_written([document])  # and its embedded documents
     return written
+
+
+def _over_own_copy(document: Document, write_next: Callable[[Any, bool], Any]) -> Any:
+    """The earlier insert of ``document`` was applied: the stored document is this one, so it is
+    replaced by the current version (the application may have changed it since)."""
+    values.confirm([document])
+    return write_next(document.to_mongo(), False)
+
+
+def _inserted(document: Document, collection: Any) -> bool:
+    """Whether ``document`` is stored (a look-up by its key); True if the look-up is lost."""
+    pk = seam.stored_pk(document)
+    if pk is None:
+        return False
+    try:
+        return collection.find_one({"_id": pk}, {"_id": 1}) is not None
+    except values.OUTCOME_UNKNOWN:
+        return True  # cannot tell: as if it were (its key and values are kept)
 
 
 def _landed(

@@ -328,25 +328,12 @@ def send(
         RetriesExhaustedError (from the field): every attempt of one slot collided.
     """
     attempts: dict[int, int] = {}
-
-    def keep() -> None:  # the write may be in the database (or may still land)
-        if on_unknown is not None:
-            on_unknown()
-
-    def abandon(taken: Slot | None = None) -> None:  # nothing of this write is stored
-        if may_land:
-            if taken is not None:
-                taken.value = None  # another document's: not ours to keep, nor to release
-            keep()  # but the earlier insert may still land with the others
-        else:
-            give_back(write, filled, taken=taken)
-
     while True:
         try:
             return attempt()
         except BaseException as error:
             if outcome_unknown(error):
-                keep()
+                _keep(on_unknown)
                 raise
             try:
                 if earlier_landed is not None and duplicate_key(error) and earlier_landed():
@@ -355,13 +342,13 @@ def send(
                 slot = None if dup is None else collided(write, dup, filled)
                 if slot is None:  # no field claims it
                     if stored is not None and stored():
-                        keep()  # written, then something else failed
+                        _keep(on_unknown)  # written, then something else failed
                     else:
-                        abandon()
+                        _abandon(write, filled, may_land, on_unknown)
                     raise
                 tried = attempts.get(id(slot), 1)
                 if tried > slot.field.collision_retries:
-                    abandon(taken=slot)
+                    _abandon(write, filled, may_land, on_unknown, taken=slot)
                     exhausted = slot.field.retries_exhausted(cast(Exception, error), tried)
                     if exhausted is error:
                         raise
@@ -370,8 +357,32 @@ def send(
                 refill(write, slot)
             except BaseException as failure:
                 if failure is not error and (may_land or outcome_unknown(failure)):
-                    abandon()  # the write failed; its look-up did not answer (or failed)
+                    # The write failed; its look-up did not answer (or failed).
+                    _abandon(write, filled, may_land, on_unknown)
                 raise
+
+
+def _keep(on_unknown: Callable[[], None] | None) -> None:
+    """The write may be in the database (or may still land): its values are kept."""
+    if on_unknown is not None:
+        on_unknown()
+
+
+def _abandon(
+    write: Write,
+    filled: list[Slot],
+    may_land: bool,
+    on_unknown: Callable[[], None] | None,
+    taken: Slot | None = None,
+) -> None:
+    """Nothing of this write is stored: its values are given back, unless an earlier insert
+    with them may still land (``may_land``). ``taken`` is another document's value."""
+    if may_land:
+        if taken is not None:
+            taken.value = None  # another document's: not ours to keep, nor to release
+        _keep(on_unknown)  # but the earlier insert may still land with the others
+    else:
+        give_back(write, filled, taken=taken)
 
 
 def collided(
