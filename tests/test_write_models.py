@@ -170,6 +170,81 @@ def test_an_appended_embedded_document_gets_a_value_at_the_next_save(
     assert late["code"] not in line_codes(after)
 
 
+#: Containers a model can hold an embedded document in without naming its class: nothing on the
+#: model says it may hold one with a generated field. (name, the model's fields, the value.)
+UNTYPED: list[tuple[str, dict[str, Any], Any]] = [
+    ("dynamic-document", {}, None),
+    ("generic-embedded", {"part": me.GenericEmbeddedDocumentField()}, None),
+    ("untyped-list", {"part": me.ListField()}, list),
+    ("untyped-dict", {"part": me.DictField()}, dict),
+    ("dynamic-field", {"part": me.DynamicField()}, None),
+    ("typed-with-the-base", {"part": "base"}, None),
+]
+
+
+@pytest.mark.parametrize("declared", ["before", "after"])
+@pytest.mark.parametrize("via", ["save", "insert"])
+@pytest.mark.parametrize(("name", "fields", "wrap"), UNTYPED, ids=[u[0] for u in UNTYPED])
+@by_embeddable_kind
+def test_embedded_values_are_filled_in_containers_that_do_not_name_the_class(
+    mongoengine_db: Any,
+    kind: Kind,
+    name: str,
+    fields: dict[str, Any],
+    wrap: Any,
+    via: str,
+    declared: str,
+) -> None:
+    """A generated field of an embedded document held where the model does not name its class
+    (a DynamicDocument's attribute, an untyped list, dict or generic field, a field typed with
+    a base class of it) is filled too, whether the embedded class is made before or after the
+    model; its value is distinct across documents and written."""
+    prefix = f"Untyped{name.title().replace('-', '')}{via.title()}{declared.title()}"
+    Base = type(f"{prefix}PartBase", (me.EmbeddedDocument,), {
+        "__module__": __name__, "meta": {"allow_inheritance": True}, "label": me.StringField()
+    })
+
+    def make_part() -> type[Any]:
+        return type(f"{prefix}Part", (Base,), {"__module__": __name__, "code": kind.make()})
+
+    Part = make_part() if declared == "before" else None
+    if fields.get("part") == "base":
+        fields = {"part": me.EmbeddedDocumentField(Base)}
+    base = me.DynamicDocument if name == "dynamic-document" else me.Document
+    Model = document(f"{prefix}Model", f"{prefix.lower()}s", base, name=me.StringField(), **fields)
+    if Part is None:
+        Part = make_part()
+
+    def holding(part: Any) -> Any:
+        if wrap is list:
+            return [part]
+        if wrap is dict:
+            return {"p": part}
+        return part
+
+    docs = [Model(name=f"d{i}", part=holding(Part(label=f"l{i}"))) for i in range(2)]
+    if via == "save":
+        for doc in docs:
+            doc.save()
+    else:
+        Model.objects.insert(docs)
+    raws = {raw["name"]: raw for raw in raw_docs(mongoengine_db[f"{prefix.lower()}s"])}
+    codes = []
+    for doc in docs:
+        stored = raws[doc.name]["part"]
+        stored = stored[0] if wrap is list else stored["p"] if wrap is dict else stored
+        kind.check(stored["code"])
+        part = doc.part[0] if wrap is list else doc.part["p"] if wrap is dict else doc.part
+        assert kind.stored(part.code) == stored["code"]
+        assert part._created is False  # stored now: a later save() keeps its value
+        codes.append(stored["code"])
+    assert distinct(codes)
+    docs[0].name = "renamed"
+    docs[0].save()
+    renamed = raw_one(mongoengine_db[f"{prefix.lower()}s"], {"name": "renamed"})
+    assert renamed["part"] == raws["d0"]["part"]
+
+
 @by_embeddable_kind
 def test_embedded_documents_nested_two_levels(mongoengine_db: Any, kind: Kind) -> None:
     Inner = embedded("NestedInner", label=me.StringField(), code=kind.make())

@@ -382,9 +382,11 @@ def _serialises_itself(document_class: type[BaseDocument]) -> bool:
 def _may_embed(field: Any) -> bool:
     """Whether a field's value may hold embedded documents."""
     from mongoengine.base import ComplexBaseField
-    from mongoengine.fields import GenericEmbeddedDocumentField
+    from mongoengine.fields import DynamicField, GenericEmbeddedDocumentField
 
-    if isinstance(field, GenericEmbeddedDocumentField) or any(True for _ in _embedded_types(field)):
+    if isinstance(field, (GenericEmbeddedDocumentField, DynamicField)) or any(
+        True for _ in _embedded_types(field)
+    ):
         return True
     if isinstance(field, ComplexBaseField):  # a list or dict: untyped, or of what it holds
         return field.field is None or _may_embed(field.field)
@@ -678,7 +680,14 @@ _embedded_classes: set[str] = set()
 def _embedded_declared(embedded_class: type[EmbeddedDocument]) -> None:
     with _lock:
         first = not _embedded_classes
-        _embedded_classes.add(embedded_class.__name__)
+        # A field typed with a base class may hold this subclass.
+        _embedded_classes.update(
+            klass.__name__
+            for klass in embedded_class.__mro__
+            if isinstance(klass, type)
+            and issubclass(klass, EmbeddedDocument)
+            and klass is not EmbeddedDocument
+        )
         if first:
             _on_subclass(Document, _hook_if_embeds)
         for document_class in list(_document_registry.values()):
@@ -691,7 +700,14 @@ def _hook_if_embeds(cls: type) -> None:
 
 
 def _embeds_generated(document_class: type[BaseDocument], seen: set[str]) -> bool:
+    """Whether a document of ``document_class`` may hold an embedded document declaring a
+    generated field: in a field naming its class (or a base of it), at any depth, or anywhere a
+    document of any class may be (a dynamic document's attributes, an untyped container)."""
+    if getattr(document_class, "_dynamic", False):
+        return True
     for field in getattr(document_class, "_fields", {}).values():
+        if _holds_any_class(field):
+            return True
         for embedded in _embedded_types(field):
             name = embedded if isinstance(embedded, str) else embedded.__name__
             if name in _embedded_classes:
@@ -700,6 +716,20 @@ def _embeds_generated(document_class: type[BaseDocument], seen: set[str]) -> boo
                 seen.add(name)
                 if _embeds_generated(embedded, seen):
                     return True
+    return False
+
+
+def _holds_any_class(field: Any) -> bool:
+    """Whether a field's value may be an embedded document of any class (or hold one)."""
+    from mongoengine.base import ComplexBaseField
+    from mongoengine.fields import DynamicField, GenericEmbeddedDocumentField
+
+    if isinstance(field, DynamicField):
+        return True
+    if isinstance(field, GenericEmbeddedDocumentField):
+        return not field.choices
+    if isinstance(field, ComplexBaseField):  # a list or dict: untyped, or of what it holds
+        return field.field is None or _holds_any_class(field.field)
     return False
 
 
