@@ -170,79 +170,81 @@ def test_an_appended_embedded_document_gets_a_value_at_the_next_save(
     assert late["code"] not in line_codes(after)
 
 
-#: Containers a model can hold an embedded document in without naming its class: nothing on the
-#: model says it may hold one with a generated field. (name, the model's fields, the value.)
-UNTYPED: list[tuple[str, dict[str, Any], Any]] = [
-    ("dynamic-document", {}, None),
-    ("generic-embedded", {"part": me.GenericEmbeddedDocumentField()}, None),
-    ("untyped-list", {"part": me.ListField()}, list),
-    ("untyped-dict", {"part": me.DictField()}, dict),
-    ("dynamic-field", {"part": me.DynamicField()}, None),
-    ("typed-with-the-base", {"part": "base"}, None),
+#: Where a model may hold an embedded document with a generated field: (id, how the model
+#: holds it, whether the model declares a generated field of its own). A model that names the
+#: class (or a base or a subclass of it) is found however it names it; one that names none (an
+#: untyped container, a DynamicDocument's attribute) writes the write path only if it declares
+#: a generated field itself (see docs/guarantees.md, "Embedded documents").
+HOLDERS: list[tuple[str, str, bool]] = [
+    ("typed-with-the-base", "base", False),
+    ("typed-with-a-subclass", "subclass", False),
+    ("named-by-a-string", "string", False),
+    ("dynamic-document", "dynamic", True),
+    ("generic-embedded", "generic", True),
+    ("untyped-list", "list", True),
+    ("untyped-dict", "dict", True),
+    ("dynamic-field", "dynamic-field", True),
 ]
 
 
-@pytest.mark.parametrize("declared", ["before", "after"])
 @pytest.mark.parametrize("via", ["save", "insert"])
-@pytest.mark.parametrize(("name", "fields", "wrap"), UNTYPED, ids=[u[0] for u in UNTYPED])
+@pytest.mark.parametrize(("name", "holds", "own"), HOLDERS, ids=[h[0] for h in HOLDERS])
 @by_embeddable_kind
-def test_embedded_values_are_filled_in_containers_that_do_not_name_the_class(
-    mongoengine_db: Any,
-    kind: Kind,
-    name: str,
-    fields: dict[str, Any],
-    wrap: Any,
-    via: str,
-    declared: str,
+def test_embedded_values_are_filled_however_the_model_holds_the_document(
+    mongoengine_db: Any, kind: Kind, name: str, holds: str, own: bool, via: str
 ) -> None:
-    """A generated field of an embedded document held where the model does not name its class
-    (a DynamicDocument's attribute, an untyped list, dict or generic field, a field typed with
-    a base class of it) is filled too, whether the embedded class is made before or after the
-    model; its value is distinct across documents and written."""
-    prefix = f"Untyped{name.title().replace('-', '')}{via.title()}{declared.title()}"
-    Base = type(f"{prefix}PartBase", (me.EmbeddedDocument,), {
-        "__module__": __name__, "meta": {"allow_inheritance": True}, "label": me.StringField()
-    })
+    """The generated field of an embedded document is filled on ``save()`` and ``insert()``,
+    distinct across documents, kept on a later save, and the embedded document is marked
+    stored, however the model holds it."""
+    prefix = f"Held{name.title().replace('-', '')}{via.title()}"
+    Base = type(
+        f"{prefix}PartBase",
+        (me.EmbeddedDocument,),
+        {"__module__": __name__, "meta": {"allow_inheritance": True}, "label": me.StringField()},
+    )
+    Part = type(f"{prefix}Part", (Base,), {"__module__": __name__, "code": kind.make()})
+    Held = type(f"{prefix}Sub", (Part,), {"__module__": __name__}) if holds == "subclass" else Part
+    fields: dict[str, Any] = {
+        "base": {"part": me.EmbeddedDocumentField(Base)},
+        "subclass": {"part": me.EmbeddedDocumentField(Held)},
+        "string": {"part": me.EmbeddedDocumentField(f"{prefix}Part")},
+        "dynamic": {},
+        "generic": {"part": me.GenericEmbeddedDocumentField()},
+        "list": {"part": me.ListField()},
+        "dict": {"part": me.DictField()},
+        "dynamic-field": {"part": me.DynamicField()},
+    }[holds]
+    if own:
+        fields["own"] = kind.make()
+    base = me.DynamicDocument if holds == "dynamic" else me.Document
+    collection = f"{prefix.lower()}s"
+    Model = document(f"{prefix}Model", collection, base, name=me.StringField(), **fields)
 
-    def make_part() -> type[Any]:
-        return type(f"{prefix}Part", (Base,), {"__module__": __name__, "code": kind.make()})
-
-    Part = make_part() if declared == "before" else None
-    if fields.get("part") == "base":
-        fields = {"part": me.EmbeddedDocumentField(Base)}
-    base = me.DynamicDocument if name == "dynamic-document" else me.Document
-    Model = document(f"{prefix}Model", f"{prefix.lower()}s", base, name=me.StringField(), **fields)
-    if Part is None:
-        Part = make_part()
+    def held(doc: Any) -> Any:
+        return doc.part[0] if holds == "list" else doc.part["p"] if holds == "dict" else doc.part
 
     def holding(part: Any) -> Any:
-        if wrap is list:
-            return [part]
-        if wrap is dict:
-            return {"p": part}
-        return part
+        return [part] if holds == "list" else {"p": part} if holds == "dict" else part
 
-    docs = [Model(name=f"d{i}", part=holding(Part(label=f"l{i}"))) for i in range(2)]
+    docs = [Model(name=f"d{i}", part=holding(Held(label=f"l{i}"))) for i in range(2)]
     if via == "save":
         for doc in docs:
             doc.save()
     else:
         Model.objects.insert(docs)
-    raws = {raw["name"]: raw for raw in raw_docs(mongoengine_db[f"{prefix.lower()}s"])}
+    raws = {raw["name"]: raw for raw in raw_docs(mongoengine_db[collection])}
     codes = []
     for doc in docs:
-        stored = raws[doc.name]["part"]
-        stored = stored[0] if wrap is list else stored["p"] if wrap is dict else stored
+        raw = raws[doc.name]["part"]
+        stored = raw[0] if holds == "list" else raw["p"] if holds == "dict" else raw
         kind.check(stored["code"])
-        part = doc.part[0] if wrap is list else doc.part["p"] if wrap is dict else doc.part
-        assert kind.stored(part.code) == stored["code"]
-        assert part._created is False  # stored now: a later save() keeps its value
+        assert kind.stored(held(doc).code) == stored["code"]
+        assert held(doc)._created is False  # stored now: a later save() keeps its value
         codes.append(stored["code"])
     assert distinct(codes)
     docs[0].name = "renamed"
     docs[0].save()
-    renamed = raw_one(mongoengine_db[f"{prefix.lower()}s"], {"name": "renamed"})
-    assert renamed["part"] == raws["d0"]["part"]
+    assert raw_one(mongoengine_db[collection], {"name": "renamed"})["part"] == raws["d0"]["part"]
 
 
 @by_embeddable_kind

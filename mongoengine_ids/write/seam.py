@@ -700,36 +700,25 @@ def _hook_if_embeds(cls: type) -> None:
 
 
 def _embeds_generated(document_class: type[BaseDocument], seen: set[str]) -> bool:
-    """Whether a document of ``document_class`` may hold an embedded document declaring a
-    generated field: in a field naming its class (or a base of it), at any depth, or anywhere a
-    document of any class may be (a dynamic document's attributes, an untyped container)."""
-    if getattr(document_class, "_dynamic", False):
-        return True
+    """Whether a document of ``document_class`` may hold an embedded document with a generated
+    field in a field naming its class, a base class or a subclass of it, at any depth (an
+    untyped container, or a dynamic document's attribute, names none: see docs/guarantees.md)."""
+    from .field import GeneratedField
+
     for field in getattr(document_class, "_fields", {}).values():
-        if _holds_any_class(field):
-            return True
         for embedded in _embedded_types(field):
             name = embedded if isinstance(embedded, str) else embedded.__name__
             if name in _embedded_classes:
                 return True
-            if name not in seen and not isinstance(embedded, str):
-                seen.add(name)
-                if _embeds_generated(embedded, seen):
-                    return True
-    return False
-
-
-def _holds_any_class(field: Any) -> bool:
-    """Whether a field's value may be an embedded document of any class (or hold one)."""
-    from mongoengine.base import ComplexBaseField
-    from mongoengine.fields import DynamicField, GenericEmbeddedDocumentField
-
-    if isinstance(field, DynamicField):
-        return True
-    if isinstance(field, GenericEmbeddedDocumentField):
-        return not field.choices
-    if isinstance(field, ComplexBaseField):  # a list or dict: untyped, or of what it holds
-        return field.field is None or _holds_any_class(field.field)
+            if isinstance(embedded, str):  # named before it was made: made since?
+                embedded = _document_registry.get(embedded, embedded)
+            if name in seen or isinstance(embedded, str):
+                continue
+            seen.add(name)
+            if any(isinstance(f, GeneratedField) for f in embedded._fields.values()):
+                return True  # a subclass of a class declaring one
+            if _embeds_generated(embedded, seen):
+                return True
     return False
 
 
