@@ -1051,3 +1051,59 @@ def test_bulk_insert_gives_a_subclass_with_an_object_id_key_its_key(lost: bool) 
             "serial": 1,
         }
         assert ids == [dog.pk]
+
+
+# -- found by a review: MongoEngine's queryset API, kept on a model with generated fields ---------
+
+
+def test_update_and_modify_take_their_options_positionally_as_mongoengine_does(
+    mongoengine_db: Any,
+) -> None:
+    Coded = document(
+        "PositionalCoded", "positional_coded", name=me.StringField(), code=SequenceField()
+    )
+    Coded(name="a").save()
+    # BaseQuerySet.update(upsert, multi, write_concern, ...) and
+    # BaseQuerySet.modify(upsert, full_response, remove, new, ...)
+    assert Coded.objects(name="a").update(False, True, set__name="b") == 1
+    found = Coded.objects(name="b").modify(False, False, False, True, set__name="c")
+    assert (found.name, found.code) == ("c", 1)
+    assert raw_docs(mongoengine_db.positional_coded) == [{"_id": found.pk, "name": "c", "code": 1}]
+    with pytest.raises(TypeError, match="multiple values for argument 'multi'"):
+        Coded.objects(name="c").update(False, True, multi=True, set__name="d")
+    with pytest.raises(TypeError, match="at most"):
+        Coded.objects(name="c").modify(False, False, False, True, None, None, set__name="d")
+    # An upsert given its options positionally still generates on insert.
+    assert Coded.objects(name="new").update(True, True, set__name="new") == 1
+    assert raw_one(mongoengine_db.positional_coded, {"name": "new"})["code"] == 2
+
+
+def test_in_bulk_with_ids_that_are_no_keys_finds_nothing_for_them(mongoengine_db: Any) -> None:
+    Coded = document("InBulkCoded", "in_bulk_coded", name=me.StringField(), code=SequenceField())
+    stored = Coded(name="a").save()
+    assert Coded.objects.in_bulk(["not-an-id"]) == {}  # as MongoEngine: no error
+    assert Coded.objects.in_bulk(["not-an-id", stored.pk]) == {stored.pk: stored}
+
+
+@pytest.mark.parametrize("load_bulk", [True, False])
+def test_insert_gives_a_document_with_an_unset_plain_key_the_id_the_driver_made(
+    mongoengine_db: Any, load_bulk: bool
+) -> None:
+    """A model with generated fields and a key of another kind than an ObjectId, left unset:
+    the driver makes an ObjectId, which the document gets (as MongoEngine's insert() does)."""
+    Coded = document(
+        "PlainKeyCoded",
+        "plain_key_coded",
+        id=me.StringField(primary_key=True),
+        code=SequenceField(),
+    )
+    doc = Coded()
+    returned = Coded.objects.insert(doc, load_bulk=load_bulk)
+    raw = raw_one(mongoengine_db.plain_key_coded)
+    assert raw["code"] == 1
+    assert doc.pk is not None
+    assert Coded._fields["id"].to_mongo(doc.pk) == raw["_id"]
+    if load_bulk:
+        assert returned.pk == doc.pk
+    else:
+        assert returned == doc.pk

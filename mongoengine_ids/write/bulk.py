@@ -94,7 +94,9 @@ class Batch:
         self.noted, self.filled = values.prepare(write, docs_left, states)
         #: The documents not yet written whose ObjectId key is made here (now or before).
         # By each document's own class: a subclass may declare another kind of key.
-        kinds = {kind for kind in set(map(type, docs_left)) if seam.shape(kind).object_id_pk}
+        kinds = {kind for kind in set(map(type, docs)) if seam.shape(kind).object_id_pk}
+        #: The classes whose documents have a key when they are sent: generated, or made here.
+        self.keyed_kinds = kinds | {k for k in set(map(type, docs)) if seam.shape(k).generates_pk}
         self.made_pk = {
             id(doc)
             for doc, earlier in zip(docs_left, states, strict=True)
@@ -158,6 +160,12 @@ class Batch:
 
     def _written(self, count: int) -> None:
         written = [self.docs[position] for position in self.pending[:count]]
+        for position, doc in zip(self.pending[:count], written, strict=True):
+            if type(doc) not in self.keyed_kinds:
+                # A key of another kind than an ObjectId, left unset: the driver made an ObjectId.
+                sent = self.sent.get(position)
+                if sent is not None and seam.key(doc) is None and sent.get("_id") is not None:
+                    seam.set_key(doc, sent["_id"])
         # A record is made only when a write fails: the others have none to clear.
         values.confirm([doc for doc in written if id(doc) in self.recorded])
         values.mark_written([doc for doc in written if id(doc) not in self.recorded])

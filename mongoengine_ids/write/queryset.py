@@ -23,18 +23,18 @@ class GeneratingQuerySetMixin:
         :mod:`mongoengine_ids.write.bulk`)."""
         return bulk.insert(self, doc_or_docs, load_bulk, write_concern, signal_kwargs)
 
-    def update(self, upsert: bool = False, **kwargs: Any) -> Any:
+    def update(self, upsert: bool = False, *args: Any, **kwargs: Any) -> Any:
         """MongoEngine's ``update()``; an upsert sets the generated values on insert."""
         parent = super().update  # type: ignore[misc]
-        options = {key: kwargs.pop(key) for key in _UPDATE_OPTIONS if key in kwargs}
+        options = _options("update", seam.UPDATE_OPTIONS, args, kwargs)
         if not upsert:
             return parent(upsert=False, **options, **kwargs)
         return upserts.upsert(self, kwargs, lambda u: parent(upsert=True, **options, **u))
 
-    def modify(self, upsert: bool = False, **kwargs: Any) -> Any:
+    def modify(self, upsert: bool = False, *args: Any, **kwargs: Any) -> Any:
         """MongoEngine's ``modify()``; an upsert sets the generated values on insert."""
         parent = super().modify  # type: ignore[misc]
-        options = {key: kwargs.pop(key) for key in _MODIFY_OPTIONS if key in kwargs}
+        options = _options("modify", seam.MODIFY_OPTIONS, args, kwargs)
         if not upsert or options.get("remove"):
             return parent(upsert=upsert, **options, **kwargs)
         return upserts.upsert(self, kwargs, lambda u: parent(upsert=True, **options, **u))
@@ -61,5 +61,21 @@ class GeneratingQuerySetMixin:
         return found
 
 
-_UPDATE_OPTIONS = ("multi", "write_concern", "read_concern", "full_result", "array_filters")
-_MODIFY_OPTIONS = ("full_response", "remove", "new", "array_filters")
+def _options(
+    method: str, names: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """The options of an ``update()``/``modify()`` call given positionally (``args``, after
+    ``upsert``, in MongoEngine's order) or by name (taken out of ``kwargs``, which is left with
+    the update itself), as MongoEngine's own signature takes them."""
+    if len(args) > len(names):
+        raise TypeError(
+            f"{method}() takes at most {len(names) + 1} positional arguments (upsert, "
+            f"{', '.join(names)}); {len(args) + 1} were given"
+        )
+    options = dict(zip(names[: len(args)], args, strict=True))
+    for name in names:
+        if name in kwargs:
+            if name in options:
+                raise TypeError(f"{method}() got multiple values for argument {name!r}")
+            options[name] = kwargs.pop(name)
+    return options

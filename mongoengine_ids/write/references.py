@@ -38,6 +38,7 @@ from typing import Any
 from bson import DBRef
 from mongoengine.base import LazyReference
 from mongoengine.document import Document
+from mongoengine.errors import ValidationError
 
 from ..stored import StoredUUID, StoredUUIDText
 from . import seam
@@ -191,7 +192,11 @@ def in_bulk(
     field = seam.key_field(document_class)
     given_for: dict[Any, list[Any]] = {}
     for given in object_ids:
-        given_for.setdefault(field.prepare_query_value("in", given), []).append(given)
+        try:
+            key = field.prepare_query_value("in", given)
+        except ValidationError:
+            key = given  # no key at all: as MongoEngine, sent as it is, it matches nothing
+        given_for.setdefault(key, []).append(given)
     found = load(list(given_for))
     # The keys of ``found`` are the stored _id values as the driver decodes them (a uuid.UUID
     # under uuidRepresentation="standard"): back to the stored form to find the ids given.

@@ -151,6 +151,22 @@ check_internals()
 
 update_operations = transform.update
 
+
+def _options_of(method: Callable[..., Any]) -> tuple[str, ...]:
+    """The parameters of a queryset write method after ``upsert``, in order (the update itself
+    comes as keywords after them)."""
+    return tuple(
+        parameter.name
+        for parameter in inspect.signature(method).parameters.values()
+        if parameter.kind is parameter.POSITIONAL_OR_KEYWORD
+        and parameter.name not in ("self", "upsert")
+    )
+
+
+#: The options of MongoEngine's ``QuerySet.update()`` and ``modify()``, in the installed order.
+UPDATE_OPTIONS = _options_of(BaseQuerySet.update)
+MODIFY_OPTIONS = _options_of(BaseQuerySet.modify)
+
 # -- documents ----------------------------------------------------------------------------------
 
 
@@ -175,6 +191,13 @@ def keys(documents: list[Any]) -> list[Any]:
 def key(document: BaseDocument) -> Any:
     """The document's primary key, in Python form (None if unset)."""
     return document._data.get(shape(type(document)).pk_name)
+
+
+def set_key(document: BaseDocument, stored: Any) -> None:
+    """Give ``document`` the key ``stored`` (in stored form), as MongoEngine's ``insert()``
+    does with the ids the driver made."""
+    name = shape(type(document)).pk_name
+    document._data[name] = pk_field(type(document)).to_python(stored)
 
 
 def mark_written(documents: Iterable[BaseDocument]) -> None:
