@@ -85,7 +85,7 @@ class UUIDValueField(GeneratedField):
 
     def _is_value(self, value: Any) -> bool:
         """Whether ``value`` is already this field's Python value (of the right version)."""
-        # Spelled out again in coerce() and to_mongo(), which run on every write.
+        # Spelled out again in coerce(), to_python() and to_mongo(), which run on every write.
         return type(value) is self.value_class and value.int & self._value_mask == self._value_bits
 
     def _from_number(self, number: int) -> uuid.UUID:
