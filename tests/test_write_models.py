@@ -442,6 +442,35 @@ def test_plain_mixin_declaring_the_field(mongoengine_db: Any, kind: Kind) -> Non
     assert kind.stored(saved.code) == raws[0]["code"]
 
 
+@by_embeddable_kind
+def test_plain_mixin_declaring_the_field_of_an_embedded_document(
+    mongoengine_db: Any, kind: Kind
+) -> None:
+    """A mixin's generated field, copied into an embedded document made from it: filled when
+    the document holding it is written."""
+
+    class CodedPartMixin:
+        code = kind.make()
+
+    Part = type(
+        "MixedInPart",
+        (CodedPartMixin, me.EmbeddedDocument),
+        {"__module__": __name__, "label": me.StringField()},
+    )
+    Holder = document(
+        "MixedInHolder", "mixed_holders", name=me.StringField(), part=me.EmbeddedDocumentField(Part)
+    )
+    saved = Holder(name="a", part=Part(label="x")).save()
+    Holder.objects.insert([Holder(name="b", part=Part(label="y"))])
+
+    raws = raw_docs(mongoengine_db.mixed_holders)
+    assert [raw["name"] for raw in raws] == ["a", "b"]
+    for raw in raws:
+        kind.check(raw["part"]["code"])
+    assert distinct([raw["part"]["code"] for raw in raws])
+    assert kind.stored(saved.part.code) == raws[0]["part"]["code"]
+
+
 @by_kind
 def test_switch_db(mongoengine_connect: Connect, kind: Kind) -> None:
     default = mongoengine_connect()

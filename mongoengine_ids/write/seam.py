@@ -596,6 +596,8 @@ def declared(field: GeneratedField, owner: type, name: str) -> None:
 def _hook_if_document(cls: type) -> None:
     if issubclass(cls, Document):
         hook(cls)
+    elif issubclass(cls, EmbeddedDocument):  # the documents holding it write its values
+        _embedded_declared(cls)
 
 
 def _hook_key_if_document(cls: type) -> None:
