@@ -228,6 +228,12 @@ class World:
             raw = raw.id
         self.key.check_stored(raw, target.pk)
 
+    def check_generic_reference(self, raw: Any, target: me.Document) -> None:
+        """Assert that ``raw`` is a stored generic reference to ``target`` (its class, and a
+        DBRef to it)."""
+        assert raw["_cls"] == target._class_name
+        self.check_reference(raw["_ref"], target, dbref=True)
+
     def check_sent(self) -> None:
         if self.encodes_keys:
             return  # pymongo encodes a uuid.UUID as the stored Binary subtype 4
@@ -391,8 +397,7 @@ def test_generic_reference_field(world: World) -> None:
 
     raw = world.raw(Shipment, shipment)
     for stored, target in [(raw["anything"], a), *zip(raw["several"], [a, b], strict=True)]:
-        assert stored["_cls"] == Order._class_name
-        world.check_reference(stored["_ref"], target, dbref=True)
+        world.check_generic_reference(stored, target)
 
     loaded = Shipment.objects.get(id=shipment.id)
     assert loaded.anything == a
@@ -444,8 +449,7 @@ def test_generic_lazy_reference_field(world: World) -> None:
 
     raw = world.raw(Shipment, shipment)
     for stored, target in [(raw["order"], a), *zip(raw["orders"], [a, b], strict=True)]:
-        assert stored["_cls"] == Order._class_name
-        world.check_reference(stored["_ref"], target, dbref=True)
+        world.check_generic_reference(stored, target)
     loaded = Shipment.objects.get(id=shipment.id)
     assert isinstance(loaded.order, LazyReference)
     assert loaded.order.pk == a.id  # a StoredUUID (UUID keys), as a LazyReferenceField's
@@ -478,8 +482,7 @@ def test_generic_lazy_reference_field_read_before_save(world: World) -> None:
 
     for document, target in ((shipment, a), (by_hand, b)):
         stored = world.raw(Shipment, document)["order"]
-        assert stored["_cls"] == Order._class_name
-        world.check_reference(stored["_ref"], target, dbref=True)
+        world.check_generic_reference(stored, target)
     assert Shipment.objects(order=held).count() == 1
     assert Shipment.objects(order=LazyReference(Order, b.id)).get().id == by_hand.id
     assert Shipment.objects(order=a).get().id == shipment.id
