@@ -85,7 +85,7 @@ class UUIDValueField(GeneratedField):
 
     def _is_value(self, value: Any) -> bool:
         """Whether ``value`` is already this field's Python value (of the right version)."""
-        # Spelled out again in coerce(), to_python() and to_mongo(), which run on every write.
+        # Spelled out again in coerce() and to_mongo(), which run on every write.
         return type(value) is self.value_class and value.int & self._value_mask == self._value_bits
 
     def _from_number(self, number: int) -> uuid.UUID:
@@ -110,8 +110,6 @@ class UUIDValueField(GeneratedField):
             return value  # validate() explains what is wrong with it
 
     def to_python(self, value: Any) -> Any:
-        if type(value) is self.value_class and value.int & self._value_mask == self._value_bits:
-            return value  # already the value (save() reads back the key it wrote)
         return self.coerce(value)
 
     def reference_key(self, value: Any) -> Any:
@@ -134,9 +132,7 @@ class UUIDValueField(GeneratedField):
             if not self._is_value(checked):
                 self.validate(value)  # raises, saying what is wrong with it
             value = checked
-        if self.as_string:  # _stored(), spelled out: this runs for every write
-            return str(value)
-        return Binary(value.int.to_bytes(16, "big"), C.BSON_UUID_SUBTYPE)
+        return self._stored(value)
 
     def _stored(self, value: uuid.UUID) -> Binary | str:
         if self.as_string:

@@ -94,9 +94,10 @@ class Batch:
         self.noted, self.filled = values.prepare(write, docs_left, states)
         #: The documents not yet written whose ObjectId key is made here (now or before).
         # By each document's own class: a subclass may declare another kind of key.
-        kinds = {kind for kind in set(map(type, docs)) if seam.shape(kind).object_id_pk}
+        classes = set(map(type, docs))
+        kinds = {kind for kind in classes if seam.shape(kind).object_id_pk}
         #: The classes whose documents have a key when they are sent: generated, or made here.
-        self.keyed_kinds = kinds | {k for k in set(map(type, docs)) if seam.shape(k).generates_pk}
+        self.keyed_kinds = kinds | {kind for kind in classes if seam.shape(kind).generates_pk}
         self.made_pk = {
             id(doc)
             for doc, earlier in zip(docs_left, states, strict=True)

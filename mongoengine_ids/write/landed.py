@@ -50,5 +50,5 @@ def _pk_can_collide(document: Any) -> bool:
         return True  # a sequence or random key
     # A UUID the write path generated for it is its own; one the user assigned may be another
     # document's (an idempotency key, say).
-    name = seam.id_field(type(document)) or "id"
+    name = seam.shape(type(document)).pk_name
     return not any(slot.holder is document and slot.name == name for slot, _ in state.generated)

@@ -87,9 +87,7 @@ def save_create(
     # Values changed since an earlier attempt are told to the fields (a counter moves past
     # them), values cleared are made again: whether or not the earlier insert landed.
     noted, filled = values.prepare(write, [document], [earlier])
-    made_pk = (shape.object_id_pk and make_pk(document)) or (
-        earlier is not None and earlier.made_pk
-    )
+    made_pk = make_pk(document) or (earlier is not None and earlier.made_pk)
 
     if retrying and _landed(document, write, made_pk, filled, noted):
         return _over_own_copy(document, write_next)
@@ -147,10 +145,8 @@ def save_create(
         raise
     if earlier is not None:
         values.confirm([document])  # nothing of the earlier attempts is pending now
-    elif shape.embedding == ():
-        seam.mark_written([document])  # a record is only made when a write fails
     else:
-        values.mark_written([document])  # and its embedded documents
+        values.mark_written([document])  # a record is only made when a write fails
     return written
 
 

@@ -728,8 +728,6 @@ def _embeds_generated(document_class: type[BaseDocument], seen: set[str]) -> boo
     """Whether a document of ``document_class`` may hold an embedded document with a generated
     field in a field naming its class, a base class or a subclass of it, at any depth (an
     untyped container, or a dynamic document's attribute, names none: see docs/guarantees.md)."""
-    from .field import GeneratedField
-
     for field in getattr(document_class, "_fields", {}).values():
         for embedded in _embedded_types(field):
             name = embedded if isinstance(embedded, str) else embedded.__name__
@@ -740,7 +738,7 @@ def _embeds_generated(document_class: type[BaseDocument], seen: set[str]) -> boo
             if name in seen or isinstance(embedded, str):
                 continue
             seen.add(name)
-            if any(isinstance(f, GeneratedField) for f in embedded._fields.values()):
+            if shape(embedded).generated:
                 return True  # a subclass of a class declaring one
             if _embeds_generated(embedded, seen):
                 return True

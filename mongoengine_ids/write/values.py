@@ -207,7 +207,7 @@ def prepare(
             kept_generated.append(slot)
         else:
             kept_noted.append((slot, value))
-    noted = note_assigned(write, assigned) if assigned else []
+    noted = note_assigned(write, assigned)
     try:
         filled = fill(write, empty)
     except BaseException:
@@ -336,9 +336,9 @@ def send(
                 _keep(on_unknown)
                 raise
             try:
-                if earlier_landed is not None and duplicate_key(error) and earlier_landed():
-                    raise EarlierInsertLanded from error
                 dup = duplicate_key(error)
+                if earlier_landed is not None and dup is not None and earlier_landed():
+                    raise EarlierInsertLanded from error
                 slot = None if dup is None else collided(write, dup, filled)
                 if slot is None:  # no field claims it
                     if stored is not None and stored():
