@@ -398,7 +398,6 @@ class LocalityUUIDGenerator:
         "_acquire",
         "_clock",
         "_counter",
-        "_explicit_pid",
         "_first",
         "_fixed",
         "_lock",
@@ -428,7 +427,6 @@ class LocalityUUIDGenerator:
             check_int("counter", counter, 0, C.LOCALITY_COUNTER_MASK)
         if clock is not None:
             check_callable("clock", clock, "a callable returning epoch milliseconds (an int)")
-        self._explicit_pid = pid
         self._node = (_mac_to_int(mac) if mac is not None else machine_mac()) & C.LOCALITY_NODE_MASK
         self._clock = clock
         self._new_lock()

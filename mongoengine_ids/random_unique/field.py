@@ -180,26 +180,6 @@ class _Counters:
             return None  # a window without collisions warns of nothing
         return self._window(attempts, collisions, threshold)
 
-    def count_attempt(self, threshold: float) -> tuple[int, int] | None:
-        """``record(1, 0, threshold)``, the one every save() makes, in fewer steps."""
-        try:
-            self._local.cell[0] += 1
-        except AttributeError:
-            self._new_cell()[0] += 1
-        if not self.window_collisions:
-            return None
-        # The window's attempts are counted without the lock here (an increment lost to another
-        # thread only moves where the window ends, never a total); the lock is taken to end the
-        # window or to warn.
-        attempts = self.window_attempts = self.window_attempts + 1
-        if attempts >= STATS_WINDOW or (
-            not self.warned
-            and attempts >= STATS_MIN_ATTEMPTS
-            and self.window_collisions > threshold * attempts
-        ):
-            return self._window(0, 0, threshold)
-        return None
-
     def _window(self, attempts: int, collisions: int, threshold: float) -> tuple[int, int] | None:
         # ``attempts`` are in the cells already.
         with self._lock:
