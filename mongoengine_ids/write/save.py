@@ -20,6 +20,7 @@ added later) gets one with a conditional write, or takes the value another proce
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bson import ObjectId
@@ -80,7 +81,6 @@ def save_create(
     may_write_more: bool = False,
 ) -> Any:
     """Fill the document's values and insert it; returns what the write step returned."""
-    shape = seam.shape(type(document))
     write = Write(type(document), seam.collection_of(document), (document,))
     earlier = seam.state(document, create=False)
     retrying = earlier is not None and earlier.unconfirmed  # an insert whose reply was lost
@@ -88,52 +88,18 @@ def save_create(
     # them), values cleared are made again: whether or not the earlier insert landed.
     noted, filled = values.prepare(write, [document], [earlier])
     made_pk = make_pk(document) or (earlier is not None and earlier.made_pk)
-
     if retrying and _landed(document, write, made_pk, filled, noted):
         return _over_own_copy(document, write_next)
-    # A key of a generated field is inserted, never written over a document holding it (also
-    # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
-    insert = made_pk or force_insert or shape.generates_pk
     if earlier is not None:
         # Not before: if making the values failed, the earlier insert may still land, and the
         # next attempt must look for it again.
         earlier.unconfirmed = False
-    sent: Any = None  # what the last attempt sent (unknown() is only called after one)
-    refused = False  # the server refused it (a duplicate key): it cannot land
-
-    def attempt() -> Any:
-        nonlocal sent, refused
-        # The first attempt completes MongoEngine's serialisation; a retry after a collision
-        # serialises afresh (a model's own step may have changed the SON it was given).
-        sent = with_values(document, shape, son, filled) if sent is None else document.to_mongo()
-        try:
-            return write_next(sent, insert)
-        except BaseException as error:
-            refused = not may_write_more and values.duplicate_key(error) is not None
-            raise
-
-    def unknown() -> None:
-        may_land = None if refused else sent
-        values.unconfirmed(document, sent=may_land, made_pk=made_pk, filled=filled, noted=noted)
-
-    collection = write.collection
+    # A key of a generated field is inserted, never written over a document holding it (also
+    # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
+    insert = made_pk or force_insert or seam.shape(type(document)).generates_pk
+    step = _Insert(document, write, son, insert, filled, noted, made_pk, write_next, may_write_more)
     try:
-        written = values.send(
-            write,
-            filled,
-            attempt,
-            # After a failure no field claims: did the insert itself land?
-            stored=(lambda: _inserted(document, collection)) if may_write_more and insert else None,
-            on_unknown=unknown,
-            # A duplicate key: the earlier insert, landed late? (A model's own step may fail
-            # after its insert: its duplicate key is its own.)
-            earlier_landed=(
-                (lambda: landed.earlier_insert_landed(document, collection))
-                if retrying and not may_write_more
-                else None
-            ),
-            may_land=retrying,
-        )
+        written = step.send(retrying)
     except values.EarlierInsertLanded:
         return _over_own_copy(document, write_next)  # as if the look-up above had found it
     except BaseException:
@@ -148,6 +114,76 @@ def save_create(
     else:
         values.mark_written([document])  # a record is only made when a write fails
     return written
+
+
+@dataclass(slots=True)
+class _Insert:
+    """The insert of one new document by ``save()``, attempt by attempt (:func:`values.send`
+    retries it after a collision of a value it filled)."""
+
+    document: Document
+    write: Write
+    #: MongoEngine's serialisation of the document, made before its values were.
+    son: Any
+    #: Whether the write inserts (else MongoEngine's step may replace a document).
+    insert: bool
+    filled: list[Slot]
+    noted: list[tuple[Slot, Any]]
+    made_pk: bool
+    #: Writes the SON, inserting or not (MongoEngine's step, or the model's own).
+    write_next: Callable[[Any, bool], Any]
+    #: The step is a model's own, which may write more after its insert.
+    may_write_more: bool
+    #: What the last attempt sent.
+    sent: Any = None
+    #: The server refused the last attempt (a duplicate key): it cannot land.
+    refused: bool = False
+
+    def send(self, retrying: bool) -> Any:
+        """Send the document with its values; ``retrying``: an earlier insert of it, whose reply
+        was lost, may land at any time."""
+        document, collection = self.document, self.write.collection
+        own_step = self.may_write_more
+        return values.send(
+            self.write,
+            self.filled,
+            self.attempt,
+            # After a failure no field claims: did the insert itself land?
+            stored=(lambda: _inserted(document, collection)) if own_step and self.insert else None,
+            on_unknown=self.unknown,
+            # A duplicate key: the earlier insert, landed late? (A model's own step may fail
+            # after its insert: its duplicate key is its own.)
+            earlier_landed=(
+                (lambda: landed.earlier_insert_landed(document, collection))
+                if retrying and not own_step
+                else None
+            ),
+            may_land=retrying,
+        )
+
+    def attempt(self) -> Any:
+        """One attempt. The first completes MongoEngine's serialisation; a retry after a
+        collision serialises afresh (a model's own step may have changed the SON it got)."""
+        document = self.document
+        if self.sent is None:
+            self.sent = with_values(document, seam.shape(type(document)), self.son, self.filled)
+        else:
+            self.sent = document.to_mongo()
+        try:
+            return self.write_next(self.sent, self.insert)
+        except BaseException as error:
+            self.refused = not self.may_write_more and values.duplicate_key(error) is not None
+            raise
+
+    def unknown(self) -> None:
+        """The outcome of the last attempt is unknown: recorded for the application's retry."""
+        values.unconfirmed(
+            self.document,
+            sent=None if self.refused else self.sent,
+            made_pk=self.made_pk,
+            filled=self.filled,
+            noted=self.noted,
+        )
 
 
 def _over_own_copy(document: Document, write_next: Callable[[Any, bool], Any]) -> Any:
