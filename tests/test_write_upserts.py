@@ -10,6 +10,7 @@ stored documents.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import mongoengine as me
@@ -33,7 +34,8 @@ from mongoengine.context_managers import switch_db
 from mongoengine.errors import InvalidQueryError
 from mongoengine.queryset import QuerySet
 
-from mongoengine_ids import RandomUniqueField
+from mongoengine_ids import RandomUniqueField, SequenceField
+from mongoengine_ids.errors import ExplicitValueError
 from mongoengine_ids.testing import Connect
 
 OPERATIONS = ["update", "update_one", "upsert_one", "modify"]
@@ -318,3 +320,60 @@ def test_a_sequence_upsert_that_inserts_takes_the_next_values(mongoengine_db: An
     assert docs["a@x"]["_id"] > 1
     assert docs["a@x"]["code"] > 1
     assert len(docs) == 2
+
+
+# -- values the filter or the update gives ------------------------------------------------------
+
+
+class Numbered(me.Document):
+    meta = {"collection": "upsert_numbered"}
+    name = me.StringField()
+    number = SequenceField()
+
+
+class NumberedStrict(me.Document):
+    meta = {"collection": "upsert_numbered_strict"}
+    name = me.StringField()
+    number = SequenceField(allow_explicit=False)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        pytest.param(lambda: Numbered.objects(number=3).upsert_one(set__name="x"), id="filter"),
+        pytest.param(lambda: Numbered.objects(name="x").upsert_one(set__number=3), id="set"),
+        pytest.param(
+            lambda: Numbered.objects(name="x").update_one(upsert=True, set_on_insert__number=3),
+            id="set_on_insert",
+        ),
+    ],
+)
+def test_a_value_an_upsert_gives_moves_the_counter_past_it(
+    mongoengine_db: Any, given: Callable[[], Any]
+) -> None:
+    given()
+    for name in "abc":
+        Numbered(name=name).save()
+    stored = sorted(doc["number"] for doc in mongoengine_db["upsert_numbered"].find())
+    assert stored == [3, 4, 5, 6]
+
+
+def test_an_upsert_giving_a_value_the_field_refuses_writes_nothing(mongoengine_db: Any) -> None:
+    with pytest.raises(ExplicitValueError, match="explicit value 5"):
+        NumberedStrict.objects(name="x").upsert_one(set__number=5)
+    assert list(mongoengine_db["upsert_numbered_strict"].find()) == []
+
+
+def test_an_upsert_never_writes_into_the_callers_raw_update(mongoengine_db: Any) -> None:
+    raw = {"$setOnInsert": {"note": "new"}}
+    Numbered.objects(name="a").update(upsert=True, __raw__=raw)
+    Numbered.objects(name="b").update(upsert=True, __raw__=raw)
+    assert raw == {"$setOnInsert": {"note": "new"}}
+    stored = sorted(doc["number"] for doc in mongoengine_db["upsert_numbered"].find())
+    assert stored == [1, 2]
+
+
+def test_a_pipeline_upsert_that_would_lack_a_value_is_refused(mongoengine_db: Any) -> None:
+    with pytest.raises(InvalidQueryError, match=r"Numbered.number is generated.*pipeline"):
+        Numbered.objects(name="x").update(upsert=True, __raw__=[{"$set": {"name": "y"}}])
+    assert list(mongoengine_db["upsert_numbered"].find()) == []

@@ -653,6 +653,12 @@ class Sequence:
         self._trigger: int | None = None
         self._ready: deque[range] = deque()
         self._flight: _Flight | None = None
+        #: Leases on their way, and the values assigned explicitly meanwhile: a block leased
+        #: then may hold one (see :meth:`_lease_block`). Their own lock: a prefetch must not
+        #: wait for the hand-out's.
+        self._leasing_lock = threading.Lock()
+        self._leasing = 0
+        self._assigned: list[int] = []
 
     # -- the store, per connection --------------------------------------------------------------
 
@@ -741,7 +747,7 @@ class Sequence:
                 epoch = self._epoch
         while missing:
             size = math.ceil(missing / self.batch_size) * self.batch_size
-            block = self.store().lease(size)
+            block = self._lease_block(size)
             taken = block[:missing]
             values.extend(taken)
             missing -= len(taken)
@@ -825,21 +831,55 @@ class Sequence:
     def raise_to(self, value: int) -> None:
         """Make sure ``value`` (assigned explicitly somewhere) is never generated.
 
-        Moves the counter that owns it past it (``$max``) and drops this process's blocks that
-        could contain it. Blocks already leased by other processes are not affected: a unique
-        index must catch those (:class:`SequenceField` retries with a fresh value).
+        Moves the counter that owns it past it (``$max``) and drops the blocks of this process
+        that could contain it: this sequence's and those of every other one on the same counter,
+        also a block being leased meanwhile. Blocks already leased by other processes are not
+        affected: a unique index must catch those (:class:`SequenceField` retries with a fresh
+        value).
 
         Raises:
             TypeError: ``value`` is not an int.
         """
         check_int("value", value)
-        self.store().raise_to(value)
+        store = self.store()
+        database = store.collection.database.name
+        sharing = _sequences_of(database, self.collection_name, self.name, self._scope)
+        for sequence in sharing:
+            with sequence._leasing_lock:
+                sequence._assigned.append(value)
+        try:
+            store.raise_to(value)
+        finally:
+            for sequence in sharing:
+                sequence._drop_blocks_holding(value)
+
+    def _drop_blocks_holding(self, value: int) -> None:
+        with self._leasing_lock:
+            if not self._leasing:
+                self._assigned.clear()
         with self._lock:
             stale = value in self._block or any(value in block for block in self._ready)
         if stale:
             self.discard()
 
     # -- refill ---------------------------------------------------------------------------------
+
+    def _lease_block(self, size: int) -> range:
+        """A block of ``size`` values from the counter; one holding a value assigned explicitly
+        while it was leased (the counter had not moved past it yet) is dropped for another."""
+        while True:
+            with self._leasing_lock:
+                self._leasing += 1
+            try:
+                block = self.store().lease(size)
+            finally:
+                with self._leasing_lock:
+                    self._leasing -= 1
+                    assigned = self._assigned
+                    if not self._leasing:
+                        self._assigned = []
+            if not any(value in block for value in assigned):
+                return block
 
     def _install(self, block: range) -> None:
         # Called with the lock held.
@@ -880,7 +920,7 @@ class Sequence:
     def _fly(self, flight: _Flight) -> None:
         """Lease a block (no lock held) and queue it; record the error instead of raising."""
         try:
-            block = self.store().lease(self.batch_size)
+            block = self._lease_block(self.batch_size)
         except BaseException as error:  # handed to the callers waiting on the flight
             flight.error = error
             block = _EMPTY
@@ -948,17 +988,29 @@ def _forget_all_blocks() -> None:
 def discard_blocks(database: str, collection: str, name: str) -> None:
     """Drop the blocks this process leased from the counters of sequence ``name`` (every scope)
     in ``database.collection``: after the counter was set, they could repeat or skip values."""
+    for sequence in _sequences_of(database, collection, name):
+        sequence.discard()
+
+
+_ANY_SCOPE: Final = object()
+
+
+def _sequences_of(
+    database: str, collection: str, name: str, scope: object = _ANY_SCOPE
+) -> list[Sequence]:
+    """The live sequences of this process on the counters of ``name`` in
+    ``database.collection`` (of one ``scope``, as ``Sequence._scope`` holds it, if given)."""
     with _live_lock:
         sequences = list(_live_sequences)
-    for sequence in sequences:
-        store = sequence._store
-        if (
-            store is not None
-            and sequence.name == name
-            and sequence.collection_name == collection
-            and store.collection.database.name == database
-        ):
-            sequence.discard()
+    return [
+        sequence
+        for sequence in sequences
+        if sequence._store is not None
+        and sequence.name == name
+        and sequence.collection_name == collection
+        and sequence._store.collection.database.name == database
+        and (scope is _ANY_SCOPE or sequence._scope == scope)
+    ]
 
 
 def _after_fork_in_child() -> None:
@@ -1328,23 +1380,31 @@ class SequenceField(GeneratedField):
     def _reset_after_fork(self) -> None:
         self._sequences_lock = threading.Lock()
 
-    def _scope_of(self, document: BaseDocument) -> Any:
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        """The scope field, if any: its value picks the counter."""
+        return () if self.scope is None else (self.scope,)
+
+    def _scope_of(self, document_class: type[BaseDocument], document: Any) -> Any:
+        """The stored value of the scope of ``document``, a ``document_class`` (or the values
+        of one: an upsert's, a backfill's)."""
         if self.scope is None:
             return None
-        if self.scope not in document._fields:
+        name = document_class.__name__
+        if self.scope not in document_class._fields:
             raise ValueError(
-                f"{type(document).__name__}.{self.name} has scope={self.scope!r}, which is not "
-                f"a field of {type(document).__name__}: expected one of {sorted(document._fields)}"
+                f"{name}.{self.name} has scope={self.scope!r}, which is not a field of {name}: "
+                f"expected one of {sorted(document_class._fields)}"
             )
         value = document._data.get(self.scope)
         if value is None:
             raise ValidationError(
-                f"{type(document).__name__}.{self.name} is numbered per {self.scope!r}, which is "
-                f"None: set {self.scope!r} before the document is written",
+                f"{name}.{self.name} is numbered per {self.scope!r}, which is None: set "
+                f"{self.scope!r} before the document is written (an upsert: in its filter or "
+                "update)",
                 field_name=self.name,
             )
-        scope_field = document._fields[self.scope]
-        return scope_field.to_mongo(value)
+        return document_class._fields[self.scope].to_mongo(value)
 
     # -- MongoEngine's field-level helpers -------------------------------------------------------
 
@@ -1421,7 +1481,7 @@ class SequenceField(GeneratedField):
             return numbers if self.value_decorator is int else self._present(numbers)
         groups: dict[str, tuple[Any, list[int]]] = {}
         for position, document in enumerate(write.documents):
-            scope = self._scope_of(document)
+            scope = self._scope_of(write.document_class, document)
             groups.setdefault(str(scope), (scope, []))[1].append(position)
         numbers = [0] * count
         for scope, positions in groups.values():
@@ -1457,7 +1517,7 @@ class SequenceField(GeneratedField):
             number = self.number_of(value)
             if number is None:
                 continue  # validate() reports it
-            scope = self._scope_of(document) if self.scope is not None else None
+            scope = self._scope_of(write.document_class, document)
             key = str(scope)
             if key not in highest or highest[key][1] < number:
                 highest[key] = (scope, number)
@@ -1475,7 +1535,8 @@ class SequenceField(GeneratedField):
         probe = write.held_by_others(self.db_field, self.to_mongo(value))
         if write.collection.find_one(probe, {"_id": 1}) is None:
             return False
-        scope = self._scope_of(write.documents[0]) if write.documents else None
+        first = write.documents[0] if write.documents else None
+        scope = None if first is None else self._scope_of(write.document_class, first)
         self.sequence_for(write.database, write.document_class, scope).discard()
         return True
 

@@ -57,12 +57,15 @@ def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int
     path = field.db_field
     if path == "_id":
         return 0  # every stored document has one
+    read = {dep: seam.field_of(write.document_class, dep) for dep in field.depends_on}
+    projection = {"_id": 1, **{source.db_field: 1 for source in read.values()}}
     filled_count = 0
     while True:
-        ids = [d["_id"] for d in write.collection.find({path: None}, {"_id": 1}).limit(batch_size)]
-        if not ids:
+        found = list(write.collection.find({path: None}, projection).limit(batch_size))
+        if not found:
             return filled_count
-        holders = [values.Holder() for _ in ids]
+        ids = [stored["_id"] for stored in found]
+        holders = [values.Holder(_values_of(stored, read)) for stored in found]
         slots = [Slot(h, h, name, field, write.document_class) for h in holders]
         values.fill(write, slots)
         for doc_id, slot in zip(ids, slots, strict=True):
@@ -72,18 +75,31 @@ def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int
                 values.give_back(write, [slot])
 
 
-def fill_if_missing(write: Write, doc_id: Any, slot: Slot) -> bool:
+def _values_of(stored: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """The values of ``fields`` (by name) in the ``stored`` document, in Python form."""
+    return {
+        name: field.to_python(stored[field.db_field])
+        for name, field in fields.items()
+        if stored.get(field.db_field) is not None
+    }
+
+
+def fill_if_missing(
+    write: Write, doc_id: Any, slot: Slot, condition: dict[str, Any] | None = None
+) -> bool:
     """Store ``slot``'s value in the document ``doc_id`` if it still lacks one (missing or
-    null); a collision the field claims is retried with a fresh value.
+    null) and matches ``condition``; a collision the field claims is retried with a fresh value.
 
     Returns:
-        Whether it was stored (False: another writer stored one meanwhile, or no such document).
+        Whether it was stored (False: another writer stored one meanwhile, the condition failed,
+        or no such document).
     """
     path = slot.field.db_field
 
     def attempt() -> Any:
         return write.collection.update_one(
-            {"_id": doc_id, path: None}, {"$set": {path: slot.field.to_mongo(slot.value)}}
+            {**(condition or {}), "_id": doc_id, path: None},
+            {"$set": {path: slot.field.to_mongo(slot.value)}},
         )
 
     return bool(values.send(write, [slot], attempt).matched_count)

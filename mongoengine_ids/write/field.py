@@ -190,6 +190,13 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         name = getattr(self, "name", None) or f"<unbound {type(self).__name__}>"
         return f"{owner.__name__}.{name}" if owner is not None else name
 
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        """The names of the fields of a document whose values :meth:`new_values` reads (a
+        counter's scope). An upsert and a backfill, which have no document, give them from the
+        filter and the update, or from the stored document. Default: none."""
+        return ()
+
     def new_values(self, write: Write, count: int) -> list[Any]:
         """Return ``count`` new values, in Python form, for ``write.documents``."""
         raise NotImplementedError

@@ -60,14 +60,13 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
     """``_save_update`` for ``owner``, calling ``own`` (the class's own) or the parent's."""
 
     def _save_update(self: Document, doc: Any, save_condition: Any, write_concern: Any) -> Any:
-        # What MongoEngine writes is computed from the changed fields, not from ``doc``.
-        fill_existing(self)
-        if own is not None:
-            result = own(self, doc, save_condition, write_concern)
-        else:
-            result = super(owner, self)._save_update(doc, save_condition, write_concern)
-        values.mark_written([self])
-        return result
+        def write_next() -> Any:
+            # What MongoEngine writes is computed from the changed fields, not from ``doc``.
+            if own is not None:
+                return own(self, doc, save_condition, write_concern)
+            return super(owner, self)._save_update(doc, save_condition, write_concern)
+
+        return save_update(self, save_condition, write_next)
 
     return _save_update
 
@@ -263,31 +262,85 @@ def clear_made_pk(document: BaseDocument) -> None:
 # -- existing documents -------------------------------------------------------------------------
 
 
-def fill_existing(document: Document) -> None:
-    """Values for an existing document: new embedded documents, and fields its stored copy
-    lacks (a conditional write each). Fields a projection left out are not touched."""
+def save_update(document: Document, save_condition: Any, write_next: Callable[[], Any]) -> Any:
+    """Values for an existing document, then its update (``write_next``).
+
+    New embedded documents get values, written by the update; a field the stored copy lacks
+    gets one with a conditional write of its own, which never replaces a value another writer
+    stored (nor writes if ``save_condition`` fails). Values the user assigned are told to their
+    fields. Fields a projection left out are not touched. If the outcome of a write is unknown
+    (a lost reply), the values are kept as the document's own for the application's retry;
+    if nothing was written, they are given back.
+    """
     write = Write(type(document), seam.collection_of(document), [document])
-    unloaded: frozenset[str] = getattr(seam.state(document, create=False), "unloaded", frozenset())
-    changed = seam.changed(document)
-    own: list[Slot] = []
-    embedded: list[Slot] = []
-    assigned: list[Slot] = []
-    for slot in values.slots(document, embedded_new_only=True):
-        if slot.value is not None:
-            if slot.holder is not document:
-                assigned.append(slot)  # a new embedded document's, given by the user
-            continue
-        if slot.holder is not document:
-            embedded.append(slot)
-        elif slot.name not in unloaded and slot.field.db_field not in changed:
-            own.append(slot)
-    values.note_assigned(write, assigned)
-    if embedded:
-        filled = values.fill(write, embedded)
-        for top in _top_level_names(document, filled):
+    plan = _Existing(write, document)
+    try:
+        for slot in plan.missing:
+            _fill_missing(write, document, slot, save_condition)
+            plan.stored.append(slot)
+        result = write_next()
+    except BaseException as error:
+        plan.failed(error)
+        raise
+    values.confirm([document])
+    return result
+
+
+class _Existing:
+    """The generated values of one ``save()`` of an existing document."""
+
+    def __init__(self, write: Write, document: Document) -> None:
+        self.write = write
+        state = seam.state(document, create=False)
+        #: Generated values of an earlier attempt whose outcome is unknown: still its own.
+        earlier = values.earlier_values(state) if state is not None else {}
+        unloaded = state.unloaded if state is not None else frozenset()
+        changed = seam.changed(document)
+        assigned: list[Slot] = []
+        empty: list[Slot] = []
+        kept: list[Slot] = []
+        #: Fields the stored copy lacks (a conditional write each), filled or kept.
+        self.missing: list[Slot] = []
+        self.noted: list[tuple[Slot, Any]] = []
+        for slot in values.slots(document, embedded_new_only=True):
+            own_field = slot.holder is document
+            value = slot.value
+            before = earlier.get((id(slot.root), id(slot.holder), slot.name))
+            if before is not None and before[0] == value:
+                if before[1]:
+                    (self.missing if own_field else kept).append(slot)
+                else:
+                    self.noted.append((slot, value))
+            elif value is None:
+                if not own_field:
+                    empty.append(slot)
+                elif slot.name not in unloaded and slot.field.db_field not in changed:
+                    self.missing.append(slot)
+            elif not own_field or slot.field.db_field in changed:
+                assigned.append(slot)  # by the user (a loaded value is not marked changed)
+        self.noted += values.note_assigned(write, assigned)
+        try:
+            filled = values.fill(write, empty)
+            values.fill(write, [slot for slot in self.missing if slot.value is None])
+        except BaseException:
+            values.release(write, self.noted)
+            raise
+        #: Values of new embedded documents, written by the update.
+        self.embedded = [*kept, *filled]
+        for top in _top_level_names(document, self.embedded):
             seam.mark_changed(document, top)
-    for slot in own:
-        _fill_missing(write, document, slot)
+        #: Missing fields whose conditional write is done.
+        self.stored: list[Slot] = []
+
+    def failed(self, error: BaseException) -> None:
+        """Keep the values not known to be stored if the outcome is unknown; else give them
+        back (a missing field whose write was refused gave its own back)."""
+        pending = [s for s in (*self.embedded, *self.missing) if s not in self.stored]
+        if values.outcome_unknown(error):
+            values.pending(self.write.documents[0], pending, self.noted)
+            return
+        values.give_back(self.write, [slot for slot in pending if slot.value is not None])
+        values.release(self.write, self.noted)
 
 
 def _top_level_names(document: Document, filled: list[Slot]) -> set[str]:
@@ -301,15 +354,17 @@ def _top_level_names(document: Document, filled: list[Slot]) -> set[str]:
     }
 
 
-def _fill_missing(write: Write, document: Document, slot: Slot) -> None:
-    """Store a value for a field the stored copy lacks, unless another writer stored one."""
+def _fill_missing(write: Write, document: Document, slot: Slot, save_condition: Any) -> None:
+    """Store ``slot``'s value in ``document``, whose stored copy lacks one, unless another
+    writer stored one (then the document takes it) or ``save_condition`` fails."""
     pk = seam.stored_pk(document)
-    (filled,) = values.fill(write, [slot])
-    if fill_if_missing(write, pk, filled):
+    condition = seam.condition_filter(type(document), save_condition)
+    if fill_if_missing(write, pk, slot, condition):
         return
-    # Another writer stored a value meanwhile (or the document is gone): take theirs.
-    values.give_back(write, [filled])
     db_field = slot.field.db_field
-    stored = write.collection.find_one({"_id": pk}, {db_field: 1}) or {}
-    if stored.get(db_field) is not None:
-        slot.value = slot.field.to_python(stored[db_field])
+    stored = (write.collection.find_one({"_id": pk}, {db_field: 1}) or {}).get(db_field)
+    if stored is not None and stored == slot.field.to_mongo(slot.value):
+        return  # an earlier attempt stored it (its reply was lost)
+    values.give_back(write, [slot])
+    if stored is not None:
+        slot.value = slot.field.to_python(stored)  # another writer's: the document takes it

@@ -99,6 +99,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (BaseQuerySet, "__next__", ()),
     (BaseQuerySet, "__getitem__", ("key",)),
     (transform, "update", ("_doc_cls",)),
+    (transform, "query", ("_doc_cls",)),
 )
 #: Attributes of document instances read as data. Also read: ``_document``, ``_query``,
 #: ``_collection`` and ``_loaded_fields`` of querysets, ``ONLY``/``EXCLUDE`` and ``as_dict()``
@@ -150,6 +151,11 @@ def _probe_document() -> BaseDocument:
 check_internals()
 
 update_operations = transform.update
+
+
+def condition_filter(document_class: type[BaseDocument], condition: Any) -> dict[str, Any]:
+    """``save(save_condition=...)`` (MongoEngine's query keywords) as a filter."""
+    return {} if condition is None else dict(transform.query(document_class, **condition))
 
 
 def _options_of(method: Callable[..., Any]) -> tuple[str, ...]:

@@ -3,7 +3,8 @@
 No document instance exists, so no hook of the document runs: the queryset adds the generated
 values to the update as ``$setOnInsert`` (written only if the upsert inserts; a matched document
 keeps its own). A field fixed by an equality in the filter, or given by the update, is left to
-them. A collision of a generated value is retried with a fresh one, as for ``save()``.
+them, and its value told to the field (a counter moves past it, a proxy reserves it). A collision
+of a generated value is retried with a fresh one, as for ``save()``.
 """
 
 from __future__ import annotations
@@ -26,33 +27,65 @@ _GIVING = ("$set", "$setOnInsert")
 def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]], _T]) -> _T:
     """Run ``run(update)`` with the generated values added as ``set_on_insert__<field>``.
 
+    A value the filter or the update gives a generated field is told to the field first (a
+    counter moves past it, a proxy reserves it), as a value assigned to a new document is.
+
     Raises:
         InvalidQueryError: the update writes a generated field with another operator
-            (``inc__``, ``unset__``...): the inserted document would lack its value.
+            (``inc__``, ``unset__``...), or is a pipeline (``__raw__=[...]``) while a generated
+            field is not fixed by the filter: the inserted document would lack its value.
     """
     query = seam.parts(queryset)
-    empty = _to_generate(query.document_class, query.query, update)
-    if not empty:
+    update = _own_copy(update)
+    empty, assigned = _fields_of(query.document_class, query.query, update)
+    if not empty and not assigned:
         return run(update)
     write = Write(query.document_class, query.collection)
-    filled = values.fill(write, empty)
+    noted = values.note_assigned(write, assigned)
+    try:
+        filled = values.fill(write, empty)
 
-    def attempt() -> _T:
-        given = {f"set_on_insert__{slot.name}": slot.value for slot in filled}
-        return run({**update, **given})
+        def attempt() -> _T:
+            given = {f"set_on_insert__{slot.name}": slot.value for slot in filled}
+            return run({**update, **given})
 
-    return values.send(write, filled, attempt)
+        return values.send(write, filled, attempt)
+    except BaseException as error:
+        if not values.outcome_unknown(error):  # nothing written: the assigned values are free
+            values.release(write, noted)
+        raise
 
 
-def _to_generate(document_class: Any, query: dict[str, Any], update: dict[str, Any]) -> list[Slot]:
-    """The generated fields an upsert must give a value: not fixed by the filter nor written
-    by the update."""
-    operations = seam.update_operations(document_class, **update) if update else {}
-    holder = values.Holder()
-    empty = []
+def _own_copy(update: dict[str, Any]) -> dict[str, Any]:
+    """``update`` with the operators of its ``__raw__`` copied: MongoEngine merges the values
+    added here into them, which must not end up in the caller's dict (its next upsert would
+    find them there, as given)."""
+    raw = update.get("__raw__")
+    if not isinstance(raw, dict):
+        return update
+    copied = {
+        op: dict(fields) if isinstance(fields, dict) else fields for op, fields in raw.items()
+    }
+    return {**update, "__raw__": copied}
+
+
+def _fields_of(
+    document_class: Any, query: dict[str, Any], update: dict[str, Any]
+) -> tuple[list[Slot], list[Slot]]:
+    """The generated fields an upsert must give a value (neither fixed by the filter nor
+    written by the update), and those the filter or the update gives one, with it."""
+    pipeline = isinstance(update.get("__raw__"), list)
+    operations = {} if pipeline or not update else seam.update_operations(document_class, **update)
+    holder = values.Holder(_given(document_class, query, operations))
+    empty, assigned = [], []
     for name, field in seam.generated_fields(document_class):
         path = field.db_field
-        if _fixed(query.get(path)) or any(path in operations.get(op, {}) for op in _GIVING):
+        given = query.get(path) if _fixed(query.get(path)) else None
+        for op in _GIVING:
+            given = operations.get(op, {}).get(path, given)
+        if given is not None:
+            holder._data[name] = field.to_python(given)
+            assigned.append(Slot(holder, holder, name, field, document_class))
             continue
         for op, fields in operations.items():
             if any(key == path or key.startswith(f"{path}.") for key in fields):
@@ -61,8 +94,32 @@ def _to_generate(document_class: Any, query: dict[str, Any], update: dict[str, A
                     f"with {op} (the document it inserts would lack its value); use set__{name} "
                     f"or set_on_insert__{name}, or leave it to be generated"
                 )
+        if pipeline:
+            raise InvalidQueryError(
+                f"{document_class.__name__}.{name} is generated: an upsert with a pipeline "
+                "(__raw__=[...]) cannot give it a value on insert only; fix it in the filter, "
+                "or insert with save() or insert()"
+            )
         empty.append(Slot(holder, holder, name, field, document_class))
-    return empty
+    return empty, assigned
+
+
+def _given(
+    document_class: Any, query: dict[str, Any], operations: dict[str, Any]
+) -> dict[str, Any]:
+    """The values the fields read (their ``depends_on``) that the inserted document gets from
+    the filter or the update, in Python form."""
+    given = {}
+    for _, field in seam.generated_fields(document_class):
+        for name in field.depends_on:
+            source = seam.field_of(document_class, name)
+            path = source.db_field
+            stored = query.get(path) if _fixed(query.get(path)) else None
+            for op in _GIVING:
+                stored = operations.get(op, {}).get(path, stored)
+            if stored is not None:
+                given[name] = source.to_python(stored)
+    return given
 
 
 def _fixed(condition: Any) -> bool:

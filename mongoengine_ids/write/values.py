@@ -29,7 +29,11 @@ OUTCOME_UNKNOWN = (pymongo.errors.ConnectionFailure, pymongo.errors.WriteConcern
 
 def outcome_unknown(error: BaseException) -> bool:
     """Whether ``error`` (or the pymongo error MongoEngine wrapped in it) leaves the write's
-    fate unknown."""
+    fate unknown: a lost reply, a write concern that timed out, or an interrupt (anything that
+    is not an ``Exception``: ``KeyboardInterrupt``, ``SystemExit``, a gevent ``Timeout``), which
+    may come after the server applied the write."""
+    if not isinstance(error, Exception):
+        return True
     seen: BaseException | None = error
     for _ in range(3):  # MongoEngine wraps pymongo's error once
         if seen is None:
@@ -53,10 +57,11 @@ def duplicate_key(error: BaseException) -> pymongo.errors.DuplicateKeyError | No
 
 
 class Holder:
-    """Generated values without a document (an upsert's, a backfill's): what a slot fills."""
+    """Generated values without a document (an upsert's, a backfill's): what a slot fills, and
+    the values of the document it stands for that the fields read (``depends_on``)."""
 
-    def __init__(self) -> None:
-        self._data: dict[str, Any] = {}
+    def __init__(self, data: dict[str, Any] | None = None) -> None:
+        self._data: dict[str, Any] = {} if data is None else data
 
 
 class Slot:
@@ -190,7 +195,7 @@ def prepare(
     for document, state in zip(documents, states, strict=True):
         _collect(document, document, False, found)
         if state is not None:
-            earlier.update(_earlier_values(state))
+            earlier.update(earlier_values(state))
     kept_generated: list[Slot] = []
     kept_noted: list[tuple[Slot, Any]] = []
     assigned: list[Slot] = []
@@ -218,7 +223,7 @@ def prepare(
     return noted, filled
 
 
-def _earlier_values(state: seam.State) -> dict[tuple[int, int, str], tuple[Any, bool]]:
+def earlier_values(state: seam.State) -> dict[tuple[int, int, str], tuple[Any, bool]]:
     """The values an earlier attempt generated (True) or noted (False), by (document, holder,
     name): a value is the earlier attempt's only where it was, in the same document."""
     earlier = {(id(s.root), id(s.holder), s.name): (v, True) for s, v in state.generated}
@@ -244,6 +249,14 @@ def unconfirmed(
         state.sent = sent
     state.unconfirmed, state.made_pk = True, made_pk
     state.generated = [(slot, slot.value) for slot in filled if slot.value is not None]
+    state.noted = list(noted)
+
+
+def pending(document: BaseDocument, generated: list[Slot], noted: list[tuple[Slot, Any]]) -> None:
+    """Record that the outcome of an update of ``document`` is unknown: the values it
+    ``generated`` and ``noted`` stay its own for the application's retry (see :func:`prepare`)."""
+    state = seam.state(document)
+    state.generated = [(slot, slot.value) for slot in generated if slot.value is not None]
     state.noted = list(noted)
 
 
