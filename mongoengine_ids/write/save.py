@@ -327,8 +327,7 @@ class _Existing:
             raise
         #: Values of new embedded documents, written by the update.
         self.embedded = [*kept, *filled]
-        for top in _top_level_names(document, self.embedded):
-            seam.mark_changed(document, top)
+        _mark_written_by_update(document, self.embedded, changed)
         #: Missing fields whose conditional write is done.
         self.stored: list[Slot] = []
 
@@ -343,15 +342,18 @@ class _Existing:
         values.release(self.write, self.noted)
 
 
-def _top_level_names(document: Document, filled: list[Slot]) -> set[str]:
-    """The fields of ``document`` holding the embedded documents of ``filled``."""
+def _mark_written_by_update(document: Document, filled: list[Slot], changed: list[str]) -> None:
+    """Make the update write the embedded documents of ``filled``: MongoEngine writes the paths
+    it saw change, which hold a new embedded document as a whole (an assignment, an append);
+    one that no changed path covers is marked at its own path, never a wider one (the update
+    would replace what another writer stored beside it)."""
     holders = {id(slot.holder) for slot in filled}
-    return {
-        name
-        for name, value in seam.data(document).items()
-        for outer in seam.embedded_documents(value)
-        if any(id(inner) in holders for inner in (outer, *values.embedded(outer)))
-    }
+    for path, embedded in seam.embedded_paths(document):
+        if id(embedded) in holders and not any(
+            path == done or path.startswith(f"{done}.") for done in changed
+        ):
+            seam.mark_changed(document, path)
+            changed.append(path)
 
 
 def _fill_missing(write: Write, document: Document, slot: Slot, save_condition: Any) -> None:

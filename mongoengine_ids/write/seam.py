@@ -79,6 +79,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (Document, "_get_collection_name", ()),
     (Document, "_get_db", ()),
     (Document, "_mark_as_changed", ("key",)),
+    (BaseDocument, "_get_changed_fields", ()),
     (Document, "to_dbref", ()),
     (BaseDocument, "to_mongo", ("use_db_field", "fields")),
     (BaseDocument, "_from_son", ("son", "_auto_dereference", "created")),
@@ -219,8 +220,9 @@ def mark_changed(document: BaseDocument, name: str) -> None:
 
 
 def changed(document: BaseDocument) -> list[str]:
-    """The fields the user changed since the document was loaded or saved."""
-    return list(getattr(document, "_changed_fields", ()))
+    """The paths the user changed since the document was loaded or saved (dotted db field
+    names, with those inside embedded documents), as ``save()`` will write them."""
+    return list(document._get_changed_fields())
 
 
 def id_field(document_class: type[BaseDocument]) -> str | None:
@@ -440,6 +442,28 @@ def embedding_values(document: BaseDocument) -> Iterator[Any]:
         value = data.get(name)
         if value is not None:
             yield value
+
+
+def embedded_paths(document: BaseDocument) -> Iterator[tuple[str, BaseDocument]]:
+    """Every embedded document inside ``document``, at any depth, with its path as
+    :func:`changed` names paths (db field names, list indexes and dict keys, dotted)."""
+    names = shape(type(document)).embedding
+    for name in document._data if names is None else names:
+        field = document._fields.get(name)
+        yield from _paths_in(document._data.get(name), getattr(field, "db_field", name))
+
+
+def _paths_in(value: Any, path: str) -> Iterator[tuple[str, BaseDocument]]:
+    if isinstance(value, EmbeddedDocument):
+        yield path, value
+        for inner_path, inner in embedded_paths(value):
+            yield f"{path}.{inner_path}", inner
+    elif isinstance(value, (list, tuple, BaseList)):
+        for index, item in enumerate(value):
+            yield from _paths_in(item, f"{path}.{index}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths_in(item, f"{path}.{key}")
 
 
 def embedded_documents(value: Any) -> Iterator[BaseDocument]:
