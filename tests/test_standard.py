@@ -11,6 +11,7 @@ from typing import Any
 import mongoengine as me
 import pytest
 from bson.binary import Binary
+from mongoengine.errors import ValidationError
 
 from mongoengine_ids.standard import UUID4Field, UUID7Field, UUID7Generator, uuid7_timestamp_ms
 from mongoengine_ids.testing import Connect
@@ -299,3 +300,23 @@ def test_uuid4_random_bytes_is_checked(
     with pytest.raises(error, match=message):
         Voucher().save()
     assert mongoengine_db.voucher.count_documents({}) == 0
+
+
+class JunkUUIDs(me.Document):
+    u4 = UUID4Field()
+    u7 = UUID7Field()
+
+
+@pytest.mark.parametrize("name", ["u4", "u7"])
+def test_standard_uuid_error_does_not_describe_a_locality_uuid(
+    mongoengine_db: Any, name: str
+) -> None:
+    with pytest.raises(ValidationError) as saved:
+        JunkUUIDs(**{name: "not a uuid"}).save()
+    with pytest.raises(ValidationError) as queried:
+        JunkUUIDs.objects(**{name: "not a uuid"}).count()
+    for error in (saved.value, queried.value):
+        assert "Locality" not in str(error), str(error)
+        assert f"not a valid version {name[1]} UUID" in str(error), str(error)
+        assert "'xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx'" in str(error), str(error)
+    assert list(JunkUUIDs._get_collection().find()) == []

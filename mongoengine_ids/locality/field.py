@@ -81,7 +81,7 @@ class UUIDValueField(GeneratedField):
         """The value as :attr:`value_class`; raises ValueError or TypeError."""
         if isinstance(value, uuid.UUID):
             return uuid.UUID(int=value.int)
-        return uuid.UUID(int=_int_from_uuid_value(value))
+        return uuid.UUID(int=_int_from_uuid_value(value, self.kind))
 
     def _is_value(self, value: Any) -> bool:
         """Whether ``value`` is already this field's Python value (of the right version)."""
@@ -159,7 +159,7 @@ class UUIDValueField(GeneratedField):
         if value is None or isinstance(value, (bool, dict)):
             return value  # e.g. __exists=True, or a raw operator document
         try:
-            number = _int_from_uuid_value(value)
+            number = _int_from_uuid_value(value, self.kind)
         except (ValueError, TypeError) as error:
             self.error(f"cannot query {self._label} by {value!r}: {error}")
         return self._stored(uuid.UUID(int=number))

@@ -46,6 +46,8 @@ ACCEPTED_TEXT: Final = (
     "36 characters 'xxxxxxxx-xxxx-bxxx-xxxx-xxxxxxxxxxxx' or 32 hex digits (either case), "
     "16 bytes, or a uuid.UUID"
 )
+#: The same, for a UUID of any version.
+ACCEPTED_UUID_TEXT: Final = ACCEPTED_TEXT.replace("-bxxx-", "-xxxx-")
 
 _time_ns = time.time_ns
 _COUNTER_MASK: Final = C.LOCALITY_COUNTER_MASK
@@ -108,26 +110,25 @@ def sequential_start(epoch_ms: int) -> int:
     return int.from_bytes(digest[:4], "little")
 
 
-def _int_from_uuid_value(value: object) -> int:
-    """Read 128 bits from any accepted shape; raise TypeError or InvalidIdError otherwise."""
+def _int_from_uuid_value(value: object, kind: str = "Locality UUID") -> int:
+    """Read 128 bits from any accepted shape; raise TypeError or InvalidIdError (naming
+    ``kind``, what the value was meant to be) otherwise."""
     if isinstance(value, uuid.UUID):
         return value.int
+    accepted = ACCEPTED_TEXT if kind == "Locality UUID" else ACCEPTED_UUID_TEXT
     if isinstance(value, str):
         if _CANONICAL.fullmatch(value) or _COMPACT.fullmatch(value):
             return int(value.replace("-", ""), 16)
-        raise invalid_id(value, "Locality UUID", ACCEPTED_TEXT)
+        raise invalid_id(value, kind, accepted)
     if isinstance(value, (bytes, bytearray, memoryview)):
         raw = bytes(value)
         if isinstance(value, Binary) and value.subtype not in (0, C.BSON_UUID_SUBTYPE):
-            raise invalid_id(
-                value, "Locality UUID", f"BSON Binary of subtype 0 or {C.BSON_UUID_SUBTYPE}"
-            )
+            raise invalid_id(value, kind, f"BSON Binary of subtype 0 or {C.BSON_UUID_SUBTYPE}")
         if len(raw) != C.UUID_BYTES:
-            raise invalid_id(value, "Locality UUID", ACCEPTED_TEXT)
+            raise invalid_id(value, kind, accepted)
         return int.from_bytes(raw, "big")
     raise TypeError(
-        f"a Locality UUID is built from a str, bytes or uuid.UUID, not "
-        f"{type(value).__name__}: {value!r}"
+        f"a {kind} is built from a str, bytes or uuid.UUID, not {type(value).__name__}: {value!r}"
     )
 
 

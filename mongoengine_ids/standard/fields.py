@@ -208,7 +208,7 @@ class _StandardUUIDField(UUIDValueField):
         if isinstance(value, uuid.UUID):
             result = value
         else:
-            result = uuid.UUID(int=_int_from_uuid_value(value))
+            result = uuid.UUID(int=_int_from_uuid_value(value, self.kind))
         if result.variant != uuid.RFC_4122 or result.version != self.version:
             raise ValueError(
                 f"{value!r} is not a version {self.version} UUID "
@@ -235,6 +235,7 @@ class UUID4Field(_StandardUUIDField):
     """
 
     version = 4
+    kind = "version 4 UUID"
     _version_nibble = 4
     _value_bits = (4 << 76) | (0b10 << 62)
 
@@ -267,6 +268,7 @@ class UUID7Field(_StandardUUIDField):
     """
 
     version = 7
+    kind = "version 7 UUID"
     _version_nibble = 7
     _value_bits = (7 << 76) | (0b10 << 62)
 

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from mongoengine.queryset.base import BaseQuerySet
+
 from . import bulk, references, seam
 from . import upsert as upserts
 
 
-class GeneratingQuerySetMixin:
-    """Bulk insert and upserts that generate values; loads that remember their projection."""
+class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
+    """Bulk insert and upserts that generate values; loads that remember their projection.
+
+    Placed right above MongoEngine's ``BaseQuerySet`` in the class order
+    (:func:`~mongoengine_ids.write.seam.generating_queryset`): a custom queryset's own methods
+    run first, and their ``super()`` calls reach these.
+    """
 
     def insert(
         self,
@@ -25,7 +32,7 @@ class GeneratingQuerySetMixin:
 
     def update(self, upsert: bool = False, *args: Any, **kwargs: Any) -> Any:
         """MongoEngine's ``update()``; an upsert sets the generated values on insert."""
-        parent = super().update  # type: ignore[misc]
+        parent = super().update
         options = _options("update", seam.UPDATE_OPTIONS, args, kwargs)
         if not upsert:
             return parent(upsert=False, **options, **kwargs)
@@ -33,7 +40,7 @@ class GeneratingQuerySetMixin:
 
     def modify(self, upsert: bool = False, *args: Any, **kwargs: Any) -> Any:
         """MongoEngine's ``modify()``; an upsert sets the generated values on insert."""
-        parent = super().modify  # type: ignore[misc]
+        parent = super().modify
         options = _options("modify", seam.MODIFY_OPTIONS, args, kwargs)
         if not upsert or options.get("remove"):
             return parent(upsert=upsert, **options, **kwargs)
@@ -42,21 +49,25 @@ class GeneratingQuerySetMixin:
     def in_bulk(self, object_ids: Any) -> dict[Any, Any]:
         """MongoEngine's ``in_bulk()``, the ids given in any form the key field accepts (its
         value, the text, the stored form); the result is keyed by the ids as given."""
-        return references.in_bulk(seam.parts(self).document_class, object_ids, super().in_bulk)  # type: ignore[misc]
+        return references.in_bulk(seam.parts(self).document_class, object_ids, super().in_bulk)
 
     def distinct(self, field: str) -> Any:
         """MongoEngine's ``distinct()``; the values of a generated field are the field's values
         (a LocalityUUID, not the stored Binary)."""
-        found = super().distinct(field)  # type: ignore[misc]
+        found = super().distinct(field)
         return references.distinct_values(seam.parts(self).document_class, field, found)
 
+    def _clone_into(self, new_qs: Any) -> Any:
+        # no_cache() and cache() clone into MongoEngine's own classes: they keep these methods.
+        return super()._clone_into(seam.generating_instance(new_qs))
+
     def __next__(self) -> Any:
-        document = super().__next__()  # type: ignore[misc]
+        document = super().__next__()
         seam.note_loaded(document, seam.parts(self).loaded)
         return document
 
     def __getitem__(self, key: Any) -> Any:
-        found = super().__getitem__(key)  # type: ignore[misc]
+        found = super().__getitem__(key)
         seam.note_loaded(found, seam.parts(self).loaded)
         return found
 

@@ -99,6 +99,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (BaseQuerySet, "distinct", ("field",)),
     (BaseQuerySet, "__next__", ()),
     (BaseQuerySet, "__getitem__", ("key",)),
+    (BaseQuerySet, "_clone_into", ("new_qs",)),
     (transform, "update", ("_doc_cls",)),
     (transform, "query", ("_doc_cls",)),
 )
@@ -804,6 +805,17 @@ def generating_queryset(base: type[QuerySet]) -> type[QuerySet]:
     with _lock:
         klass = _queryset_classes.get(base)
         if klass is None:
-            klass = type(f"Generating{base.__name__}", (GeneratingQuerySetMixin, base), {})
+            # After base's own classes, before MongoEngine's BaseQuerySet (see the mixin).
+            klass = type(f"Generating{base.__name__}", (base, GeneratingQuerySetMixin), {})
             _queryset_classes[base] = klass
         return klass
+
+
+def generating_instance(queryset: Any) -> Any:
+    """``queryset``, a new queryset MongoEngine made of one of its own classes for a model with
+    generated fields (``no_cache()``, ``cache()``), turned into the generating one."""
+    from .queryset import GeneratingQuerySetMixin
+
+    if not isinstance(queryset, GeneratingQuerySetMixin):
+        queryset.__class__ = generating_queryset(type(queryset))
+    return queryset
