@@ -1,10 +1,12 @@
 """The queryset a model with generated fields gets: a custom ``meta["queryset_class"]`` keeps
-its own methods (their ``super()`` reaches this package's), and the querysets MongoEngine makes
-of its own classes (``no_cache()``, ``cache()``) keep generating. Each test reads the raw stored
+its own methods (their ``super()`` reaches this package's), the querysets MongoEngine makes
+of its own classes (``no_cache()``, ``cache()``) keep generating, and new embedded documents
+in an update (``push__``, ``set__``, upserts) get their values. Each test reads the raw stored
 documents; a model with plain fields is checked beside it where one compares."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import mongoengine as me
@@ -12,7 +14,7 @@ import pytest
 from bson import Binary
 from mongoengine.queryset import QuerySet
 
-from mongoengine_ids import LocalityUUIDField, SequenceField
+from mongoengine_ids import LocalityUUIDField, SequenceField, UUID4Field
 
 
 def raw(model: type[me.Document]) -> list[dict[str, Any]]:
@@ -97,3 +99,61 @@ def test_cache_after_no_cache_keeps_generating(mongoengine_db: Any) -> None:
     QsKeyed.objects.no_cache().cache().insert([QsKeyed(name="cached again")])
     (stored,) = raw(QsKeyed)
     _assert_generated(stored)
+
+
+class PlainTagged(me.EmbeddedDocument):
+    tid = me.StringField(default=lambda: str(uuid.uuid4()))  # the plain-MongoEngine way
+    name = me.StringField()
+
+
+class GenTagged(me.EmbeddedDocument):
+    tid = UUID4Field()
+    name = me.StringField()
+
+
+class PlainTagHolder(me.Document):
+    name = me.StringField()
+    tags = me.ListField(me.EmbeddedDocumentField(PlainTagged))
+    main = me.EmbeddedDocumentField(PlainTagged)
+
+
+class GenTagHolder(me.Document):
+    name = me.StringField()
+    tags = me.ListField(me.EmbeddedDocumentField(GenTagged))
+    main = me.EmbeddedDocumentField(GenTagged)
+
+
+@pytest.mark.parametrize("model", [PlainTagHolder, GenTagHolder], ids=["plain", "plugin"])
+def test_embedded_document_written_by_update_gets_its_id(mongoengine_db: Any, model: Any) -> None:
+    tag = model._fields["main"].document_type
+    doc = model(name="h").save()
+    model.objects(id=doc.id).update(push__tags=tag(name="pushed"))
+    doc.update(set__main=tag(name="set"))
+    model.objects(name="new").upsert_one(set__main=tag(name="upserted"))
+    stored = {d["name"]: d for d in raw(model)}
+    assert stored["h"]["tags"][0].get("tid") is not None
+    assert stored["h"]["main"].get("tid") is not None
+    assert stored["new"]["main"].get("tid") is not None
+    tids = [stored["h"]["tags"][0]["tid"], stored["h"]["main"]["tid"], stored["new"]["main"]["tid"]]
+    assert len(set(tids)) == 3
+
+
+def test_an_update_that_fails_gives_the_embedded_values_back(mongoengine_db: Any) -> None:
+    GenNumberedHolder(name="h").save()
+    tag = GenNumberedTag(name="pushed")
+    with pytest.raises(me.ValidationError):  # before anything is sent
+        GenNumberedHolder.objects(name="h").update(push__tags=tag, inc__name=1)
+    assert tag.n is None  # nothing written: the value is given back...
+    GenNumberedHolder.objects(name="h").update(push__tags=tag)
+    (stored,) = raw(GenNumberedHolder)
+    assert [t["n"] for t in stored["tags"]] == [2]  # ...and a counter value is never reused
+
+
+class GenNumberedTag(me.EmbeddedDocument):
+    n = SequenceField()
+    name = me.StringField()
+
+
+class GenNumberedHolder(me.Document):
+    name = me.StringField()
+    tags = me.ListField(me.EmbeddedDocumentField(GenNumberedTag))

@@ -3,6 +3,7 @@ through the write path."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mongoengine.queryset.base import BaseQuerySet
@@ -31,20 +32,28 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         return bulk.insert(self, doc_or_docs, load_bulk, write_concern, signal_kwargs)
 
     def update(self, upsert: bool = False, *args: Any, **kwargs: Any) -> Any:
-        """MongoEngine's ``update()``; an upsert sets the generated values on insert."""
+        """MongoEngine's ``update()``; an upsert sets the generated values on insert, and new
+        embedded documents in the update get theirs."""
         parent = super().update
         options = _options("update", seam.UPDATE_OPTIONS, args, kwargs)
-        if not upsert:
-            return parent(upsert=False, **options, **kwargs)
-        return upserts.upsert(self, kwargs, lambda u: parent(upsert=True, **options, **u))
+        return self._generating(kwargs, upsert, lambda u: parent(upsert=upsert, **options, **u))
 
     def modify(self, upsert: bool = False, *args: Any, **kwargs: Any) -> Any:
-        """MongoEngine's ``modify()``; an upsert sets the generated values on insert."""
+        """MongoEngine's ``modify()``; an upsert sets the generated values on insert, and new
+        embedded documents in the update get theirs."""
         parent = super().modify
         options = _options("modify", seam.MODIFY_OPTIONS, args, kwargs)
-        if not upsert or options.get("remove"):
-            return parent(upsert=upsert, **options, **kwargs)
-        return upserts.upsert(self, kwargs, lambda u: parent(upsert=True, **options, **u))
+        upserting = upsert and not options.get("remove")
+        return self._generating(kwargs, upserting, lambda u: parent(upsert=upsert, **options, **u))
+
+    def _generating(
+        self, update: dict[str, Any], upserting: bool, run: Callable[[dict[str, Any]], Any]
+    ) -> Any:
+        """``run(update)``, the values of new embedded documents in it made, and an upsert's
+        added (set on insert only)."""
+        if upserting:
+            return upserts.with_embedded(self, update, lambda: upserts.upsert(self, update, run))
+        return upserts.with_embedded(self, update, lambda: run(update))
 
     def in_bulk(self, object_ids: Any) -> dict[Any, Any]:
         """MongoEngine's ``in_bulk()``, the ids given in any form the key field accepts (its

@@ -56,6 +56,30 @@ def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]]
         raise
 
 
+def with_embedded(queryset: Any, update: dict[str, Any], run: Callable[[], _T]) -> _T:
+    """Run ``run()``, an update given ``update``, after the new embedded documents among its
+    values (``push__tags=Tag()``, ``set__address=...``) got their generated values; given back
+    if nothing was written."""
+    empty = [
+        slot
+        for value in update.values()
+        for embedded in seam.embedded_documents(value)
+        for slot in values.slots(embedded)
+        if slot.value is None
+    ]
+    if not empty:
+        return run()
+    query = seam.parts(queryset)
+    write = Write(query.document_class, query.collection)
+    filled = values.fill(write, empty)
+    try:
+        return run()
+    except BaseException as error:
+        if not values.outcome_unknown(error):
+            values.give_back(write, filled)
+        raise
+
+
 def _own_copy(update: dict[str, Any]) -> dict[str, Any]:
     """``update`` with the operators of its ``__raw__`` copied: MongoEngine merges the values
     added here into them, which must not end up in the caller's dict (its next upsert would
