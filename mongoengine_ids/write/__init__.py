@@ -10,6 +10,10 @@
 
 from __future__ import annotations
 
+# Every module of the write path is imported with the package, none on first use: a class the
+# hooks install (the queryset mixin, say) is then one class for the life of the process, also
+# where a test runner drops the modules imported during a test (pytester does).
+from . import bulk, queryset, references, save, upsert  # noqa: F401
 from .backfill import backfill
 from .field import GeneratedField, Write
 
