@@ -7,10 +7,14 @@ calls the write makes. Then, for every call k < N, the write runs again on a fre
 holding the same pre-existing documents, with ``AutoReconnect`` raised at call k either before
 the call ("before": never sent), after it was applied ("after": the reply is lost), or with the
 call held back and applied after the next call ("late": a write still in flight when the
-connection broke, which lands after the retry looked for it), and is retried as an application
-would: ``ConnectionFailure`` caught, the same call made again with the
+connection broke, which lands after the retry looked for it), or with ``KeyboardInterrupt``
+raised after it was applied ("interrupt": the process interrupted while it waited for the
+reply, a task's time limit), and is retried as an application would: ``ConnectionFailure``
+(or the interrupt: the task is run again) caught, the same call made again with the
 same Python objects, up to :data:`RETRIES` times; any other error ends the attempt and is an
-acceptable outcome. The raw stored documents are then checked (:func:`_violations`):
+acceptable outcome. The writes include ``save()`` of a loaded document whose stored copy lacks
+the field (the field added to a populated collection), which fills it. The raw stored
+documents are then checked (:func:`_violations`):
 
 1. every pre-existing document is still there, unchanged (save of a loaded document: changed as
    asked, or not at all; as asked if the write returned);
@@ -67,10 +71,11 @@ from mongoengine_ids import (
 )
 from mongoengine_ids.instrumented import Hook
 from mongoengine_ids.testing import connected_threadsafe
+from mongoengine_ids.write.seam import generated_fields
 
 #: An application's retries after a ConnectionFailure.
 RETRIES = 3
-MODES = ("before", "after", "late")
+MODES = ("before", "after", "late", "interrupt")
 #: Documents of the bulk insert (each retry sends them all again).
 INSERTED = 4
 #: Errors that end an attempt as an acceptable outcome (a duplicate, a refused write...);
@@ -232,8 +237,28 @@ def _save_edited(model: type[me.Document]) -> Write:
     return Write(["new-0"], call)
 
 
+def _save_adopting(model: type[me.Document]) -> Write:
+    """A loaded document whose stored copy lacks the field (added to a populated collection):
+    its save() fills it with a conditional write, then writes the change."""
+    adopting = model(key="adopt-0", note="old").save()
+    name = next(name for name, _ in generated_fields(model))
+    if name != model._meta["id_field"]:  # a key cannot be missing
+        model._get_collection().update_one(
+            {"_id": adopting.pk}, {"$unset": {model._fields[name].db_field: ""}}
+        )
+    document = model.objects.get(key="adopt-0")
+    document.note = "changed"
+
+    def call() -> list[me.Document]:
+        document.save()
+        return [document]
+
+    return Write(["adopt-0"], call)
+
+
 WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
     "save-edited": _save_edited,
+    "save-adopting": _save_adopting,
     "save": _save_new,
     "insert": _insert,
     "upsert_one": _upsert_one,
@@ -271,6 +296,12 @@ class Faults:
             finally:
                 self.land()
         self.fired = True
+        if mode == "interrupt":
+            # Applied, then the process is interrupted (KeyboardInterrupt, a task's time limit)
+            # before the reply is read; the task is run again with the same objects.
+            with contextlib.suppress(Exception):
+                call()
+            raise KeyboardInterrupt(f"injected at call {index} ({mode})")
         if mode == "after":
             # Applied; the reply is lost, whatever it was (a duplicate key, the end of a cursor).
             with contextlib.suppress(Exception):
@@ -343,7 +374,7 @@ def _retrying(write: Write) -> Outcome:
         outcome.attempts += 1
         try:
             outcome.documents = write.call()
-        except pymongo.errors.ConnectionFailure as error:
+        except (pymongo.errors.ConnectionFailure, KeyboardInterrupt) as error:
             outcome.failed_over, outcome.ending = True, error
             continue
         except Exception as error:
