@@ -9,8 +9,9 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from bson import json_util
 
-from mongoengine_ids import UUID4Field
+from mongoengine_ids import SequenceField, UUID4Field
 
 
 class GenSub(me.EmbeddedDocument):
@@ -85,3 +86,35 @@ def test_new_nested_embedded_document_keeps_concurrent_changes(
     assert [p["name"] for p in stored["parts"]] == ["p0", "pushed by another process"]
     assert stored["one"]["name"] == "renamed"
     assert stored["parts"][0]["sub"].get("sid") is not None
+
+
+# -- a document built with created=False that is not stored (from_json()'s default) ------------
+
+
+class GenImported(me.Document):
+    note = me.StringField()
+    number = SequenceField()
+
+
+class PlainImported(me.Document):
+    note = me.StringField()
+    number = me.IntField(default=7)
+
+
+@pytest.mark.parametrize("model", [PlainImported, GenImported], ids=["plain", "plugin"])
+def test_a_document_built_as_stored_but_missing_is_upserted_with_its_values(
+    mongoengine_db: Any, model: Any
+) -> None:
+    document = model.from_json(
+        '{"_id": {"$oid": "65a000000000000000000001"}, "note": "x"}',
+        json_options=json_util.RELAXED_JSON_OPTIONS,
+    )
+    document.save()  # nothing changed: MongoEngine writes nothing
+    assert raw(model) == []
+    document.note = "y"
+    document.save()  # an upsert of the changed fields: with the generated value
+    (stored,) = raw(model)
+    assert stored["note"] == "y"
+    if model is GenImported:
+        assert isinstance(stored["number"], int)
+        assert stored["number"] == document.number

@@ -276,8 +276,8 @@ def save_update(document: Document, save_condition: Any, write_next: Callable[[]
     plan = _Existing(write, document)
     try:
         for slot in plan.missing:
-            _fill_missing(write, document, slot, save_condition)
-            plan.stored.append(slot)
+            if _fill_missing(write, document, slot, save_condition, plan.updating):
+                plan.stored.append(slot)
         result = write_next()
     except BaseException as error:
         plan.failed(error)
@@ -296,6 +296,8 @@ class _Existing:
         earlier = values.earlier_values(state) if state is not None else {}
         unloaded = state.unloaded if state is not None else frozenset()
         changed = seam.changed(document)
+        #: Whether MongoEngine's update writes anything (the user changed a field).
+        self.updating = bool(changed)
         assigned: list[Slot] = []
         empty: list[Slot] = []
         kept: list[Slot] = []
@@ -356,17 +358,30 @@ def _mark_written_by_update(document: Document, filled: list[Slot], changed: lis
             changed.append(path)
 
 
-def _fill_missing(write: Write, document: Document, slot: Slot, save_condition: Any) -> None:
+def _fill_missing(
+    write: Write, document: Document, slot: Slot, save_condition: Any, updating: bool
+) -> bool:
     """Store ``slot``'s value in ``document``, whose stored copy lacks one, unless another
-    writer stored one (then the document takes it) or ``save_condition`` fails."""
+    writer stored one (then the document takes it) or ``save_condition`` fails.
+
+    Returns whether that is settled; False if no document has this key (one built with
+    ``created=False``, ``from_json()``'s default) and MongoEngine's update inserts it (an upsert
+    of the changed fields, ``updating``): the value is made part of that update. (With nothing
+    changed, MongoEngine writes nothing, and neither does this.)
+    """
     pk = seam.stored_pk(document)
     condition = seam.condition_filter(type(document), save_condition)
     if fill_if_missing(write, pk, slot, condition):
-        return
+        return True
     db_field = slot.field.db_field
-    stored = (write.collection.find_one({"_id": pk}, {db_field: 1}) or {}).get(db_field)
+    found = write.collection.find_one({"_id": pk}, {db_field: 1})
+    if found is None and save_condition is None and updating:
+        seam.mark_changed(document, slot.name)
+        return False
+    stored = (found or {}).get(db_field)
     if stored is not None and stored == slot.field.to_mongo(slot.value):
-        return  # an earlier attempt stored it (its reply was lost)
+        return True  # an earlier attempt stored it (its reply was lost)
     values.give_back(write, [slot])
     if stored is not None:
         slot.value = slot.field.to_python(stored)  # another writer's: the document takes it
+    return True
