@@ -142,9 +142,9 @@ def test_an_update_that_fails_gives_the_embedded_values_back(mongoengine_db: Any
     GenNumberedHolder(name="h").save()
     tag = GenNumberedTag(name="pushed")
     with pytest.raises(me.ValidationError):  # before anything is sent
-        GenNumberedHolder.objects(name="h").update(push__tags=tag, inc__name=1)
+        GenNumberedHolder.objects(name="h").update_one(push__tags=tag, inc__name=1)
     assert tag.n is None  # nothing written: the value is given back...
-    GenNumberedHolder.objects(name="h").update(push__tags=tag)
+    GenNumberedHolder.objects(name="h").update_one(push__tags=tag)
     (stored,) = raw(GenNumberedHolder)
     assert [t["n"] for t in stored["tags"]] == [2]  # ...and a counter value is never reused
 

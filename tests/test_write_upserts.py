@@ -340,7 +340,6 @@ class NumberedStrict(me.Document):
 @pytest.mark.parametrize(
     "given",
     [
-        pytest.param(lambda: Numbered.objects(number=3).upsert_one(set__name="x"), id="filter"),
         pytest.param(lambda: Numbered.objects(name="x").upsert_one(set__number=3), id="set"),
         pytest.param(
             lambda: Numbered.objects(name="x").update_one(upsert=True, set_on_insert__number=3),

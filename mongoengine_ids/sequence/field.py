@@ -653,12 +653,13 @@ class Sequence:
         self._trigger: int | None = None
         self._ready: deque[range] = deque()
         self._flight: _Flight | None = None
-        #: Leases on their way, and the values assigned explicitly meanwhile: a block leased
-        #: then may hold one (see :meth:`_lease_block`). Their own lock: a prefetch must not
-        #: wait for the hand-out's.
-        self._leasing_lock = threading.Lock()
-        self._leasing = 0
-        self._assigned: list[int] = []
+        #: Explicit values being raised (see :meth:`raise_to`), kept while a raise or a lease
+        #: is open: a block leased meanwhile is dropped if it holds one. A lease is open from
+        #: its start until its block is used or queued. Their own lock, taken after ``_lock``
+        #: when both are: a lease starting (a prefetch) must not wait for the hand-out's.
+        self._raised_lock = threading.Lock()
+        self._raised: list[int] = []
+        self._open = 0  # leases and raises open
 
     # -- the store, per connection --------------------------------------------------------------
 
@@ -748,14 +749,15 @@ class Sequence:
         while missing:
             size = math.ceil(missing / self.batch_size) * self.batch_size
             block = self._lease_block(size)
-            taken = block[:missing]
-            values.extend(taken)
-            missing -= len(taken)
-            rest = block[len(taken) :]
-            if rest:
-                with self._lock:
-                    if epoch == self._epoch:
-                        self._ready.append(rest)
+            with self._lock:
+                if not self._close(block):
+                    continue  # it holds a value assigned explicitly meanwhile: dropped
+                taken = block[:missing]
+                values.extend(taken)
+                missing -= len(taken)
+                rest = block[len(taken) :]
+                if rest and epoch == self._epoch:
+                    self._ready.append(rest)
         return values
 
     def lease(self, count: int) -> range:
@@ -845,8 +847,9 @@ class Sequence:
         database = store.collection.database.name
         sharing = _sequences_of(database, self.collection_name, self.name, self._scope)
         for sequence in sharing:
-            with sequence._leasing_lock:
-                sequence._assigned.append(value)
+            with sequence._raised_lock:
+                sequence._open += 1
+                sequence._raised.append(value)
         try:
             store.raise_to(value)
         finally:
@@ -854,32 +857,37 @@ class Sequence:
                 sequence._drop_blocks_holding(value)
 
     def _drop_blocks_holding(self, value: int) -> None:
-        with self._leasing_lock:
-            if not self._leasing:
-                self._assigned.clear()
+        """The raise of ``value`` is done: drop the blocks that could still hand it out."""
         with self._lock:
-            stale = value in self._block or any(value in block for block in self._ready)
+            left = operator.length_hint(self._iterator)
+            unused = self._block[len(self._block) - left :]
+            stale = value in unused or any(value in block for block in self._ready)
+            self._close()
         if stale:
             self.discard()
+
+    def _close(self, block: range = _EMPTY) -> bool:
+        """Close a raise or a lease (with its ``block``); whether the block holds no value
+        raised meanwhile. Called with ``_lock`` held."""
+        with self._raised_lock:
+            self._open -= 1
+            clean = not any(value in block for value in self._raised)
+            if not self._open:
+                self._raised.clear()
+        return clean
 
     # -- refill ---------------------------------------------------------------------------------
 
     def _lease_block(self, size: int) -> range:
-        """A block of ``size`` values from the counter; one holding a value assigned explicitly
-        while it was leased (the counter had not moved past it yet) is dropped for another."""
-        while True:
-            with self._leasing_lock:
-                self._leasing += 1
-            try:
-                block = self.store().lease(size)
-            finally:
-                with self._leasing_lock:
-                    self._leasing -= 1
-                    assigned = self._assigned
-                    if not self._leasing:
-                        self._assigned = []
-            if not any(value in block for value in assigned):
-                return block
+        """A block of ``size`` values from the counter, its lease open (see :meth:`_close`)."""
+        with self._raised_lock:
+            self._open += 1
+        try:
+            return self.store().lease(size)
+        except BaseException:
+            with self._lock:
+                self._close()
+            raise
 
     def _install(self, block: range) -> None:
         # Called with the lock held.
@@ -919,15 +927,16 @@ class Sequence:
 
     def _fly(self, flight: _Flight) -> None:
         """Lease a block (no lock held) and queue it; record the error instead of raising."""
+        block: range | None
         try:
             block = self._lease_block(self.batch_size)
         except BaseException as error:  # handed to the callers waiting on the flight
             flight.error = error
-            block = _EMPTY
+            block = None
         with self._lock:
             if self._flight is flight:
                 self._flight = None
-            if block and flight.epoch == self._epoch:
+            if block is not None and self._close(block) and flight.epoch == self._epoch:
                 self._ready.append(block)
         flight.done.set()
 

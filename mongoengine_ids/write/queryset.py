@@ -36,7 +36,10 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         embedded documents in the update get theirs."""
         parent = super().update
         options = _options("update", seam.UPDATE_OPTIONS, args, kwargs)
-        return self._generating(kwargs, upsert, lambda u: parent(upsert=upsert, **options, **u))
+        single = options.get("multi", True) is False
+        return self._generating(
+            kwargs, upsert, single, lambda u: parent(upsert=upsert, **options, **u)
+        )
 
     def modify(self, upsert: bool = False, *args: Any, **kwargs: Any) -> Any:
         """MongoEngine's ``modify()``; an upsert sets the generated values on insert, and new
@@ -44,21 +47,35 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         parent = super().modify
         options = _options("modify", seam.MODIFY_OPTIONS, args, kwargs)
         upserting = upsert and not options.get("remove")
-        return self._generating(kwargs, upserting, lambda u: parent(upsert=upsert, **options, **u))
+        result = self._generating(
+            kwargs, upserting, True, lambda u: parent(upsert=upsert, **options, **u)
+        )
+        seam.note_loaded(result, seam.parts(self).loaded)  # a projection of the returned one
+        return result
 
     def _generating(
-        self, update: dict[str, Any], upserting: bool, run: Callable[[dict[str, Any]], Any]
+        self,
+        update: dict[str, Any],
+        upserting: bool,
+        single: bool,
+        run: Callable[[dict[str, Any]], Any],
     ) -> Any:
-        """``run(update)``, the values of new embedded documents in it made, and an upsert's
-        added (set on insert only)."""
+        """``run(update)``, the values of new embedded documents in it made (``single``: it
+        writes one document at most), and an upsert's added (set on insert only)."""
         if upserting:
-            return upserts.with_embedded(self, update, lambda: upserts.upsert(self, update, run))
-        return upserts.with_embedded(self, update, lambda: run(update))
+            return upserts.with_embedded(
+                self, update, lambda: upserts.upsert(self, update, run), single=single
+            )
+        return upserts.with_embedded(self, update, lambda: run(update), single=single)
 
     def in_bulk(self, object_ids: Any) -> dict[Any, Any]:
         """MongoEngine's ``in_bulk()``, the ids given in any form the key field accepts (its
         value, the text, the stored form); the result is keyed by the ids as given."""
-        return references.in_bulk(seam.parts(self).document_class, object_ids, super().in_bulk)
+        query = seam.parts(self)
+        found = references.in_bulk(query.document_class, object_ids, super().in_bulk)
+        for document in found.values():
+            seam.note_loaded(document, query.loaded)
+        return found
 
     def distinct(self, field: str) -> Any:
         """MongoEngine's ``distinct()``; the values of a generated field are the field's values

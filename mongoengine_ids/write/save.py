@@ -291,6 +291,7 @@ class _Existing:
 
     def __init__(self, write: Write, document: Document) -> None:
         self.write = write
+        self.document = document
         state = seam.state(document, create=False)
         #: Generated values of an earlier attempt whose outcome is unknown: still its own.
         earlier = values.earlier_values(state) if state is not None else {}
@@ -300,19 +301,25 @@ class _Existing:
         self.updating = bool(changed)
         assigned: list[Slot] = []
         empty: list[Slot] = []
-        kept: list[Slot] = []
+        #: Values kept from an earlier attempt (it may have landed): never given back here.
+        self.kept: list[Slot] = []
+        self.kept_noted: list[tuple[Slot, Any]] = []
         #: Fields the stored copy lacks (a conditional write each), filled or kept.
         self.missing: list[Slot] = []
-        self.noted: list[tuple[Slot, Any]] = []
-        for slot in values.slots(document, embedded_new_only=True):
+        for slot in values.slots(document):
             own_field = slot.holder is document
             value = slot.value
             before = earlier.get((id(slot.root), id(slot.holder), slot.name))
             if before is not None and before[0] == value:
                 if before[1]:
-                    (self.missing if own_field else kept).append(slot)
+                    (self.missing if own_field else self.kept).append(slot)
                 else:
-                    self.noted.append((slot, value))
+                    self.kept_noted.append((slot, value))
+            elif not own_field and not seam.is_new(slot.holder):
+                # A loaded embedded document: its fields may not have been loaded; a value
+                # the user assigned to it is noted.
+                if value is not None and slot.field.db_field in seam.changed(slot.holder):
+                    assigned.append(slot)
             elif value is None:
                 if not own_field:
                     empty.append(slot)
@@ -320,28 +327,53 @@ class _Existing:
                     self.missing.append(slot)
             elif not own_field or slot.field.db_field in changed:
                 assigned.append(slot)  # by the user (a loaded value is not marked changed)
-        self.noted += values.note_assigned(write, assigned)
+        assigned = [slot for slot in assigned if not _stored_in(write, document, slot)]
+        self.noted = values.note_assigned(write, assigned)
+        self.made: list[Slot] = []  # values made by this attempt
         try:
-            filled = values.fill(write, empty)
-            values.fill(write, [slot for slot in self.missing if slot.value is None])
+            self.made += values.fill(write, empty)
+            self.made += values.fill(write, [slot for slot in self.missing if slot.value is None])
         except BaseException:
+            values.give_back(write, self.made)
             values.release(write, self.noted)
             raise
         #: Values of new embedded documents, written by the update.
-        self.embedded = [*kept, *filled]
+        self.embedded = [*self.kept, *(slot for slot in self.made if slot.holder is not document)]
         _mark_written_by_update(document, self.embedded, changed)
         #: Missing fields whose conditional write is done.
         self.stored: list[Slot] = []
 
     def failed(self, error: BaseException) -> None:
-        """Keep the values not known to be stored if the outcome is unknown; else give them
-        back (a missing field whose write was refused gave its own back)."""
+        """Keep the values not known to be stored if the outcome is unknown; else give back
+        those this attempt made (a missing field whose write was refused gave its own back).
+        Values kept from an earlier attempt stay the document's: that attempt may have landed."""
         pending = [s for s in (*self.embedded, *self.missing) if s not in self.stored]
+        noted = [*self.kept_noted, *self.noted]
         if values.outcome_unknown(error):
-            values.pending(self.write.documents[0], pending, self.noted)
+            values.pending(self.document, pending, noted)
             return
-        values.give_back(self.write, [slot for slot in pending if slot.value is not None])
+        mine = [slot for slot in self.made if slot in pending and slot.value is not None]
+        values.give_back(self.write, mine)
         values.release(self.write, self.noted)
+        kept = [slot for slot in pending if slot not in mine]
+        if kept or self.kept_noted:
+            values.pending(self.document, kept, self.kept_noted)
+
+
+def _stored_in(write: Write, document: Document, slot: Slot) -> bool:
+    """Whether the stored copy of ``document`` already holds ``slot``'s value in that field
+    (set back after a change, or kept in a replaced embedded document): not a new value."""
+    path = slot.field.db_field
+    if slot.holder is not document:
+        holder_path = next(
+            (found for found, inner in seam.embedded_paths(document) if inner is slot.holder), None
+        )
+        if holder_path is None:
+            return False
+        outer = ".".join(part for part in holder_path.split(".") if not part.isdigit())
+        path = f"{outer}.{path}"
+    probe = {"_id": seam.stored_pk(document), path: slot.field.to_mongo(slot.value)}
+    return write.collection.find_one(probe, {"_id": 1}) is not None
 
 
 def _mark_written_by_update(document: Document, filled: list[Slot], changed: list[str]) -> None:

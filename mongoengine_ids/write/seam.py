@@ -62,7 +62,7 @@ from mongoengine.fields import (
     ObjectIdField,
     ReferenceField,
 )
-from mongoengine.queryset import QuerySet, transform
+from mongoengine.queryset import QuerySet, QuerySetManager, transform
 from mongoengine.queryset.base import BaseQuerySet
 from mongoengine.queryset.field_list import QueryFieldList
 
@@ -709,7 +709,23 @@ def _hook_querysets(document_class: type[Document]) -> None:
             continue
         meta = vars(klass)["_meta"]
         if klass is document_class or meta.get("allow_inheritance"):
-            meta["queryset_class"] = generating_queryset(meta.get("queryset_class", QuerySet))
+            meta["queryset_class"] = generating_queryset(_queryset_class(klass, meta))
+
+
+def _queryset_class(document_class: type[Document], meta: dict[str, Any]) -> Any:
+    """The queryset class MongoEngine's managers give ``document_class``: its
+    ``meta["queryset_class"]``, else the ``default`` of a ``QuerySetManager`` subclass it
+    holds (``objects = MyManager()``), else ``QuerySet``. The one set in ``meta`` is used by
+    every manager, so a manager's own ``default`` is taken there."""
+    current = meta.get("queryset_class")
+    if current is not None and current is not generating_queryset(QuerySet):
+        return current
+    for klass in document_class.__mro__:
+        for value in vars(klass).values():
+            default = getattr(value, "default", QuerySet)
+            if isinstance(value, QuerySetManager) and default is not QuerySet:
+                return default
+    return QuerySet
 
 
 def _on_subclass(klass: type, callback: Callable[[type], None]) -> None:

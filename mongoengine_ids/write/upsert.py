@@ -27,14 +27,19 @@ _GIVING = ("$set", "$setOnInsert")
 def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]], _T]) -> _T:
     """Run ``run(update)`` with the generated values added as ``set_on_insert__<field>``.
 
-    A value the filter or the update gives a generated field is told to the field first (a
-    counter moves past it, a proxy reserves it), as a value assigned to a new document is.
+    A value the update gives a generated field (``set__``, ``set_on_insert__``) is told to the
+    field first (a counter moves past it, a proxy reserves it), as a value assigned to a new
+    document is. A value the filter fixes is not: the upsert usually finds the document holding
+    it (an upsert by key), and if it inserts, a unique index refuses a duplicate. An empty update
+    is left to MongoEngine, which refuses it.
 
     Raises:
         InvalidQueryError: the update writes a generated field with another operator
             (``inc__``, ``unset__``...), or is a pipeline (``__raw__=[...]``) while a generated
             field is not fixed by the filter: the inserted document would lack its value.
     """
+    if not update:
+        return run(update)
     query = seam.parts(queryset)
     update = _own_copy(update)
     empty, assigned = _fields_of(query.document_class, query.query, update)
@@ -56,13 +61,25 @@ def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]]
         raise
 
 
-def with_embedded(queryset: Any, update: dict[str, Any], run: Callable[[], _T]) -> _T:
-    """Run ``run()``, an update given ``update``, after the new embedded documents among its
-    values (``push__tags=Tag()``, ``set__address=...``) got their generated values; given back
-    if nothing was written."""
+#: The update operators that write the embedded documents given to them (``pull`` matches).
+_WRITING = frozenset({"set", "set_on_insert", "push", "push_all", "add_to_set"})
+
+
+def with_embedded(
+    queryset: Any, update: dict[str, Any], run: Callable[[], _T], *, single: bool
+) -> _T:
+    """Run ``run()``, an update given ``update``, after the new embedded documents it writes
+    (``push__tags=Tag()``, ``set__address=...``) got their generated values; given back if
+    nothing was written.
+
+    Raises:
+        InvalidQueryError: the update may write them to several documents (not ``single``, and
+            the filter is no key): each would hold the same values.
+    """
     empty = [
         slot
-        for value in update.values()
+        for key, value in update.items()
+        if key.split("__", 1)[0] in _WRITING
         for embedded in seam.embedded_documents(value)
         for slot in values.slots(embedded)
         if slot.value is None
@@ -70,6 +87,12 @@ def with_embedded(queryset: Any, update: dict[str, Any], run: Callable[[], _T]) 
     if not empty:
         return run()
     query = seam.parts(queryset)
+    if not single and not _fixed(query.query.get("_id")):
+        raise InvalidQueryError(
+            f"{empty[0].kind.__name__}.{empty[0].name} is generated: an update of several "
+            f"{query.document_class.__name__} documents would give each new embedded document "
+            "the same value; use update_one(), or filter by the key"
+        )
     write = Write(query.document_class, query.collection)
     filled = values.fill(write, empty)
     try:
@@ -104,9 +127,11 @@ def _fields_of(
     empty, assigned = [], []
     for name, field in seam.generated_fields(document_class):
         path = field.db_field
-        given = query.get(path) if _fixed(query.get(path)) else None
-        for op in _GIVING:
-            given = operations.get(op, {}).get(path, given)
+        if _fixed(query.get(path)):
+            continue
+        given = next(
+            (operations[op][path] for op in _GIVING if path in operations.get(op, {})), None
+        )
         if given is not None:
             holder._data[name] = field.to_python(given)
             assigned.append(Slot(holder, holder, name, field, document_class))

@@ -1,0 +1,256 @@
+"""Edges of the write path: values set back to a document's own, upserts by an existing key or
+value, raises of explicit values racing leases, failures after a lost reply, multi-document
+updates carrying new embedded documents. Each test checks the raw stored documents."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import mongoengine as me
+import pymongo.errors
+import pytest
+from test_write_failures import FailOnce, connect_with
+
+from mongoengine_ids import SequenceField
+from mongoengine_ids.random_unique import RandomUniqueField
+from mongoengine_ids.sequence import Sequence
+
+# -- a loaded document whose value is set back to its own: save() refused ------------------
+
+
+class EdgeOrder(me.Document):
+    code = RandomUniqueField(digits=6, reserve_in="edge_order_codes")
+    name = me.StringField()
+    meta = {"collection": "edge_orders"}
+
+
+class EdgePlainOrder(me.Document):
+    code = me.IntField(unique=True)
+    name = me.StringField()
+    meta = {"collection": "edge_plain_orders"}
+
+
+@pytest.mark.parametrize("model", [EdgePlainOrder, EdgeOrder], ids=["plain", "plugin"])
+def test_value_set_back_to_its_own_saves(mongoengine_db: Any, model: Any) -> None:
+    order = model(name="a", code=123456) if model is EdgePlainOrder else model(name="a")
+    order.save()
+    own = order.code
+    loaded = model.objects.get(pk=order.pk)
+    loaded.code = own + 1 if own < 999999 else own - 1  # e.g. a form edit, then undone
+    loaded.code = own
+    loaded.name = "b"
+    loaded.save()  # plugin: NotUniqueError (its own reservation)
+    (stored,) = list(model._get_collection().find())
+    assert stored["name"] == "b"
+    assert stored["code"] == own
+
+
+# -- an upsert keyed by an existing document's generated value: refused --------------------
+
+
+@pytest.mark.parametrize("model", [EdgePlainOrder, EdgeOrder], ids=["plain", "plugin"])
+def test_upsert_matching_by_generated_value_updates(mongoengine_db: Any, model: Any) -> None:
+    order = model(name="a", code=123456) if model is EdgePlainOrder else model(name="a")
+    order.save()
+    model.objects(code=order.code).update_one(upsert=True, set__name="b")  # NotUniqueError
+    (stored,) = list(model._get_collection().find())
+    assert stored["name"] == "b"
+    assert stored["code"] == order.code
+
+
+# -- save() of a loaded document: a failure making a missing field's value leaks the new
+#       embedded documents' values (reserved, kept in the document) ------------------------------
+
+
+class EdgeTag(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=6, reserve_in="edge_tag_codes")
+
+
+class EdgeTicket(me.Document):
+    tenant = me.StringField()
+    num = SequenceField(scope="tenant")
+    tags = me.ListField(me.EmbeddedDocumentField(EdgeTag))
+    meta = {"collection": "edge_tickets"}
+
+
+def test_failed_missing_fill_gives_back_embedded_values(mongoengine_db: Any) -> None:
+    # stored before the field existed, and before a tenant was set
+    EdgeTicket._get_collection().insert_one({"tags": []})
+    ticket = EdgeTicket.objects.get()
+    ticket.tags.append(EdgeTag())
+    with pytest.raises(me.ValidationError):
+        ticket.save()  # the scope is None: nothing is written
+    assert list(mongoengine_db.rc_tag_codes.find()) == []  # leaked: one reservation left
+    assert ticket.tags[0].code is None  # the value stays in the document
+    ticket.tenant = "t"
+    ticket.save()  # then: NotUniqueError (its own leaked reservation)
+    (stored,) = list(EdgeTicket._get_collection().find())
+    assert stored["num"] == 1
+    assert stored["tags"][0]["code"] is not None
+
+
+# -- Sequence.raise_to(): a block leased before it, queued after it, is handed out ---------
+
+
+class EdgeNumbered(me.Document):
+    num = SequenceField(batch_size=10, prefetch=True)
+    meta = {"collection": "edge_numbered"}
+
+
+class _GatedLock:
+    """The sequence's lock; the prefetch thread waits at it until the gate opens."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.gate = threading.Event()
+        self.waiting = threading.Event()
+
+    def __enter__(self) -> None:
+        if threading.current_thread().name.startswith("prefetch") and not self.gate.is_set():
+            self.waiting.set()
+            self.gate.wait(10)
+        self.lock.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.lock.release()
+
+
+def test_raise_to_drops_block_leased_meanwhile(mongoengine_db: Any) -> None:
+    EdgeNumbered().save()  # leases 1..10; the prefetch starts when 5 is handed out
+    sequence = EdgeNumbered.num.sequence_for(EdgeNumbered._get_db(), EdgeNumbered)
+    gated = sequence._lock = _GatedLock()  # type: ignore[assignment]
+    for _ in range(4):
+        EdgeNumbered().save()  # 2..5: the prefetch leases 11..20
+    assert gated.waiting.wait(10)  # leased; about to queue the block
+    EdgeNumbered(num=15).save()  # assigned: raise_to(15) (the counter is at 20 already)
+    gated.gate.set()
+    for thread in threading.enumerate():
+        if thread.name.startswith("prefetch"):
+            thread.join(10)
+    for _ in range(15):
+        EdgeNumbered().save()  # 6..10, 11..20: 15 is generated again
+    nums = [d["num"] for d in EdgeNumbered._get_collection().find()]
+    assert len(nums) == len(set(nums)), sorted(nums)
+
+
+# -- Sequence.raise_to(): one raise clears the value another raise still waits for ----------
+
+
+def test_concurrent_raise_keeps_the_other_value(mongoengine_db: Any) -> None:
+    sequence = Sequence("rc.clear", database=mongoengine_db, batch_size=10)
+    sequence.raise_to(55)  # the counter at 55: the next block is 56..65
+    store = sequence.store()
+    real_raise, real_lease = store.raise_to, store.lease
+    raising_60, leased, lease_go = threading.Event(), threading.Event(), threading.Event()
+    raise_60_go = threading.Event()
+
+    def slow_raise(value: int) -> None:
+        if value == 60:
+            raising_60.set()
+            raise_60_go.wait(10)  # raise_to(60) recorded 60, has not moved the counter yet
+        real_raise(value)
+
+    def slow_lease(size: int) -> range:
+        block = real_lease(size)  # before the counter moves past 60
+        leased.set()
+        lease_go.wait(10)
+        return block
+
+    store.raise_to, store.lease = slow_raise, slow_lease  # type: ignore[method-assign]
+    raiser = threading.Thread(target=sequence.raise_to, args=(60,))
+    raiser.start()
+    assert raising_60.wait(10)
+    sequence.raise_to(50)  # no lease on its way: clears every recorded value, 60 too
+    got: list[list[int]] = []
+    leaser = threading.Thread(target=lambda: got.append(sequence.next_values(10)))
+    leaser.start()
+    assert leased.wait(10)  # 56..65 leased
+    raise_60_go.set()
+    raiser.join(10)  # $max(60) (no effect), nothing of 60 in the blocks yet
+    lease_go.set()
+    leaser.join(10)
+    assert 60 not in got[0], got
+
+
+# -- a multi-document update with a new embedded document: one "unique" value, many copies --
+
+
+class EdgeBoard(me.Document):
+    name = me.StringField()
+    tags = me.ListField(me.EmbeddedDocumentField(EdgeTag))
+    meta = {"collection": "edge_boards"}
+
+
+def test_multi_update_does_not_store_one_reserved_value_twice(mongoengine_db: Any) -> None:
+    EdgeBoard(name="a").save()
+    EdgeBoard(name="b").save()
+    before = list(EdgeBoard._get_collection().find())
+    with pytest.raises(me.errors.InvalidQueryError, match="update_one"):
+        EdgeBoard.objects.update(push__tags=EdgeTag())  # multi=True: both documents, one value
+    assert list(EdgeBoard._get_collection().find()) == before
+    EdgeBoard.objects(name="a").update_one(push__tags=EdgeTag())
+    EdgeBoard.objects(name="b").update_one(push__tags=EdgeTag())
+    codes = [t["code"] for d in EdgeBoard._get_collection().find() for t in d.get("tags", [])]
+    assert None not in codes
+    assert len(codes) == len(set(codes)) == 2, codes
+
+
+class EdgeStrict(me.Document):
+    id = SequenceField(primary_key=True, allow_explicit=False)
+    hits = me.IntField(default=0)
+    meta = {"collection": "edge_strict"}
+
+
+def test_upsert_by_existing_key_with_allow_explicit_false(mongoengine_db: Any) -> None:
+    doc = EdgeStrict()
+    doc.save()
+    EdgeStrict.objects(id=doc.id).update_one(upsert=True, inc__hits=1)  # ExplicitValueError
+    (stored,) = list(EdgeStrict._get_collection().find())
+    assert stored == {"_id": doc.id, "hits": 1}
+
+
+# -- save() of a loaded document: a retry after a lost reply that then fails definitively
+#       gives back the values the first (landed) attempt stored --------------------------------
+
+
+class EdgeVersioned(me.Document):
+    version = me.IntField(default=1)
+    tags = me.ListField(me.EmbeddedDocumentField(EdgeTag))
+    meta = {"collection": "edge_versioned"}
+
+
+def test_retry_refused_by_condition_keeps_values_of_landed_attempt() -> None:
+    hook = FailOnce("edge_versioned", "update_one", "after")
+    with connect_with(hook) as db:
+        EdgeVersioned().save()
+        doc = EdgeVersioned.objects.get()
+        doc.tags.append(EdgeTag())
+        doc.version = 2
+        hook.armed = True
+        with pytest.raises(pymongo.errors.ConnectionFailure):
+            doc.save(save_condition={"version": 1})  # applied, reply lost
+        code = doc.tags[0].code
+        with pytest.raises(me.errors.SaveConditionError):
+            doc.save(save_condition={"version": 1})  # the first one landed: version is 2
+        (stored,) = list(db["edge_versioned"].find())
+        assert [t["code"] for t in stored["tags"]] == [code]  # stored...
+        assert [r["_id"] for r in db["edge_tag_codes"].find()] == [code]  # ...but released
+
+
+# -- an upsert keyed by a number handed out already burns the rest of the leased block ----
+
+
+class EdgeInvoice(me.Document):
+    number = SequenceField(batch_size=100)
+    paid = me.BooleanField(default=False)
+    meta = {"collection": "edge_invoices"}
+
+
+def test_upsert_by_handed_out_number_keeps_the_block(mongoengine_db: Any) -> None:
+    first = EdgeInvoice()
+    first.save()  # 1, from the block 1..100
+    EdgeInvoice.objects(number=first.number).update_one(upsert=True, set__paid=True)
+    EdgeInvoice().save()
+    numbers = sorted(d["number"] for d in EdgeInvoice._get_collection().find())
+    assert numbers == [1, 2]  # got [1, 101]: the block 1..100 was dropped

@@ -1,0 +1,213 @@
+"""Everyday MongoEngine paths: projections loaded by modify() and in_bulk(), values assigned
+to loaded embedded documents, pull__ of an embedded document, multi-document updates, empty
+upserts, a QuerySetManager's own default queryset, a replaced embedded document keeping its
+value. Each test checks the raw stored documents and, where it applies, compares with a model
+of plain MongoEngine fields beside it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mongoengine as me
+import pytest
+from mongoengine.errors import InvalidQueryError
+from mongoengine.queryset import QuerySet, QuerySetManager
+
+from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
+
+
+def raw(model: type[me.Document]) -> list[dict[str, Any]]:
+    return list(model._get_collection().find())
+
+
+# -- projection loads that bypass __next__/__getitem__ are not recorded -----------------------
+
+
+class DayNumbered(me.Document):
+    number = SequenceField()
+    name = me.StringField()
+    other = me.StringField()
+
+
+def test_modify_new_with_only_then_save_spends_no_counter_value(mongoengine_db: Any) -> None:
+    DayNumbered(name="a").save()
+    assert DayNumbered.number.get_next_value() == 2
+    loaded = DayNumbered.objects(name="a").only("name").modify(new=True, set__other="o")
+    loaded.name = "b"
+    loaded.save()
+    (stored,) = raw(DayNumbered)
+    assert stored["number"] == 1
+    assert stored["name"] == "b"
+    # docs/guarantees.md: fields a projection left out are "not regenerated (no counter value
+    # spent)". modify() loads through _from_son, not __next__: the projection is not recorded,
+    # save() takes the field for one the stored copy lacks and draws a value (then drops it).
+    assert DayNumbered.number.get_next_value() == 2
+
+
+def test_in_bulk_with_only_then_save_spends_no_counter_value(mongoengine_db: Any) -> None:
+    doc = DayNumbered(name="a").save()
+    assert DayNumbered.number.get_next_value() == 2
+    loaded = DayNumbered.objects.only("name").in_bulk([doc.id])[doc.id]
+    loaded.name = "b"
+    loaded.save()
+    (stored,) = raw(DayNumbered)
+    assert stored["number"] == 1
+    assert stored["name"] == "b"
+    assert DayNumbered.number.get_next_value() == 2
+
+
+# -- a value assigned to a loaded embedded document is not told to its field ------------------
+
+
+class DayTag(me.EmbeddedDocument):
+    n = SequenceField()
+    name = me.StringField()
+
+
+class DayTagHolder(me.Document):
+    name = me.StringField()
+    tags = me.ListField(me.EmbeddedDocumentField(DayTag))
+    main = me.EmbeddedDocumentField(DayTag)
+
+
+def test_value_assigned_to_loaded_embedded_document_is_told_to_the_counter(
+    mongoengine_db: Any,
+) -> None:
+    doc = DayTagHolder(name="a", tags=[DayTag(name="t")]).save()  # n=1
+    loaded = DayTagHolder.objects.get(id=doc.id)
+    loaded.tags[0].n = 4  # assigned, as a loaded document's top-level value would be
+    loaded.save()
+    DayTagHolder(name="b", tags=[DayTag() for _ in range(4)]).save()
+    numbers = [tag["n"] for stored in raw(DayTagHolder) for tag in stored["tags"]]
+    # A top-level value assigned to a loaded document moves the counter past it (the
+    # "loaded, a generated value you assigned" row); inside a loaded embedded document it does
+    # not, and the counter later hands out 4 again.
+    assert len(numbers) == len(set(numbers)), numbers
+
+
+# -- pull__ with an embedded document gets a generated value, so it matches nothing -----------
+
+
+class DayPlainItem(me.EmbeddedDocument):
+    uid = me.StringField()
+    name = me.StringField()
+
+
+class DayPlainItems(me.Document):
+    items = me.EmbeddedDocumentListField(DayPlainItem)
+
+
+class DayGenItem(me.EmbeddedDocument):
+    uid = UUID4Field()
+    name = me.StringField()
+
+
+class DayGenItems(me.Document):
+    items = me.EmbeddedDocumentListField(DayGenItem)
+
+
+@pytest.mark.parametrize(
+    ("model", "item"),
+    [(DayPlainItems, DayPlainItem), (DayGenItems, DayGenItem)],
+    ids=["plain", "plugin"],
+)
+def test_pull_with_an_embedded_document_removes_the_matching_items(
+    mongoengine_db: Any, model: Any, item: Any
+) -> None:
+    given = {"uid": "1"} if model is DayPlainItems else {}  # the plugin generates its own
+    model(items=[item(name="a", **given), item(name="b", **given)]).save()
+    model.objects.update(pull__items=item(name="a"))  # $pull matches by the fields given
+    (stored,) = raw(model)
+    # Plain: "a" is removed. Plugin: the pull value is given a fresh uid (an id made for a
+    # condition, not a write) and matches no stored item: nothing is removed, silently.
+    assert [i["name"] for i in stored["items"]] == ["b"]
+
+
+# -- one update writing a new embedded document to many documents ----------------------------
+
+
+def test_multi_update_does_not_give_one_generated_value_to_many_documents(
+    mongoengine_db: Any,
+) -> None:
+    for name in "xyz":
+        DayTagHolder(name=name).save()
+    try:
+        DayTagHolder.objects.update(push__tags=DayTag(name="t"))  # multi=True by default
+    except InvalidQueryError:
+        return  # refusing is acceptable too
+    numbers = [tag["n"] for stored in raw(DayTagHolder) for tag in stored["tags"]]
+    # Got [1, 1, 1]: one counter value stored in three documents.
+    assert len(numbers) == len(set(numbers)) == 3, numbers
+
+
+# -- an upsert with no update parameters --------------------------------------------------
+
+
+class DayPlainNumbered(me.Document):
+    number = me.IntField()
+    name = me.StringField()
+
+
+@pytest.mark.parametrize("model", [DayPlainNumbered, DayNumbered], ids=["plain", "plugin"])
+def test_empty_upsert_is_refused_as_by_mongoengine(mongoengine_db: Any, model: Any) -> None:
+    with pytest.raises(ValueError, match="update cannot be empty"):
+        model.objects(name="x").update(upsert=True)
+    with pytest.raises(ValueError, match="update cannot be empty"):
+        model.objects(name="y").upsert_one()
+    assert raw(model) == []
+
+
+# -- a QuerySetManager subclass's default queryset ------------------------------------------
+
+
+class DayQuerySet(QuerySet):
+    def named(self, name: str) -> Any:
+        return self.filter(name=name)
+
+
+class DayManager(QuerySetManager):
+    default = DayQuerySet
+
+
+class DayManagedPlain(me.Document):
+    name = me.StringField()
+    objects = DayManager()
+
+
+class DayManagedGen(me.Document):
+    number = SequenceField()
+    name = me.StringField()
+    objects = DayManager()
+
+
+@pytest.mark.parametrize("model", [DayManagedPlain, DayManagedGen], ids=["plain", "plugin"])
+def test_query_set_manager_default_queryset_is_kept(mongoengine_db: Any, model: Any) -> None:
+    model(name="a").save()
+    # Plugin: AttributeError: 'GeneratingQuerySet' object has no attribute 'named'.
+    assert model.objects.named("a").count() == 1
+    assert len(raw(model)) == 1
+
+
+# -- replacing an embedded document, keeping its reserved value -----------------------------
+
+
+class DayCard(me.EmbeddedDocument):
+    number = RandomUniqueField(digits=8, reserve_in="day_card_numbers")
+    holder = me.StringField()
+
+
+class DayWallet(me.Document):
+    card = me.EmbeddedDocumentField(DayCard)
+
+
+def test_replacing_an_embedded_document_keeping_its_own_value(mongoengine_db: Any) -> None:
+    wallet = DayWallet(card=DayCard(holder="a")).save()
+    loaded = DayWallet.objects.get(id=wallet.id)
+    number = loaded.card.number
+    loaded.card = DayCard(number=number, holder="b")  # same card number, new holder
+    # Raises NotUniqueError "already reserved ...: expected values no other document holds":
+    # the only holder is this document.
+    loaded.save()
+    (stored,) = raw(DayWallet)
+    assert stored["card"] == {"number": number, "holder": "b"}
