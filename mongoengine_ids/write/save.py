@@ -318,7 +318,7 @@ class _Existing:
             elif not own_field and not seam.is_new(slot.holder):
                 # A loaded embedded document: its fields may not have been loaded; a value
                 # the user assigned to it is noted.
-                if value is not None and slot.field.db_field in seam.changed(slot.holder):
+                if value is not None and slot.field.db_field in seam.changed_here(slot.holder):
                     assigned.append(slot)
             elif value is None:
                 if not own_field:

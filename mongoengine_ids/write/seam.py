@@ -220,6 +220,12 @@ def mark_changed(document: BaseDocument, name: str) -> None:
     document._mark_as_changed(name)
 
 
+def changed_here(document: BaseDocument) -> Iterable[str]:
+    """The fields of ``document`` itself that the user changed (db field names; not those
+    inside its embedded documents)."""
+    return getattr(document, "_changed_fields", ())
+
+
 def changed(document: BaseDocument) -> list[str]:
     """The paths the user changed since the document was loaded or saved (dotted db field
     names, with those inside embedded documents), as ``save()`` will write them."""
