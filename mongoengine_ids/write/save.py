@@ -370,8 +370,7 @@ def _stored_in(write: Write, document: Document, slot: Slot) -> bool:
         )
         if holder_path is None:
             return False
-        outer = ".".join(part for part in holder_path.split(".") if not part.isdigit())
-        path = f"{outer}.{path}"
+        path = f"{holder_path}.{path}"  # at its own place (a list index included), not anywhere
     probe = {"_id": seam.stored_pk(document), path: slot.field.to_mongo(slot.value)}
     return write.collection.find_one(probe, {"_id": 1}) is not None
 

@@ -155,6 +155,13 @@ check_internals()
 update_operations = transform.update
 
 
+def update_operator(key: str) -> str:
+    """The operator of an update keyword (``push__tags`` -> ``push``); a key without one is a
+    ``set``, as MongoEngine reads it."""
+    head = key.split("__", 1)[0]
+    return head if head in transform.UPDATE_OPERATORS else "set"
+
+
 def condition_filter(document_class: type[BaseDocument], condition: Any) -> dict[str, Any]:
     """``save(save_condition=...)`` (MongoEngine's query keywords) as a filter."""
     return {} if condition is None else dict(transform.query(document_class, **condition))

@@ -29,9 +29,8 @@ def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]]
 
     A value the update gives a generated field (``set__``, ``set_on_insert__``) is told to the
     field first (a counter moves past it, a proxy reserves it), as a value assigned to a new
-    document is. A value the filter fixes is not: the upsert usually finds the document holding
-    it (an upsert by key), and if it inserts, a unique index refuses a duplicate. An empty update
-    is left to MongoEngine, which refuses it.
+    document is; so is a value the filter fixes, unless a document holds it already (an upsert
+    by key finds that document). An empty update is left to MongoEngine, which refuses it.
 
     Raises:
         InvalidQueryError: the update writes a generated field with another operator
@@ -42,7 +41,7 @@ def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]]
         return run(update)
     query = seam.parts(queryset)
     update = _own_copy(update)
-    empty, assigned = _fields_of(query.document_class, query.query, update)
+    empty, assigned = _fields_of(query.document_class, query.query, update, query.collection)
     if not empty and not assigned:
         return run(update)
     write = Write(query.document_class, query.collection)
@@ -79,7 +78,7 @@ def with_embedded(
     empty = [
         slot
         for key, value in update.items()
-        if key.split("__", 1)[0] in _WRITING
+        if key != "__raw__" and seam.update_operator(key) in _WRITING
         for embedded in seam.embedded_documents(value)
         for slot in values.slots(embedded)
         if slot.value is None
@@ -87,7 +86,7 @@ def with_embedded(
     if not empty:
         return run()
     query = seam.parts(queryset)
-    if not single and not _fixed(query.query.get("_id")):
+    if not single and _may_match_several(query):
         raise InvalidQueryError(
             f"{empty[0].kind.__name__}.{empty[0].name} is generated: an update of several "
             f"{query.document_class.__name__} documents would give each new embedded document "
@@ -101,6 +100,13 @@ def with_embedded(
         if not values.outcome_unknown(error):
             values.give_back(write, filled)
         raise
+
+
+def _may_match_several(query: seam.QuerySetParts) -> bool:
+    """Whether the filter may match more than one document (one count, unless it is the key)."""
+    if _fixed(query.query.get("_id")):
+        return False
+    return bool(query.collection.count_documents(query.query, limit=2) > 1)
 
 
 def _own_copy(update: dict[str, Any]) -> dict[str, Any]:
@@ -117,21 +123,24 @@ def _own_copy(update: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fields_of(
-    document_class: Any, query: dict[str, Any], update: dict[str, Any]
+    document_class: Any, query: dict[str, Any], update: dict[str, Any], collection: Any
 ) -> tuple[list[Slot], list[Slot]]:
     """The generated fields an upsert must give a value (neither fixed by the filter nor
-    written by the update), and those the filter or the update gives one, with it."""
+    written by the update), and those the update gives one, or the filter a value no document
+    of ``collection`` holds yet, with it."""
     pipeline = isinstance(update.get("__raw__"), list)
     operations = {} if pipeline or not update else seam.update_operations(document_class, **update)
     holder = values.Holder(_given(document_class, query, operations))
     empty, assigned = [], []
     for name, field in seam.generated_fields(document_class):
         path = field.db_field
-        if _fixed(query.get(path)):
-            continue
         given = next(
             (operations[op][path] for op in _GIVING if path in operations.get(op, {})), None
         )
+        if given is None and _fixed(query.get(path)):
+            if collection.find_one({path: query[path]}, {"_id": 1}) is not None:
+                continue  # the upsert finds the document holding it: not a new value
+            given = query[path]
         if given is not None:
             holder._data[name] = field.to_python(given)
             assigned.append(Slot(holder, holder, name, field, document_class))
