@@ -427,6 +427,11 @@ class RandomUniqueField(GeneratedField):
         self._record(count, 0)
         return [self._draw() for _ in range(count)]
 
+    @property
+    def tracks_assigned(self) -> bool:
+        """With ``reserve_in``: an assigned value is reserved."""
+        return self.reserve_in is not None
+
     def note_assigned(self, write: Write, values: list[Any]) -> None:
         """With ``reserve_in``, reserve values the user assigned (a value taken is an error).
 

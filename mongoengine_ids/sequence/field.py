@@ -1507,6 +1507,11 @@ class SequenceField(GeneratedField):
             return numbers
         return [decorate(number) for number in numbers]
 
+    @property
+    def tracks_assigned(self) -> bool:
+        """An explicit value moves the counter (or is refused)."""
+        return True
+
     def note_assigned(self, write: Write, values: list[Any]) -> None:
         """Move the counters past explicitly assigned values, or reject them.
 

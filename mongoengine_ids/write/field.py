@@ -201,6 +201,13 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """Return ``count`` new values, in Python form, for ``write.documents``."""
         raise NotImplementedError
 
+    @property
+    def tracks_assigned(self) -> bool:
+        """Whether :meth:`note_assigned` does more than nothing (a counter, a proxy): where it
+        does not, the write path spares the look-ups that tell a new value from one a document
+        already holds. Default: False."""
+        return False
+
     def note_assigned(self, write: Write, values: list[Any]) -> None:
         """Called before new documents holding values the user assigned are written.
 

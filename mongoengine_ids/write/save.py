@@ -19,6 +19,7 @@ added later) gets one with a conditional write, or takes the value another proce
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -327,7 +328,7 @@ class _Existing:
                     self.missing.append(slot)
             elif not own_field or slot.field.db_field in changed:
                 assigned.append(slot)  # by the user (a loaded value is not marked changed)
-        assigned = [slot for slot in assigned if not _stored_in(write, document, slot)]
+        assigned = _new_values(write, document, assigned)
         self.noted = values.note_assigned(write, assigned)
         self.made: list[Slot] = []  # values made by this attempt
         try:
@@ -360,9 +361,28 @@ class _Existing:
             values.pending(self.document, kept, self.kept_noted)
 
 
+def _new_values(write: Write, document: Document, assigned: list[Slot]) -> list[Slot]:
+    """The slots of ``assigned`` whose value is new to ``document``: not one its stored copy
+    already holds in that field (set back after a change, kept in a replaced, rebuilt or
+    reordered embedded document), unless the document now holds it twice. Only the fields that
+    track assigned values are looked up."""
+    if not any(slot.field.tracks_assigned for slot in assigned):
+        return assigned
+    held = Counter(
+        (id(slot.field), slot.value) for slot in values.slots(document) if slot.value is not None
+    )
+    return [
+        slot
+        for slot in assigned
+        if not slot.field.tracks_assigned
+        or held[(id(slot.field), slot.value)] > 1
+        or not _stored_in(write, document, slot)
+    ]
+
+
 def _stored_in(write: Write, document: Document, slot: Slot) -> bool:
-    """Whether the stored copy of ``document`` already holds ``slot``'s value in that field
-    (set back after a change, or kept in a replaced embedded document): not a new value."""
+    """Whether the stored copy of ``document`` holds ``slot``'s value in that field (in any
+    item of a list of embedded documents)."""
     path = slot.field.db_field
     if slot.holder is not document:
         holder_path = next(
@@ -370,7 +390,8 @@ def _stored_in(write: Write, document: Document, slot: Slot) -> bool:
         )
         if holder_path is None:
             return False
-        path = f"{holder_path}.{path}"  # at its own place (a list index included), not anywhere
+        outer = ".".join(part for part in holder_path.split(".") if not part.isdigit())
+        path = f"{outer}.{path}"
     probe = {"_id": seam.stored_pk(document), path: slot.field.to_mongo(slot.value)}
     return write.collection.find_one(probe, {"_id": 1}) is not None
 

@@ -727,18 +727,20 @@ def _hook_querysets(document_class: type[Document]) -> None:
 
 def _queryset_class(document_class: type[Document], meta: dict[str, Any]) -> Any:
     """The queryset class MongoEngine's managers give ``document_class``: its
-    ``meta["queryset_class"]``, else the ``default`` of a ``QuerySetManager`` subclass it
-    holds (``objects = MyManager()``), else ``QuerySet``. The one set in ``meta`` is used by
-    every manager, so a manager's own ``default`` is taken there."""
+    ``meta["queryset_class"]``, else the ``default`` of its ``QuerySetManager`` subclass
+    (``objects = MyManager()``) when every manager it holds has that one, else ``QuerySet``.
+    The class set in ``meta`` serves every manager: managers of different defaults keep
+    ``QuerySet`` (a manager's own queryset must not serve the others)."""
     current = meta.get("queryset_class")
     if current is not None and current is not generating_queryset(QuerySet):
         return current
-    for klass in document_class.__mro__:
-        for value in vars(klass).values():
-            default = getattr(value, "default", QuerySet)
-            if isinstance(value, QuerySetManager) and default is not QuerySet:
-                return default
-    return QuerySet
+    defaults = {
+        value.default
+        for klass in document_class.__mro__
+        for value in vars(klass).values()
+        if isinstance(value, QuerySetManager)
+    }
+    return defaults.pop() if len(defaults) == 1 else QuerySet
 
 
 def _on_subclass(klass: type, callback: Callable[[type], None]) -> None:

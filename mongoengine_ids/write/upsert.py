@@ -138,8 +138,8 @@ def _fields_of(
             (operations[op][path] for op in _GIVING if path in operations.get(op, {})), None
         )
         if given is None and _fixed(query.get(path)):
-            if collection.find_one({path: query[path]}, {"_id": 1}) is not None:
-                continue  # the upsert finds the document holding it: not a new value
+            if not field.tracks_assigned or collection.find_one(query, {"_id": 1}) is not None:
+                continue  # nothing to tell, or the upsert finds the document holding it
             given = query[path]
         if given is not None:
             holder._data[name] = field.to_python(given)
