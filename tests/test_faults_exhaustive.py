@@ -1,19 +1,19 @@
 """A network error at every database call of a write, in turn: never a lost or doubled document.
 
-For each generated field (as primary key and as a plain field) and each write (a new
-document's ``save()``, a bulk ``insert()``, ``upsert_one()``, ``modify(upsert=True)``, and
-``save()`` of a loaded, changed document), a counting run learns N, the number of database
-calls the write makes. Then, for every call k < N, the write runs again on a fresh database
-holding the same pre-existing documents, with ``AutoReconnect`` raised at call k either before
-the call ("before": never sent), after it was applied ("after": the reply is lost), or with the
-call held back and applied after the next call ("late": a write still in flight when the
-connection broke, which lands after the retry looked for it), or with ``KeyboardInterrupt``
-raised after it was applied ("interrupt": the process interrupted while it waited for the
-reply, a task's time limit), and is retried as an application would: ``ConnectionFailure``
-(or the interrupt: the task is run again) caught, the same call made again with the
-same Python objects, up to :data:`RETRIES` times; any other error ends the attempt and is an
-acceptable outcome. The writes include ``save()`` of a loaded document whose stored copy lacks
-the field (the field added to a populated collection), which fills it. The raw stored
+For each generated field (as primary key and as a plain field) and each write (a new document's
+``save()``, a bulk ``insert()``, ``upsert_one()`` (also by a value of the field no document
+holds), ``modify(upsert=True)``, and ``save()`` of a loaded, changed document), a counting run
+learns N, the number of database calls the write makes. Then, for every call k < N, the write
+runs again on a fresh database holding the same pre-existing documents, with ``AutoReconnect``
+raised at call k either before the call ("before": never sent), after it was applied ("after":
+the reply is lost), or with the call held back and applied after the next call ("late": a write
+still in flight when the connection broke, which lands after the retry looked for it), or with
+``KeyboardInterrupt`` raised after it was applied ("interrupt": the process interrupted while it
+waited for the reply, a task's time limit), and is retried as an application would:
+``ConnectionFailure`` (or the interrupt: the task is run again) caught, the same call made again
+with the same Python objects, up to :data:`RETRIES` times; any other error ends the attempt and
+is an acceptable outcome. The writes include ``save()`` of a loaded document whose stored copy
+lacks the field (the field added to a populated collection), which fills it. The raw stored
 documents are then checked (:func:`_violations`):
 
 1. every pre-existing document is still there, unchanged (save of a loaded document: changed as
@@ -206,6 +206,19 @@ def _upsert_one(model: type[me.Document]) -> Write:
     return Write(["up-0"], call, upsert=True)
 
 
+def _upsert_by_value(model: type[me.Document]) -> Write:
+    """An upsert whose filter fixes the generated field to a value no document holds yet: the
+    field is told of it (a counter moves past it) before the upsert inserts it."""
+    case = next(case for case in CASES if _model(case) is model)
+    value = {"sequence": 500, "random": 4}.get(case.kind) or case.existing()[0]
+
+    def call() -> list[me.Document]:
+        found = model.objects(**{case.name: value}).upsert_one(set__key="up-0", set__note="v")
+        return [found]
+
+    return Write(["up-0"], call, upsert=True)
+
+
 def _modify(model: type[me.Document]) -> Write:
     def call() -> list[me.Document]:
         return [model.objects(key="up-0").modify(upsert=True, new=True, set__note="modified")]
@@ -262,6 +275,7 @@ WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
     "save": _save_new,
     "insert": _insert,
     "upsert_one": _upsert_one,
+    "upsert-by-value": _upsert_by_value,
     "modify": _modify,
     "save-loaded": _save_loaded,
 }
