@@ -381,19 +381,31 @@ def _new_values(write: Write, document: Document, assigned: list[Slot]) -> list[
 
 
 def _stored_in(write: Write, document: Document, slot: Slot) -> bool:
-    """Whether the stored copy of ``document`` holds ``slot``'s value in that field (in any
-    item of a list of embedded documents)."""
-    path = slot.field.db_field
-    if slot.holder is not document:
-        holder_path = next(
-            (found for found, inner in seam.embedded_paths(document) if inner is slot.holder), None
-        )
-        if holder_path is None:
-            return False
-        outer = ".".join(part for part in holder_path.split(".") if not part.isdigit())
-        path = f"{outer}.{path}"
-    probe = {"_id": seam.stored_pk(document), path: slot.field.to_mongo(slot.value)}
-    return write.collection.find_one(probe, {"_id": 1}) is not None
+    """Whether the stored copy of ``document`` holds ``slot``'s value in that field: the
+    document's own, or that of an embedded document anywhere in the same top-level field (any
+    list item, any map key)."""
+    stored_value = slot.field.to_mongo(slot.value)
+    if slot.holder is document:
+        probe = {"_id": seam.stored_pk(document), slot.field.db_field: stored_value}
+        return write.collection.find_one(probe, {"_id": 1}) is not None
+    holder_path = next(
+        (found for found, inner in seam.embedded_paths(document) if inner is slot.holder), None
+    )
+    if holder_path is None:
+        return False
+    top = holder_path.split(".", 1)[0]
+    stored = write.collection.find_one({"_id": seam.stored_pk(document)}, {top: 1}) or {}
+    return stored_value in _values_at(stored.get(top), slot.field.db_field)
+
+
+def _values_at(value: Any, name: str) -> list[Any]:
+    """The values under key ``name`` in the embedded documents of a stored ``value``."""
+    if isinstance(value, list):
+        return [found for item in value for found in _values_at(item, name)]
+    if not isinstance(value, dict):
+        return []
+    here = [value[name]] if name in value else []
+    return here + [found for item in value.values() for found in _values_at(item, name)]
 
 
 def _mark_written_by_update(document: Document, filled: list[Slot], changed: list[str]) -> None:

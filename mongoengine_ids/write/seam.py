@@ -39,6 +39,7 @@ behaviour by ``tests/test_references.py``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 import threading
@@ -722,25 +723,52 @@ def _hook_querysets(document_class: type[Document]) -> None:
             continue
         meta = vars(klass)["_meta"]
         if klass is document_class or meta.get("allow_inheritance"):
-            meta["queryset_class"] = generating_queryset(_queryset_class(klass, meta))
+            given = meta.get("queryset_class")
+            meta["queryset_class"] = generating_queryset(given or QuerySet)
+            if given is None or given is generating_queryset(QuerySet):
+                _keep_own_defaults(klass)
 
 
-def _queryset_class(document_class: type[Document], meta: dict[str, Any]) -> Any:
-    """The queryset class MongoEngine's managers give ``document_class``: its
-    ``meta["queryset_class"]``, else the ``default`` of its ``QuerySetManager`` subclass
-    (``objects = MyManager()``) when every manager it holds has that one, else ``QuerySet``.
-    The class set in ``meta`` serves every manager: managers of different defaults keep
-    ``QuerySet`` (a manager's own queryset must not serve the others)."""
-    current = meta.get("queryset_class")
-    if current is not None and current is not generating_queryset(QuerySet):
-        return current
-    defaults = {
-        value.default
-        for klass in document_class.__mro__
-        for value in vars(klass).values()
-        if isinstance(value, QuerySetManager)
-    }
-    return defaults.pop() if len(defaults) == 1 else QuerySet
+class _OwnDefault(QuerySetManager):  # type: ignore[misc]
+    """A ``QuerySetManager`` with its own ``default`` queryset, on a model with generated fields.
+
+    MongoEngine's manager takes ``meta["queryset_class"]`` before its ``default``, and the
+    package sets it: this one takes its ``default`` (with the package's methods), as the
+    manager it replaces did, and calls its function as MongoEngine's does.
+    """
+
+    def __init__(self, manager: QuerySetManager) -> None:
+        super().__init__(manager.get_queryset)
+        self.default = manager.default
+
+    def __get__(self, instance: Any, owner: Any) -> Any:
+        if instance is not None:
+            return self
+        queryset = generating_queryset(self.default)(owner, owner._get_collection())
+        if not self.get_queryset:
+            return queryset
+        arguments = self.get_queryset.__code__.co_argcount
+        if arguments == 1:
+            return self.get_queryset(queryset)
+        if arguments == 2:
+            return self.get_queryset(owner, queryset)
+        return functools.partial(self.get_queryset, owner, queryset)
+
+
+def _keep_own_defaults(document_class: type[Document]) -> None:
+    """Give each manager of ``document_class`` with its own ``default`` queryset (``objects =
+    MyManager()``) that queryset back (see :class:`_OwnDefault`)."""
+    found: dict[str, Any] = {}
+    for klass in document_class.__mro__:
+        for name, value in vars(klass).items():
+            found.setdefault(name, value)
+    for name, manager in found.items():
+        if (
+            isinstance(manager, QuerySetManager)
+            and not isinstance(manager, _OwnDefault)
+            and manager.default is not QuerySet
+        ):
+            setattr(document_class, name, _OwnDefault(manager))
 
 
 def _on_subclass(klass: type, callback: Callable[[type], None]) -> None:

@@ -75,18 +75,24 @@ def with_embedded(
         InvalidQueryError: the update may write them to several documents (not ``single``, and
             the filter is no key): each would hold the same values.
     """
-    empty = [
-        slot
-        for key, value in update.items()
-        if key != "__raw__" and seam.update_operator(key) in _WRITING
-        for embedded in seam.embedded_documents(value)
-        for slot in values.slots(embedded)
-        if slot.value is None
-    ]
+    empty: list[Slot] = []
+    on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
+    for key, value in update.items():
+        operator = seam.update_operator(key) if key != "__raw__" else None
+        if operator not in _WRITING:
+            continue
+        found = [
+            slot
+            for embedded in seam.embedded_documents(value)
+            for slot in values.slots(embedded)
+            if slot.value is None
+        ]
+        empty += found
+        on_insert_only = on_insert_only and (not found or operator == "set_on_insert")
     if not empty:
         return run()
     query = seam.parts(queryset)
-    if not single and _may_match_several(query):
+    if not single and not on_insert_only and _may_match_several(query):
         raise InvalidQueryError(
             f"{empty[0].kind.__name__}.{empty[0].name} is generated: an update of several "
             f"{query.document_class.__name__} documents would give each new embedded document "
@@ -141,6 +147,12 @@ def _fields_of(
             if not field.tracks_assigned or collection.find_one(query, {"_id": 1}) is not None:
                 continue  # nothing to tell, or the upsert finds the document holding it
             given = query[path]
+        elif (
+            given is not None
+            and field.tracks_assigned
+            and collection.find_one({**query, path: given}, {"_id": 1}) is not None
+        ):
+            continue  # the upsert finds a document holding it already: not a new value
         if given is not None:
             holder._data[name] = field.to_python(given)
             assigned.append(Slot(holder, holder, name, field, document_class))
