@@ -388,24 +388,23 @@ def _stored_in(write: Write, document: Document, slot: Slot) -> bool:
     if slot.holder is document:
         probe = {"_id": seam.stored_pk(document), slot.field.db_field: stored_value}
         return write.collection.find_one(probe, {"_id": 1}) is not None
-    holder_path = next(
-        (found for found, inner in seam.embedded_paths(document) if inner is slot.holder), None
-    )
-    if holder_path is None:
+    steps = seam.steps_to(document, slot.holder)
+    if steps is None:
         return False
-    top = holder_path.split(".", 1)[0]
-    stored = write.collection.find_one({"_id": seam.stored_pk(document)}, {top: 1}) or {}
-    return stored_value in _values_at(stored.get(top), slot.field.db_field)
+    stored = write.collection.find_one({"_id": seam.stored_pk(document)}, {steps[0]: 1}) or {}
+    return stored_value in _values_at(stored, steps, slot.field.db_field)
 
 
-def _values_at(value: Any, name: str) -> list[Any]:
-    """The values under key ``name`` in the embedded documents of a stored ``value``."""
-    if isinstance(value, list):
-        return [found for item in value for found in _values_at(item, name)]
-    if not isinstance(value, dict):
-        return []
-    here = [value[name]] if name in value else []
-    return here + [found for item in value.values() for found in _values_at(item, name)]
+def _values_at(value: Any, steps: list[str], name: str) -> list[Any]:
+    """The values of key ``name`` in the stored embedded documents that ``steps`` lead to from
+    ``value`` (a db field name each, or ``"*"``: every item of a list or map)."""
+    if not steps:
+        return [value[name]] if isinstance(value, dict) and name in value else []
+    step, rest = steps[0], steps[1:]
+    if step != "*":
+        return _values_at(value.get(step), rest, name) if isinstance(value, dict) else []
+    items = value if isinstance(value, list) else value.values() if isinstance(value, dict) else []
+    return [found for item in items for found in _values_at(item, rest, name)]
 
 
 def _mark_written_by_update(document: Document, filled: list[Slot], changed: list[str]) -> None:

@@ -7,14 +7,15 @@ write later. The rest of the package reaches MongoEngine's internals only throug
 functions below.
 
 How the package plugs in, per model class (never globally, but for one class-creation hook on
-``Document`` added the first time an embedded document declares a generated field, and the
-reference fields' methods of the last item):
+``Document`` added the first time an embedded document declares a generated field, the two
+places MongoEngine makes a queryset, and the reference fields' methods of the last item):
 
 * ``_save_create`` and ``_save_update``, the two steps of ``Document.save()`` that write, are
   wrapped on the class that declares a generated field: by then ``pre_save``, ``validate()``
   and ``pre_save_post_validation`` have run, so the values are filled in right before the
   write, with the write's own collection (:mod:`.save`);
-* its ``queryset_class`` gets ``insert()`` (:mod:`.bulk`), ``update()`` and ``modify()``
+* its querysets (made generating where MongoEngine makes them: :func:`hook_queryset_makers`)
+  get ``insert()`` (:mod:`.bulk`), ``update()`` and ``modify()``
   (:mod:`.upsert`), ``in_bulk()`` and ``distinct()`` (:mod:`.references`), and records which
   fields a projection loaded (:func:`note_loaded`);
 * on the class that declares a generated primary key stored in another form than its value
@@ -101,6 +102,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (BaseQuerySet, "__next__", ()),
     (BaseQuerySet, "__getitem__", ("key",)),
     (BaseQuerySet, "_clone_into", ("new_qs",)),
+    (QuerySetManager, "__get__", ("instance", "owner")),
     (transform, "update", ("_doc_cls",)),
     (transform, "query", ("_doc_cls",)),
 )
@@ -133,6 +135,8 @@ def check_internals() -> None:
     problems.extend(f"a document has no {name}" for name in missing)
     if not hasattr(QueryFieldList, "ONLY") or not hasattr(QueryFieldList, "as_dict"):
         problems.append("QueryFieldList.ONLY / as_dict() is missing")
+    if not isinstance(vars(Document).get("_qs"), property):
+        problems.append("Document._qs is not a property")
     if problems:
         raise ImportError(
             f"mongoengine-ids does not support MongoEngine {mongoengine.__version__}: "
@@ -481,6 +485,36 @@ def _paths_in(value: Any, path: str) -> Iterator[tuple[str, BaseDocument]]:
             yield from _paths_in(item, f"{path}.{key}")
 
 
+def steps_to(document: BaseDocument, holder: BaseDocument) -> list[str] | None:
+    """The way from ``document`` to the embedded document ``holder`` inside it, as stored: a db
+    field name per field, ``"*"`` per item of a list or map (None if it is not inside)."""
+    for name, value in document._data.items():
+        field = document._fields.get(name)
+        found = _steps_in(value, holder, [getattr(field, "db_field", name)])
+        if found is not None:
+            return found
+    return None
+
+
+def _steps_in(value: Any, holder: BaseDocument, steps: list[str]) -> list[str] | None:
+    if value is holder:
+        return steps
+    if isinstance(value, EmbeddedDocument):
+        inner = steps_to(value, holder)
+        return None if inner is None else [*steps, *inner]
+    if isinstance(value, (list, tuple, BaseList)):
+        items: Iterable[Any] = value
+    elif isinstance(value, dict):
+        items = value.values()
+    else:
+        return None
+    for item in items:
+        found = _steps_in(item, holder, [*steps, "*"])
+        if found is not None:
+            return found
+    return None
+
+
 def embedded_documents(value: Any) -> Iterator[BaseDocument]:
     """The embedded documents directly inside a field value (lists and dicts searched)."""
     if isinstance(value, EmbeddedDocument):
@@ -715,60 +749,62 @@ def hook(document_class: type[Document]) -> None:
         setattr(document_class, _HOOKED, True)
 
 
+#: Set on a model whose querysets are the package's (see :func:`_hook_querysets`).
+_QUERYSETS = "_mongoengine_ids_querysets"
+
+
 def _hook_querysets(document_class: type[Document]) -> None:
+    """Make the querysets of ``document_class`` the package's: where MongoEngine makes one
+    (a manager's ``__get__``, ``Document._qs``), it is turned into the generating version of
+    its own class (see :func:`generating_instance`), whatever that class is: the manager's
+    ``default``, your ``meta["queryset_class"]``, ``QuerySet``. Nothing of ``meta`` changes."""
+    hook_queryset_makers()
     # Inserting through a parent's queryset (Root.objects.insert([Sub()])) must generate too:
-    # the class and the ancestors whose collection it shares, never Document itself.
+    # the class and the concrete ancestors whose collection it shares, never Document itself.
     for klass in document_class.__mro__:
         if not issubclass(klass, Document) or klass is Document or "_meta" not in vars(klass):
             continue
         meta = vars(klass)["_meta"]
-        if klass is document_class or meta.get("allow_inheritance"):
-            given = meta.get("queryset_class")
-            meta["queryset_class"] = generating_queryset(given or QuerySet)
-            if given is None or given is generating_queryset(QuerySet):
-                _keep_own_defaults(klass)
+        shares = meta.get("allow_inheritance") and not meta.get("abstract")
+        if klass is document_class or shares:
+            setattr(klass, _QUERYSETS, True)
 
 
-class _OwnDefault(QuerySetManager):  # type: ignore[misc]
-    """A ``QuerySetManager`` with its own ``default`` queryset, on a model with generated fields.
-
-    MongoEngine's manager takes ``meta["queryset_class"]`` before its ``default``, and the
-    package sets it: this one takes its ``default`` (with the package's methods), as the
-    manager it replaces did, and calls its function as MongoEngine's does.
-    """
-
-    def __init__(self, manager: QuerySetManager) -> None:
-        super().__init__(manager.get_queryset)
-        self.default = manager.default
-
-    def __get__(self, instance: Any, owner: Any) -> Any:
-        if instance is not None:
-            return self
-        queryset = generating_queryset(self.default)(owner, owner._get_collection())
-        if not self.get_queryset:
-            return queryset
-        arguments = self.get_queryset.__code__.co_argcount
-        if arguments == 1:
-            return self.get_queryset(queryset)
-        if arguments == 2:
-            return self.get_queryset(owner, queryset)
-        return functools.partial(self.get_queryset, owner, queryset)
+def makes_generating_querysets(document_class: Any) -> bool:
+    """Whether the querysets of ``document_class`` are the package's."""
+    return bool(getattr(document_class, _QUERYSETS, False))
 
 
-def _keep_own_defaults(document_class: type[Document]) -> None:
-    """Give each manager of ``document_class`` with its own ``default`` queryset (``objects =
-    MyManager()``) that queryset back (see :class:`_OwnDefault`)."""
-    found: dict[str, Any] = {}
-    for klass in document_class.__mro__:
-        for name, value in vars(klass).items():
-            found.setdefault(name, value)
-    for name, manager in found.items():
-        if (
-            isinstance(manager, QuerySetManager)
-            and not isinstance(manager, _OwnDefault)
-            and manager.default is not QuerySet
-        ):
-            setattr(document_class, name, _OwnDefault(manager))
+_MAKERS_HOOKED = "_mongoengine_ids_makes_querysets"
+
+
+def hook_queryset_makers() -> None:
+    """Wrap the two places MongoEngine makes a model's queryset, once per process: a manager's
+    ``__get__`` and ``Document._qs`` (``doc.update()``, ``modify()``, ``reload()``...). For a
+    model with generated fields they hand out the generating version of the queryset MongoEngine
+    made; for any other model, MongoEngine's own."""
+    with _lock:
+        get = vars(QuerySetManager)["__get__"]
+        if getattr(get, _MAKERS_HOOKED, False):
+            return
+
+        @functools.wraps(get)
+        def __get__(self: Any, instance: Any, owner: Any) -> Any:
+            found = get(self, instance, owner)
+            if instance is None and makes_generating_querysets(owner):
+                return generating_instance(found)
+            return found
+
+        own_qs = vars(Document)["_qs"].fget
+
+        @functools.wraps(own_qs)
+        def _qs(self: Any) -> Any:
+            found = own_qs(self)
+            return generating_instance(found) if makes_generating_querysets(type(self)) else found
+
+        setattr(__get__, _MAKERS_HOOKED, True)
+        QuerySetManager.__get__ = __get__
+        Document._qs = property(_qs)
 
 
 def _on_subclass(klass: type, callback: Callable[[type], None]) -> None:
@@ -871,10 +907,11 @@ def generating_queryset(base: type[QuerySet]) -> type[QuerySet]:
 
 
 def generating_instance(queryset: Any) -> Any:
-    """``queryset``, a new queryset MongoEngine made of one of its own classes for a model with
-    generated fields (``no_cache()``, ``cache()``), turned into the generating one."""
+    """``queryset``, a queryset MongoEngine made for a model with generated fields (by a
+    manager, ``_qs``, ``no_cache()``, ``cache()``), turned into the generating version of its
+    class; anything else (what a ``queryset_manager`` function returned) as it is."""
     from .queryset import GeneratingQuerySetMixin
 
-    if not isinstance(queryset, GeneratingQuerySetMixin):
+    if isinstance(queryset, BaseQuerySet) and not isinstance(queryset, GeneratingQuerySetMixin):
         queryset.__class__ = generating_queryset(type(queryset))
     return queryset

@@ -150,7 +150,7 @@ def _fields_of(
         elif (
             given is not None
             and field.tracks_assigned
-            and collection.find_one({**query, path: given}, {"_id": 1}) is not None
+            and collection.find_one({"$and": [query, {path: given}]}, {"_id": 1}) is not None
         ):
             continue  # the upsert finds a document holding it already: not a new value
         if given is not None:
