@@ -83,6 +83,14 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         found = super().distinct(field)
         return references.distinct_values(seam.parts(self).document_class, field, found)
 
+    def __reduce__(self) -> Any:
+        # Pickled as MongoEngine's class it extends (this one is made at run time: see
+        # seam.generating_queryset), made generating again when loaded.
+        base = seam.made_from(type(self))
+        if base is None:  # a class of yours extending a generating one: importable
+            return super().__reduce__()
+        return (_unpickle, (base, self.__getstate__()))
+
     def _clone_into(self, new_qs: Any) -> Any:
         # no_cache() and cache() clone into MongoEngine's own classes: they keep these methods.
         return super()._clone_into(seam.generating_instance(new_qs))
@@ -96,6 +104,14 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         found = super().__getitem__(key)
         seam.note_loaded(found, seam.parts(self).loaded)
         return found
+
+
+def _unpickle(base: type, state: dict[str, Any]) -> Any:
+    """A pickled generating queryset (see ``GeneratingQuerySetMixin.__reduce__``)."""
+    klass: Any = seam.generating_queryset(base)
+    queryset = object.__new__(klass)
+    queryset.__setstate__(state)
+    return queryset
 
 
 def _options(

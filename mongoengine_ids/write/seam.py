@@ -771,8 +771,10 @@ def _hook_querysets(document_class: type[Document]) -> None:
 
 
 def makes_generating_querysets(document_class: Any) -> bool:
-    """Whether the querysets of ``document_class`` are the package's."""
-    return bool(getattr(document_class, _QUERYSETS, False))
+    """Whether the querysets of ``document_class`` are the package's: marked itself (a plain
+    subclass of a marked ancestor keeps MongoEngine's; a subclass of a hooked model is hooked
+    when it is made)."""
+    return bool(vars(document_class).get(_QUERYSETS, False))
 
 
 _MAKERS_HOOKED = "_mongoengine_ids_makes_querysets"
@@ -792,7 +794,9 @@ def hook_queryset_makers() -> None:
         def __get__(self: Any, instance: Any, owner: Any) -> Any:
             found = get(self, instance, owner)
             if instance is None and makes_generating_querysets(owner):
-                return generating_instance(found)
+                # A queryset_manager function of more arguments comes as a partial of it.
+                for made in found.args if isinstance(found, functools.partial) else (found,):
+                    generating_instance(made)
             return found
 
         own_qs = vars(Document)["_qs"].fget
@@ -904,6 +908,12 @@ def generating_queryset(base: type[QuerySet]) -> type[QuerySet]:
             klass = type(f"Generating{base.__name__}", (base, GeneratingQuerySetMixin), {})
             _queryset_classes[base] = klass
         return klass
+
+
+def made_from(queryset_class: type) -> type | None:
+    """The class :func:`generating_queryset` made ``queryset_class`` from (None if it did not
+    make it)."""
+    return next((base for base, made in _queryset_classes.items() if made is queryset_class), None)
 
 
 def generating_instance(queryset: Any) -> Any:
