@@ -771,10 +771,13 @@ def _hook_querysets(document_class: type[Document]) -> None:
 
 
 def makes_generating_querysets(document_class: Any) -> bool:
-    """Whether the querysets of ``document_class`` are the package's: marked itself (a plain
-    subclass of a marked ancestor keeps MongoEngine's; a subclass of a hooked model is hooked
-    when it is made)."""
-    return bool(vars(document_class).get(_QUERYSETS, False))
+    """Whether the querysets of ``document_class`` are the package's: it is marked itself (an
+    ancestor sharing its collection with a hooked model), or it is a hooked model or inherits
+    from one (also where an ``__init_subclass__`` of a mixin kept the hook from seeing it made).
+    A plain subclass of a marked ancestor keeps MongoEngine's."""
+    return bool(vars(document_class).get(_QUERYSETS, False)) or any(
+        _HOOKED in vars(klass) for klass in document_class.__mro__
+    )
 
 
 _MAKERS_HOOKED = "_mongoengine_ids_makes_querysets"
