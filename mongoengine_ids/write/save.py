@@ -382,20 +382,22 @@ def _new_values(write: Write, document: Document, assigned: list[Slot]) -> list[
 
 def _stored_in(write: Write, document: Document, slot: Slot) -> bool:
     """Whether the stored copy of ``document`` holds ``slot``'s value in that field: the
-    document's own, or that of an embedded document anywhere in the same top-level field (any
-    list item, any map key)."""
-    stored_value = slot.field.to_mongo(slot.value)
+    document's own, or that of an embedded document anywhere the holder could sit in the same
+    top-level field (any list item, any map key)."""
+    name = slot.field.db_field
     if slot.holder is document:
-        probe = {"_id": seam.stored_pk(document), slot.field.db_field: stored_value}
-        return write.collection.find_one(probe, {"_id": 1}) is not None
-    steps = seam.steps_to(document, slot.holder)
-    if steps is None:
-        return False
-    stored = write.collection.find_one({"_id": seam.stored_pk(document)}, {steps[0]: 1}) or {}
-    return stored_value in _values_at(stored, steps, slot.field.db_field)
+        steps: tuple[str, ...] = ()
+    else:
+        places = seam.embedded_places(document)
+        found = next((way for _, way, inner in places if inner is slot.holder), None)
+        if found is None:
+            return False
+        steps = found
+    stored = write.collection.find_one({"_id": seam.stored_pk(document)}, {(*steps, name)[0]: 1})
+    return slot.field.to_mongo(slot.value) in _values_at(stored or {}, steps, name)
 
 
-def _values_at(value: Any, steps: list[str], name: str) -> list[Any]:
+def _values_at(value: Any, steps: tuple[str, ...], name: str) -> list[Any]:
     """The values of key ``name`` in the stored embedded documents that ``steps`` lead to from
     ``value`` (a db field name each, or ``"*"``: every item of a list or map)."""
     if not steps:
@@ -413,7 +415,7 @@ def _mark_written_by_update(document: Document, filled: list[Slot], changed: lis
     one that no changed path covers is marked at its own path, never a wider one (the update
     would replace what another writer stored beside it)."""
     holders = {id(slot.holder) for slot in filled}
-    for path, embedded in seam.embedded_paths(document):
+    for path, _, embedded in seam.embedded_places(document):
         if id(embedded) in holders and not any(
             path == done or path.startswith(f"{done}.") for done in changed
         ):

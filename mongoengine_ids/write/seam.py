@@ -463,56 +463,32 @@ def embedding_values(document: BaseDocument) -> Iterator[Any]:
             yield value
 
 
-def embedded_paths(document: BaseDocument) -> Iterator[tuple[str, BaseDocument]]:
+def embedded_places(
+    document: BaseDocument,
+) -> Iterator[tuple[str, tuple[str, ...], BaseDocument]]:
     """Every embedded document inside ``document``, at any depth, with its path as
-    :func:`changed` names paths (db field names, list indexes and dict keys, dotted)."""
+    :func:`changed` names paths (db field names, list indexes and map keys, dotted) and its
+    steps as stored (a db field name per field, ``"*"`` per item of a list or map)."""
     names = shape(type(document)).embedding
     for name in document._data if names is None else names:
         field = document._fields.get(name)
-        yield from _paths_in(document._data.get(name), getattr(field, "db_field", name))
+        db_field = getattr(field, "db_field", name)
+        yield from _places_in(document._data.get(name), db_field, (db_field,))
 
 
-def _paths_in(value: Any, path: str) -> Iterator[tuple[str, BaseDocument]]:
+def _places_in(
+    value: Any, path: str, steps: tuple[str, ...]
+) -> Iterator[tuple[str, tuple[str, ...], BaseDocument]]:
     if isinstance(value, EmbeddedDocument):
-        yield path, value
-        for inner_path, inner in embedded_paths(value):
-            yield f"{path}.{inner_path}", inner
+        yield path, steps, value
+        for inner_path, inner_steps, inner in embedded_places(value):
+            yield f"{path}.{inner_path}", (*steps, *inner_steps), inner
     elif isinstance(value, (list, tuple, BaseList)):
         for index, item in enumerate(value):
-            yield from _paths_in(item, f"{path}.{index}")
+            yield from _places_in(item, f"{path}.{index}", (*steps, "*"))
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _paths_in(item, f"{path}.{key}")
-
-
-def steps_to(document: BaseDocument, holder: BaseDocument) -> list[str] | None:
-    """The way from ``document`` to the embedded document ``holder`` inside it, as stored: a db
-    field name per field, ``"*"`` per item of a list or map (None if it is not inside)."""
-    for name, value in document._data.items():
-        field = document._fields.get(name)
-        found = _steps_in(value, holder, [getattr(field, "db_field", name)])
-        if found is not None:
-            return found
-    return None
-
-
-def _steps_in(value: Any, holder: BaseDocument, steps: list[str]) -> list[str] | None:
-    if value is holder:
-        return steps
-    if isinstance(value, EmbeddedDocument):
-        inner = steps_to(value, holder)
-        return None if inner is None else [*steps, *inner]
-    if isinstance(value, (list, tuple, BaseList)):
-        items: Iterable[Any] = value
-    elif isinstance(value, dict):
-        items = value.values()
-    else:
-        return None
-    for item in items:
-        found = _steps_in(item, holder, [*steps, "*"])
-        if found is not None:
-            return found
-    return None
+            yield from _places_in(item, f"{path}.{key}", (*steps, "*"))
 
 
 def embedded_documents(value: Any) -> Iterator[BaseDocument]:
