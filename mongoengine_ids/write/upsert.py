@@ -140,9 +140,7 @@ def _fields_of(
     empty, assigned = [], []
     for name, field in seam.generated_fields(document_class):
         path = field.db_field
-        given = next(
-            (operations[op][path] for op in _GIVING if path in operations.get(op, {})), None
-        )
+        given = _from_update(operations, path)
         if given is None and _fixed(query.get(path)):
             if not field.tracks_assigned or collection.find_one(query, {"_id": 1}) is not None:
                 continue  # nothing to tell, or the upsert finds the document holding it
@@ -184,12 +182,17 @@ def _given(
         for name in field.depends_on:
             source = seam.field_of(document_class, name)
             path = source.db_field
-            stored = query.get(path) if _fixed(query.get(path)) else None
-            for op in _GIVING:
-                stored = operations.get(op, {}).get(path, stored)
+            stored = _from_update(operations, path)
+            if stored is None and _fixed(query.get(path)):
+                stored = query[path]
             if stored is not None:
                 given[name] = source.to_python(stored)
     return given
+
+
+def _from_update(operations: dict[str, Any], path: str) -> Any:
+    """The value the update gives ``path`` (``$set``, ``$setOnInsert``), if any."""
+    return next((operations[op][path] for op in _GIVING if path in operations.get(op, {})), None)
 
 
 def _fixed(condition: Any) -> bool:
