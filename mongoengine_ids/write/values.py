@@ -248,8 +248,7 @@ def unconfirmed(
             state.sent_before.append(state.sent)  # an earlier version may land too
         state.sent = sent
     state.unconfirmed, state.made_pk = True, made_pk
-    state.generated = [(slot, slot.value) for slot in filled if slot.value is not None]
-    state.noted = list(noted)
+    pending(document, filled, noted)
 
 
 def pending(document: BaseDocument, generated: list[Slot], noted: list[tuple[Slot, Any]]) -> None:
