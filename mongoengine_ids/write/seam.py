@@ -721,8 +721,7 @@ def hook(document_class: type[Document]) -> None:
         ):
             own = vars(document_class).get(name)
             setattr(document_class, name, wrap(document_class, own))
-        _on_subclass(document_class, _hook_querysets)
-        setattr(document_class, _HOOKED, True)
+        setattr(document_class, _HOOKED, True)  # its subclasses' querysets generate too
 
 
 #: Set on a model whose querysets are the package's (see :func:`_hook_querysets`).
