@@ -85,7 +85,6 @@ class UUIDValueField(GeneratedField):
 
     def _is_value(self, value: Any) -> bool:
         """Whether ``value`` is already this field's Python value (of the right version)."""
-        # Spelled out again in coerce() and to_mongo(), which run on every write.
         return type(value) is self.value_class and value.int & self._value_mask == self._value_bits
 
     def _from_number(self, number: int) -> uuid.UUID:
@@ -94,9 +93,7 @@ class UUIDValueField(GeneratedField):
 
     def coerce(self, value: Any) -> Any:
         """The value as :attr:`value_class` if it reads as one; anything else unchanged."""
-        if value is None or (
-            type(value) is self.value_class and value.int & self._value_mask == self._value_bits
-        ):
+        if value is None or self._is_value(value):
             return value
         if isinstance(value, (StoredUUID, StoredUUIDText)):
             value = value.value
@@ -127,7 +124,7 @@ class UUIDValueField(GeneratedField):
         __get__ = seam.key_get
 
     def to_mongo(self, value: Any) -> Any:
-        if type(value) is not self.value_class or value.int & self._value_mask != self._value_bits:
+        if not self._is_value(value):
             checked = self.coerce(value)
             if not self._is_value(checked):
                 self.validate(value)  # raises, saying what is wrong with it
