@@ -1,7 +1,7 @@
 """Managers and querysets as MongoEngine makes them (a user's meta["queryset_class"] on a subclass,
 an abstract base's manager shared with plain siblings, a manager overriding __get__, a manager on
-an instance), upserts that would move a held value onto another document, and a nested plain
-field of the same name. Each beside the same models built from plain fields."""
+an instance), and a nested plain field of the same name. Each beside the same models built from
+plain fields."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 from mongoengine.queryset import QuerySetManager
 
 from mongoengine_ids import RandomUniqueField, SequenceField
-from mongoengine_ids.errors import ExplicitValueError
 
 
 def raw(model: Any) -> list[dict[str, Any]]:
@@ -169,70 +168,6 @@ def test_manager_on_instance(mongoengine_db: Any, model: Any) -> None:
     assert isinstance(document.objects, MadeHelperManager)
     assert document.objects.label == "helper"
     assert document.objects.describe() == "manager of soft deletes"
-
-
-# 4. An upsert whose filter names the field with another condition: the new probe
-#    {**filter, field: value} replaces the filter's own condition on that field, finds the
-#    document already holding the value, and the value is not told: a second document gets it.
-
-
-class MadeCard(me.Document):
-    number = RandomUniqueField(min_value=1, max_value=10**6, reserve_in="made_card_numbers")
-    holder = me.StringField()
-    meta = {"collection": "made_cards"}
-
-
-class MadeStrict(me.Document):
-    num = SequenceField(allow_explicit=False)
-    holder = me.StringField()
-    meta = {"collection": "made_strict"}
-
-
-class MadePlainCard(me.Document):
-    number = me.IntField(unique=True)
-    holder = me.StringField()
-    meta = {"collection": "made_plain_cards"}
-
-
-@pytest.mark.parametrize(
-    ("model", "field"), [(MadePlainCard, "number"), (MadeCard, "number"), (MadeStrict, "num")]
-)
-def test_upsert_moving_another_document_onto_a_held_value(
-    mongoengine_db: Any, model: Any, field: str
-) -> None:
-    if model is MadePlainCard:
-        model(number=7, holder="a").save()
-        model(number=8, holder="b").save()
-    else:
-        model(holder="a").save()
-        model(holder="b").save()
-    first, second = (d[field] for d in raw(model))
-    with pytest.raises((me.NotUniqueError, ExplicitValueError)):
-        model.objects(**{field: second}).update_one(upsert=True, **{f"set__{field}": first})
-    values = [d[field] for d in raw(model)]
-    assert len(set(values)) == len(values) == 2
-
-
-@pytest.mark.parametrize(
-    ("model", "field"), [(MadePlainCard, "number"), (MadeCard, "number"), (MadeStrict, "num")]
-)
-def test_upsert_inserting_a_held_value(mongoengine_db: Any, model: Any, field: str) -> None:
-    if model is MadePlainCard:
-        model(number=7, holder="a").save()
-    else:
-        model(holder="a").save()
-    (held,) = (d[field] for d in raw(model))
-    with pytest.raises((me.NotUniqueError, ExplicitValueError)):
-        model.objects(**{f"{field}__gt": held}).update_one(
-            upsert=True, **{f"set__{field}": held, "set__holder": "b"}
-        )
-    values = [d[field] for d in raw(model)]
-    assert values == [held]
-
-
-# 5. _stored_in looks for the value under the field's key at any depth of the top-level field:
-#    a plain field of the same name nested deeper (a part's own `code`) counts as the stored
-#    copy holding the value, so a value reserved by another document is taken without a check.
 
 
 class MadePart(me.EmbeddedDocument):

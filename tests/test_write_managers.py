@@ -1,7 +1,8 @@
-"""Managers with their own default querysets (a soft-deleting one must keep soft-deleting), map
-entries of embedded documents keeping their reserved values, an upsert by key that also sets
-the key's value, and a multi-document upsert whose new embedded documents are only set on
-insert. Each test checks the raw stored documents, beside a model of plain fields."""
+"""Managers with their own default querysets (a soft-deleting one must keep soft-deleting, the
+plain one must really delete), map entries of embedded documents keeping their reserved values,
+upserts that set a held value (by key: its own document's; onto another document: refused), and
+a multi-document upsert whose new embedded documents are only set on insert. Each test checks
+the raw stored documents, beside a model of plain fields."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import mongoengine as me
 import pytest
 
 from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
+from mongoengine_ids.errors import ExplicitValueError
 
 
 def raw(model: type[me.Document]) -> list[dict[str, Any]]:
@@ -52,6 +54,13 @@ def test_custom_manager_keeps_its_own_queryset(mongoengine_db: Any, model: Any) 
     model(name="a").save()
     model.trash(name="a").delete()  # the soft-deleting manager: keeps the document
     assert [(d["name"], d["deleted"]) for d in raw(model)] == [("a", True)]
+
+
+@pytest.mark.parametrize("model", [MgrPlainTwoManagers, MgrTwoManagers])
+def test_the_plain_manager_keeps_its_own_queryset(mongoengine_db: Any, model: Any) -> None:
+    model(name="a").save()
+    model.objects(name="a").delete()  # the plain manager: a real delete
+    assert raw(model) == []
 
 
 # 1b. the soft-deleting manager is the model's only `objects`, next to a @queryset_manager
@@ -234,3 +243,48 @@ def test_multi_upsert_with_set_on_insert_embedded(
         upsert=True, set__seen=True, set_on_insert__tags=[tag(label="x")]
     )  # MgrGroup: InvalidQueryError, nothing written
     assert [(d["seen"], d["tags"]) for d in raw(model)] == [(True, []), (True, [])]
+
+
+# -- An upsert whose filter names the field with another condition, setting a value another
+#    document holds: the value is told (the look-up keeps the filter's own condition) and refused.
+
+
+@pytest.mark.parametrize(
+    ("model", "field"), [(MgrPlainCard, "number"), (MgrCard, "number"), (MgrStrict, "num")]
+)
+def test_upsert_moving_another_document_onto_a_held_value(
+    mongoengine_db: Any, model: Any, field: str
+) -> None:
+    if model is MgrPlainCard:
+        model(number=7, holder="a").save()
+        model(number=8, holder="b").save()
+    else:
+        model(holder="a").save()
+        model(holder="b").save()
+    first, second = (d[field] for d in raw(model))
+    with pytest.raises((me.NotUniqueError, ExplicitValueError)):
+        model.objects(**{field: second}).update_one(upsert=True, **{f"set__{field}": first})
+    values = [d[field] for d in raw(model)]
+    assert len(set(values)) == len(values) == 2
+
+
+@pytest.mark.parametrize(
+    ("model", "field"), [(MgrPlainCard, "number"), (MgrCard, "number"), (MgrStrict, "num")]
+)
+def test_upsert_inserting_a_held_value(mongoengine_db: Any, model: Any, field: str) -> None:
+    if model is MgrPlainCard:
+        model(number=7, holder="a").save()
+    else:
+        model(holder="a").save()
+    (held,) = (d[field] for d in raw(model))
+    with pytest.raises((me.NotUniqueError, ExplicitValueError)):
+        model.objects(**{f"{field}__gt": held}).update_one(
+            upsert=True, **{f"set__{field}": held, "set__holder": "b"}
+        )
+    values = [d[field] for d in raw(model)]
+    assert values == [held]
+
+
+# 5. _stored_in looks for the value under the field's key at any depth of the top-level field:
+#    a plain field of the same name nested deeper (a part's own `code`) counts as the stored
+#    copy holding the value, so a value reserved by another document is taken without a check.

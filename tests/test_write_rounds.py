@@ -1,7 +1,6 @@
 """Upserts whose filter fixes a generated value, round trips of upserts by key and of rebuilt
 embedded documents (as many as without the package), rebuilt and reordered lists keeping their
-values, a lost multi-match count, and a model with two managers. Each test checks the raw
-stored documents."""
+values, and a lost multi-match count. Each test checks the raw stored documents."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from typing import Any
 
 import mongoengine as me
 import pymongo.errors
-import pytest
 
 from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
 from mongoengine_ids.testing import connected_threadsafe
@@ -236,41 +234,3 @@ def test_rebuilt_embedded_uuids_cost_what_plain_mongoengine_costs() -> None:
     plain = _round_trips(lambda start: run(RoundPlainHolder, RoundPlainTag, start))
     # got 3 x find_one + update_one, plain: update_one
     assert [m for _, m in ours] == [m for _, m in plain]
-
-
-# -- a model with two managers of different querysets: the package sets one in meta, so
-#       every manager gets it -----------------------------------------------------------------
-
-
-class RoundSoftDeleteQuerySet(me.QuerySet):
-    def delete(self, *args: Any, **kwargs: Any) -> Any:  # soft delete, for the "trash" manager
-        return self.update(set__deleted=True)
-
-
-class RoundTrashManager(me.queryset.QuerySetManager):
-    default = RoundSoftDeleteQuerySet
-
-
-class RoundTwoManagers(me.Document):
-    num = SequenceField()
-    name = me.StringField()
-    deleted = me.BooleanField(default=False)
-    objects = me.queryset.QuerySetManager()
-    trash = RoundTrashManager()
-    meta = {"collection": "round_two_managers"}
-
-
-class RoundPlainTwoManagers(me.Document):
-    num = me.SequenceField()
-    name = me.StringField()
-    deleted = me.BooleanField(default=False)
-    objects = me.queryset.QuerySetManager()
-    trash = RoundTrashManager()
-    meta = {"collection": "round_plain_two_managers"}
-
-
-@pytest.mark.parametrize("model", [RoundPlainTwoManagers, RoundTwoManagers])
-def test_the_plain_manager_keeps_its_own_queryset(mongoengine_db: Any, model: Any) -> None:
-    model(name="a").save()
-    model.objects(name="a").delete()  # the plain manager: a real delete
-    assert raw(model) == []  # RoundTwoManagers: got the document, deleted=True (soft-deleted)
