@@ -565,8 +565,7 @@ def test_a_fault_at_every_call_never_loses_or_doubles_a_document(
     _tally[(case.id, write_name)] = (n, runs)
     assert not failures, (
         f"{len(failures)} failing run(s) of {label} (N={n}: {len(MODES) * n} faulted + 1 "
-        "counting):\n"
-        + "\n".join(failures)
+        "counting):\n" + "\n".join(failures)
     )
 
 

@@ -220,7 +220,6 @@ class _StandardUUIDField(UUIDValueField):
         return self._build(uuid.UUID(int=number))
 
 
-
 class UUID4Field(_StandardUUIDField):
     """A random RFC 9562 version 4 UUID, generated when the document is written.
 

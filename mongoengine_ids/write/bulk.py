@@ -55,9 +55,7 @@ def insert(
     signal_kwargs = signal_kwargs or {}
     signals.pre_bulk_insert.send(document_class, documents=docs, **signal_kwargs)
 
-    ids = Batch(Write(document_class, query.collection, docs), docs).insert(
-        write_concern or {}
-    )
+    ids = Batch(Write(document_class, query.collection, docs), docs).insert(write_concern or {})
     if not load_bulk:
         signals.post_bulk_insert.send(document_class, documents=docs, loaded=False, **signal_kwargs)
         return ids[0] if return_one else ids

@@ -128,8 +128,7 @@ def wrap_dereference(own: Callable[..., Any]) -> Callable[..., Any]:
         if type(items) is list and getattr(field, "dbref", False):
             document_class = seam.referenced_class(field)
             items = [
-                keyed_dbref(document_class, item) if type(item) is DBRef else item
-                for item in items
+                keyed_dbref(document_class, item) if type(item) is DBRef else item for item in items
             ]
         return own(self, items, max_depth, instance, name)
 
