@@ -294,29 +294,23 @@ class _Existing:
         self.write = write
         self.document = document
         state = seam.state(document, create=False)
-        #: Generated values of an earlier attempt whose outcome is unknown: still its own.
-        earlier = values.earlier_values(state) if state is not None else {}
         unloaded = state.unloaded if state is not None else frozenset()
         changed = seam.changed(document)
         #: Whether MongoEngine's update writes anything (the user changed a field).
         self.updating = bool(changed)
+        # Values of an earlier attempt whose outcome is unknown (it may have landed): still the
+        # document's own, never given back here.
+        kept, self.kept_noted, others = values.split_kept(values.slots(document), [state])
+        #: Fields the stored copy lacks (a conditional write each), filled or kept.
+        self.missing = [slot for slot in kept if slot.holder is document]
+        #: The values of embedded documents kept.
+        self.kept = [slot for slot in kept if slot.holder is not document]
         assigned: list[Slot] = []
         empty: list[Slot] = []
-        #: Values kept from an earlier attempt (it may have landed): never given back here.
-        self.kept: list[Slot] = []
-        self.kept_noted: list[tuple[Slot, Any]] = []
-        #: Fields the stored copy lacks (a conditional write each), filled or kept.
-        self.missing: list[Slot] = []
-        for slot in values.slots(document):
+        for slot in others:
             own_field = slot.holder is document
             value = slot.value
-            before = earlier.get((id(slot.root), id(slot.holder), slot.name))
-            if before is not None and before[0] == value:
-                if before[1]:
-                    (self.missing if own_field else self.kept).append(slot)
-                else:
-                    self.kept_noted.append((slot, value))
-            elif not own_field and not seam.is_new(slot.holder):
+            if not own_field and not seam.is_new(slot.holder):
                 # A loaded embedded document: its fields may not have been loaded; a value
                 # the user assigned to it is noted.
                 if value is not None and slot.field.db_field in seam.changed_here(slot.holder):

@@ -191,44 +191,51 @@ def prepare(
     (its reply was lost; ``states`` are the documents' records), if unchanged since, stay this
     write's own. Returns (noted, filled)."""
     found: list[Slot] = []
-    earlier: dict[tuple[int, int, str], tuple[Any, bool]] = {}
-    for document, state in zip(documents, states, strict=True):
+    for document in documents:
         _collect(document, document, False, found)
-        if state is not None:
-            earlier.update(earlier_values(state))
-    kept_generated: list[Slot] = []
-    kept_noted: list[tuple[Slot, Any]] = []
-    assigned: list[Slot] = []
-    empty: list[Slot] = []
-    for slot in found:
-        value = slot.holder._data.get(slot.name)
-        if value is None:
-            empty.append(slot)
-            continue
-        before = earlier.get((id(slot.root), id(slot.holder), slot.name)) if earlier else None
-        if before is None or before[0] != value:
-            assigned.append(slot)
-        elif before[1]:
-            kept_generated.append(slot)
-        else:
-            kept_noted.append((slot, value))
-    noted = note_assigned(write, assigned)
+    kept, kept_noted, others = split_kept(found, states)
+    noted = note_assigned(write, [slot for slot in others if slot.value is not None])
     try:
-        filled = fill(write, empty)
+        filled = fill(write, [slot for slot in others if slot.value is None])
     except BaseException:
         release(write, noted)
         raise
-    if kept_generated or kept_noted:
-        return [*kept_noted, *noted], [*kept_generated, *filled]
+    if kept or kept_noted:
+        return [*kept_noted, *noted], [*kept, *filled]
     return noted, filled
 
 
-def earlier_values(state: seam.State) -> dict[tuple[int, int, str], tuple[Any, bool]]:
-    """The values an earlier attempt generated (True) or noted (False), by (document, holder,
-    name): a value is the earlier attempt's only where it was, in the same document."""
-    earlier = {(id(s.root), id(s.holder), s.name): (v, True) for s, v in state.generated}
-    earlier.update({(id(s.root), id(s.holder), s.name): (v, False) for s, v in state.noted})
-    return earlier
+def split_kept(
+    found: list[Slot], states: Iterable[seam.State | None]
+) -> tuple[list[Slot], list[tuple[Slot, Any]], list[Slot]]:
+    """Split ``found`` by what an earlier attempt of its documents whose outcome is unknown
+    (``states``: their records) did with each value: generated it, noted it (as (slot, value)),
+    or neither (the others). A value is the earlier attempt's only if it is unchanged since,
+    where it was, in the same document; it stays that document's own."""
+    earlier: dict[tuple[int, int, str], tuple[Any, bool]] = {}
+    for state in states:
+        if state is not None:
+            earlier.update({_place(s): (v, True) for s, v in state.generated})
+            earlier.update({_place(s): (v, False) for s, v in state.noted})
+    if not earlier:
+        return [], [], found
+    generated: list[Slot] = []
+    noted: list[tuple[Slot, Any]] = []
+    others: list[Slot] = []
+    for slot in found:
+        value = slot.value
+        before = earlier.get(_place(slot))
+        if before is None or value is None or before[0] != value:
+            others.append(slot)
+        elif before[1]:
+            generated.append(slot)
+        else:
+            noted.append((slot, value))
+    return generated, noted, others
+
+
+def _place(slot: Slot) -> tuple[int, int, str]:
+    return id(slot.root), id(slot.holder), slot.name
 
 
 def unconfirmed(
