@@ -11,10 +11,17 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from mongoengine.context_managers import no_dereference
 from mongoengine.errors import InvalidQueryError
 from mongoengine.queryset import QuerySet, QuerySetManager
 
-from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
+from mongoengine_ids import (
+    LocalityUUIDField,
+    RandomUniqueField,
+    SequenceField,
+    UUID4Field,
+    UUID7Field,
+)
 
 
 def raw(model: type[me.Document]) -> list[dict[str, Any]]:
@@ -211,3 +218,82 @@ def test_replacing_an_embedded_document_keeping_its_own_value(mongoengine_db: An
     loaded.save()
     (stored,) = raw(DayWallet)
     assert stored["card"] == {"number": number, "holder": "b"}
+
+
+# -- no_dereference() copies the fields of the model it loads --------------------------------
+
+_NO_DEREF_FIELDS: dict[str, Any] = {
+    "sequence": SequenceField,
+    "random": lambda **options: RandomUniqueField(digits=12, **options),
+    "locality": LocalityUUIDField,
+    "uuid4": UUID4Field,
+    "uuid7": UUID7Field,
+    "plain": me.IntField,  # MongoEngine's own, its value assigned
+}
+_NO_DEREF_MODELS = {
+    (kind, role): type(
+        f"DayNoDeref_{kind}_{role}",
+        (me.Document,),
+        {
+            "__module__": __name__,
+            "name": me.StringField(),
+            **({"id": make(primary_key=True)} if role == "pk" else {"code": make()}),
+        },
+    )
+    for kind, make in _NO_DEREF_FIELDS.items()
+    for role in ("pk", "plain")
+}
+
+
+@pytest.mark.parametrize("how", ["queryset", "context_manager"])
+@pytest.mark.parametrize(
+    "key", list(_NO_DEREF_MODELS), ids=[f"{kind}-{role}" for kind, role in _NO_DEREF_MODELS]
+)
+def test_no_dereference_loads_and_saves_a_document_with_generated_values(
+    mongoengine_db: Any, key: tuple[str, str], how: str
+) -> None:
+    # MongoEngine deep-copies the fields of a model it loads without dereferencing: a field
+    # holding its generator or counters could not be copied (TypeError), and a copy would not
+    # share the values handed out.
+    model = _NO_DEREF_MODELS[key]
+    kind, role = key
+    doc = model(name="a")
+    if kind == "plain":
+        setattr(doc, "id" if role == "pk" else "code", 7)
+    doc.save()
+    before = raw(model)
+    if how == "queryset":
+        loaded = model.objects.no_dereference().get()
+    else:
+        with no_dereference(model):
+            loaded = model.objects.get()
+    assert loaded.pk == doc.pk
+    loaded.name = "b"
+    loaded.save()
+    assert raw(model) == [{**before[0], "name": "b"}]
+    if kind != "plain":
+        name = "id" if role == "pk" else "code"
+        field = model._fields[name]
+        assert loaded._fields[name] is field  # the model's own: one generator, one counter
+        second = model(name="c").save()
+        assert getattr(second, name) not in (None, getattr(doc, name))
+
+
+class DayNoDerefPart(me.EmbeddedDocument):
+    n = SequenceField()
+
+
+class DayNoDerefHolder(me.Document):  # declares nothing of the package itself
+    name = me.StringField()
+    parts = me.ListField(me.EmbeddedDocumentField(DayNoDerefPart))
+
+
+def test_no_dereference_loads_embedded_documents_with_generated_values(
+    mongoengine_db: Any,
+) -> None:
+    DayNoDerefHolder(name="a", parts=[DayNoDerefPart()]).save()
+    loaded = DayNoDerefHolder.objects.no_dereference().get()
+    assert loaded.parts[0].n == 1
+    loaded.parts.append(DayNoDerefPart())
+    loaded.save()
+    assert [part["n"] for part in raw(DayNoDerefHolder)[0]["parts"]] == [1, 2]

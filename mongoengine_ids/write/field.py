@@ -248,6 +248,12 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     def __set__(self, instance: Any, value: Any) -> None:
         super().__set__(instance, None if value is None else self.coerce(value))
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        """The field itself: its generator, counters and leased blocks are the model's, one per
+        process, and never copied. MongoEngine copies a model's fields only to switch
+        dereferencing off for one load (``no_dereference()``), which these fields never do."""
+        return self
+
     def generate(self) -> None:
         """MongoEngine's generation hook, called by ``to_mongo()``: never produces a value.
 
