@@ -299,6 +299,46 @@ def test_reset_discards_leased_blocks(mongoengine_db: Any) -> None:
     assert counter(mongoengine_db, "doc.id") == {"_id": "doc.id", "next": 20}
 
 
+def test_a_counter_dropped_under_a_live_process_never_repeats_its_values(
+    mongoengine_db: Any,
+) -> None:
+    class Ticket(Document):
+        number = SequenceField(batch_size=10)
+
+    assert [Ticket().save().number for _ in range(3)] == [1, 2, 3]
+    # A database dropped between tests, without reset_process_state(): the block 4..10 is
+    # still this process's. Recreated at 1, the counter would hand 4 and 5 out again.
+    mongoengine_db.client.drop_database(mongoengine_db.name)
+    with pytest.warns(RuntimeWarning, match=r"'ticket.number' .* up to 10: recreated at 10"):
+        numbers = [Ticket().save().number for _ in range(12)]
+    assert numbers == list(range(4, 16))
+    assert sorted(doc["number"] for doc in Ticket._get_collection().find()) == numbers
+    assert counter(mongoengine_db, "ticket.number") == {"_id": "ticket.number", "next": 20}
+    # Dropped on purpose, with the reset: the counter starts again from its first value.
+    mongoengine_db.client.drop_database(mongoengine_db.name)
+    reset_process_state()
+    assert [Ticket().save().number for _ in range(2)] == [1, 2]
+
+
+def test_a_dropped_sharded_counter_is_recreated_with_its_bounds(mongoengine_db: Any) -> None:
+    sequence = Sequence(
+        "parts", database=mongoengine_db, batch_size=2, digits=2, shards=2, rng=random.Random(7)
+    )
+    first = [sequence.next() for _ in range(6)]
+    leased = {doc["_id"]: doc for doc in mongoengine_db["mongoengine.counters"].find()}
+    mongoengine_db.drop_collection("mongoengine.counters")
+    with pytest.warns(RuntimeWarning, match="was deleted while this process held values"):
+        later = [sequence.next() for _ in range(6)]
+    assert not set(first) & set(later)
+    recreated = {doc["_id"]: doc for doc in mongoengine_db["mongoengine.counters"].find()}
+    assert set(leased) & set(recreated)
+    for document_id in set(leased) & set(recreated):
+        # Recreated with its bounds, where it was.
+        before, after = leased[document_id], recreated[document_id]
+        assert (after["low"], after["high"]) == (before["low"], before["high"])
+        assert after["next"] >= before["next"]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_fork_child_discards_the_parents_blocks(mongoengine_db: Any) -> None:
     sequence = Sequence("forked", database=mongoengine_db, batch_size=100)

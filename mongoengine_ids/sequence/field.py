@@ -22,13 +22,13 @@ it made throughput fall as threads were added: 5.5M ids/s at 1 thread, 4.2M at 8
 
 from __future__ import annotations
 
-import contextlib
 import math
 import operator
 import os
 import random
 import threading
 import time
+import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -256,6 +256,9 @@ class CounterStore:
         self._lock = threading.Lock()
         self._live: list[int] = list(range(space.shards))
         self._counters = [self._make_counter(shard) for shard in range(min(space.shards, 1))]
+        #: The highest value leased from each counter document (by ``_id``) through this store:
+        #: a counter deleted since (its database dropped) is never recreated below it.
+        self._leased_to: dict[str, int] = {}
 
     def _make_counter(self, shard: int) -> _Counter:
         scope_text = None if self._scope is None else self._scope[0]
@@ -373,7 +376,7 @@ class CounterStore:
             )
             if document is not None:
                 after = _check_next(document, self.collection_name)
-                return range(after - count + 1, after + 1)
+                return self._leased(document_id, range(after - count + 1, after + 1))
             block = self._slow_path(counter, count)
             if block is not None:
                 return block if len(block) else None
@@ -417,23 +420,54 @@ class CounterStore:
         if leased is None:
             return None
         after = _check_next(leased, self.collection_name)
-        return range(after - remaining + 1, after + 1)
+        return self._leased(document_id, range(after - remaining + 1, after + 1))
+
+    def _leased(self, document_id: str, block: range) -> range:
+        """Record ``block``, just leased from counter ``document_id``; returns it."""
+        with self._lock:
+            self._leased_to[document_id] = max(block[-1], self._leased_to.get(document_id, 0))
+        return block
+
+    def forget(self) -> None:
+        """Forget the values leased through this store (the counters were dropped on purpose:
+        :func:`~mongoengine_ids.resets.reset_process_state`)."""
+        with self._lock:
+            self._leased_to.clear()
 
     def create(self, counter: _Counter) -> None:
         """Insert ``counter``'s document if it does not exist (``next`` = its first value - 1).
+
+        A counter this store leased from before was deleted since (its database dropped while
+        this process held values of it): it is recreated at the highest value leased, with a
+        warning, so that no value is handed out twice by this process.
 
         Creating before the first ``$inc`` (instead of ``$setOnInsert``, which a real server
         rejects together with ``$inc`` on the same field) works the same on every server and on
         mongomock; it costs two extra round trips once per counter.
         """
-        initial: dict[str, Any] = {"_id": counter.document_id, "next": counter.low - 1}
+        document_id = counter.document_id
+        leased = self._leased_to.get(document_id)
+        start = counter.low - 1 if leased is None else max(leased, counter.low - 1)
+        initial: dict[str, Any] = {"_id": document_id, "next": start}
         if counter.bounded:
             initial.update(low=counter.low, high=counter.high)
         initial.update(counter.extra)
         collection = self.collection
-        # A duplicate: made by another client, or by our own retried insert. Either is fine.
-        with contextlib.suppress(pymongo.errors.DuplicateKeyError):
+        try:
             self._call(lambda: collection.insert_one(initial))
+        except pymongo.errors.DuplicateKeyError:
+            return  # made by another client, or by our own retried insert: either is fine
+        if leased is not None:
+            warnings.warn(
+                f"counter {document_id!r} in {self.collection_name!r} was deleted while this "
+                f"process held values of it up to {leased}: recreated at {start}, so that none "
+                "is handed out twice. If it was dropped on purpose (a database dropped between "
+                "tests), call mongoengine_ids.resets.reset_process_state() after dropping it, "
+                "and the counter starts again from its first value (the package's pytest "
+                "fixtures do).",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def _validate(self, document: Mapping[str, Any], counter: _Counter) -> int:
         current = _check_next(document, self.collection_name)
@@ -992,6 +1026,9 @@ def _forget_all_blocks() -> None:
         sequences = list(_live_sequences)
     for sequence in sequences:
         sequence.discard()
+        store = sequence._store
+        if store is not None:
+            store.forget()
 
 
 def discard_blocks(database: str, collection: str, name: str) -> None:
