@@ -132,6 +132,42 @@ def test_a_filter_equality_on_the_generated_field_wins(
     assert set(doc) == {"_id", "email", "n", key}
 
 
+@pytest.mark.parametrize("form", ["$eq", "$and", "$and of $eq"])
+@by_operation
+@by_role
+@by_kind
+def test_a_filter_equality_written_with_an_operator_wins(
+    mongoengine_db: Any, kind: Kind, role: str, operation: str, form: str
+) -> None:
+    # A server gives the document an upsert inserts the filter's equalities written as
+    # {"$eq": v} and inside "$and" too (MongoEngine writes "$and" for a field filtered twice).
+    Model = account(kind, role, "FilteredOp", "upsert_filtered_op")
+    _, key = field_of(role)
+    stored = kind.stored(kind.sample())
+    condition = {key: {"$eq": stored}} if "$eq" in form else {key: stored}
+    raw = {"$and": [condition, {"n": {"$gte": 0}}]} if "$and" in form else condition
+
+    for n in (1, 2):  # the second upsert finds the first one's document
+        upsert(operation, Model.objects(__raw__=raw), set__n=n)
+
+    doc = raw_one(mongoengine_db.upsert_filtered_op)
+    assert doc[key] == stored
+    assert doc["n"] == 2
+
+
+@by_operation
+@by_role
+@by_kind
+def test_an_upsert_setting_the_generated_field_to_none_is_refused(
+    mongoengine_db: Any, kind: Kind, role: str, operation: str
+) -> None:
+    Model = account(kind, role, "SetNone", "upsert_set_none")
+    attr, _ = field_of(role)
+    with pytest.raises(InvalidQueryError, match=rf"SetNone\.{attr} .* cannot set it to None"):
+        upsert(operation, Model.objects(email="a@x"), set__n=1, **{f"set__{attr}": None})
+    assert raw_docs(mongoengine_db.upsert_set_none) == []
+
+
 @pytest.mark.parametrize(
     ("role", "operator"),
     [("plain", "set"), ("plain", "set_on_insert"), ("pk", "set_on_insert")],

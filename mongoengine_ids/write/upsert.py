@@ -10,7 +10,7 @@ of a generated value is retried with a fresh one, as for ``save()``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from mongoengine.errors import InvalidQueryError
 
@@ -22,6 +22,8 @@ _T = TypeVar("_T")
 
 #: Update operators that give a field its value on insert.
 _GIVING = ("$set", "$setOnInsert")
+#: No value: neither the filter nor the update gives the field one.
+_ABSENT: Final[Any] = object()
 
 
 def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]], _T]) -> _T:
@@ -41,7 +43,10 @@ def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]]
         return run(update)
     query = seam.parts(queryset)
     update = _own_copy(update)
-    empty, assigned = _fields_of(query.document_class, query.query, update, query.collection)
+    empty, assigned, fixed = _fields_of(
+        query.document_class, query.query, update, query.collection
+    )
+    update = {**update, **{f"set_on_insert__{name}": value for name, value in fixed.items()}}
     if not empty and not assigned:
         return run(update)
     write = Write(query.document_class, query.collection)
@@ -110,7 +115,7 @@ def with_embedded(
 
 def _may_match_several(query: seam.QuerySetParts) -> bool:
     """Whether the filter may match more than one document (one count, unless it is the key)."""
-    if _fixed(query.query.get("_id")):
+    if _from_filter(query.query, "_id")[0] is not _ABSENT:
         return False
     return bool(query.collection.count_documents(query.query, limit=2) > 1)
 
@@ -130,28 +135,39 @@ def _own_copy(update: dict[str, Any]) -> dict[str, Any]:
 
 def _fields_of(
     document_class: Any, query: dict[str, Any], update: dict[str, Any], collection: Any
-) -> tuple[list[Slot], list[Slot]]:
+) -> tuple[list[Slot], list[Slot], dict[str, Any]]:
     """The generated fields an upsert must give a value (neither fixed by the filter nor
-    written by the update), and those the update gives one, or the filter a value no document
-    of ``collection`` holds yet, with it."""
+    written by the update); those the update gives one, or the filter a value no document of
+    ``collection`` holds yet, with it; and the values, by field name, that the filter fixes only
+    inside ``$and``, to set on insert as well (mongomock leaves them out of the document it
+    inserts, which a server does not; the same value, so a server is unaffected)."""
     pipeline = isinstance(update.get("__raw__"), list)
     operations = {} if pipeline or not update else seam.update_operations(document_class, **update)
     holder = values.Holder(_given(document_class, query, operations))
-    empty, assigned = [], []
+    empty, assigned, fixed = [], [], {}
     for name, field in seam.generated_fields(document_class):
         path = field.db_field
         given = _from_update(operations, path)
-        if given is None and _fixed(query.get(path)):
+        if given is None:
+            raise InvalidQueryError(
+                f"{document_class.__name__}.{name} is generated: an upsert cannot set it to "
+                "None (the document it inserts would lack its value); give it a value, or "
+                "leave it out to be generated"
+            )
+        in_filter, inside_and = _from_filter(query, path)
+        if given is _ABSENT and in_filter is not _ABSENT:
+            if inside_and:
+                fixed[name] = field.to_python(in_filter)
             if not field.tracks_assigned or collection.find_one(query, {"_id": 1}) is not None:
                 continue  # nothing to tell, or the upsert finds the document holding it
-            given = query[path]
+            given = in_filter
         elif (
-            given is not None
+            given is not _ABSENT
             and field.tracks_assigned
             and collection.find_one({"$and": [query, {path: given}]}, {"_id": 1}) is not None
         ):
             continue  # the upsert finds a document holding it already: not a new value
-        if given is not None:
+        if given is not _ABSENT:
             holder._data[name] = field.to_python(given)
             assigned.append(Slot(holder, holder, name, field, document_class))
             continue
@@ -169,7 +185,7 @@ def _fields_of(
                 "or insert with save() or insert()"
             )
         empty.append(Slot(holder, holder, name, field, document_class))
-    return empty, assigned
+    return empty, assigned, fixed
 
 
 def _given(
@@ -183,22 +199,33 @@ def _given(
             source = seam.field_of(document_class, name)
             path = source.db_field
             stored = _from_update(operations, path)
-            if stored is None and _fixed(query.get(path)):
-                stored = query[path]
-            if stored is not None:
+            if stored is _ABSENT:
+                stored = _from_filter(query, path)[0]
+            if stored is not _ABSENT and stored is not None:
                 given[name] = source.to_python(stored)
     return given
 
 
 def _from_update(operations: dict[str, Any], path: str) -> Any:
-    """The value the update gives ``path`` (``$set``, ``$setOnInsert``), if any."""
-    return next((operations[op][path] for op in _GIVING if path in operations.get(op, {})), None)
+    """The value the update gives ``path`` (``$set``, ``$setOnInsert``); ``_ABSENT`` if none."""
+    return next(
+        (operations[op][path] for op in _GIVING if path in operations.get(op, {})), _ABSENT
+    )
 
 
-def _fixed(condition: Any) -> bool:
-    """Whether a filter condition gives the field its value when the upsert inserts."""
-    if condition is None:
-        return False
-    if isinstance(condition, dict):
-        return bool(condition) and not any(str(key).startswith("$") for key in condition)
-    return True
+def _from_filter(query: dict[str, Any], path: str) -> tuple[Any, bool]:
+    """The value an equality of the filter fixes ``path`` to, which the document an upsert
+    inserts gets (``path: value``, ``path: {"$eq": value}``, either inside ``$and``), or
+    ``_ABSENT`` (also for None, which matches a missing field); and whether it was found
+    inside ``$and``."""
+    condition = query.get(path, _ABSENT)
+    if isinstance(condition, dict) and any(str(key).startswith("$") for key in condition):
+        condition = condition.get("$eq", _ABSENT)
+    if condition is not _ABSENT and condition is not None and condition != {}:
+        return condition, False
+    clauses = query.get("$and")
+    for clause in clauses if isinstance(clauses, list) else ():
+        found = _from_filter(clause, path)[0] if isinstance(clause, dict) else _ABSENT
+        if found is not _ABSENT:
+            return found, True
+    return _ABSENT, False
