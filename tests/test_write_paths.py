@@ -299,6 +299,60 @@ def test_a_partially_loaded_document_lacking_the_field_is_not_filled(
     assert counters(mongoengine_db) == []
 
 
+COPIES: dict[str, Callable[[Any], Any]] = {
+    "pickle": lambda doc: pickle.loads(pickle.dumps(doc)),
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+}
+
+
+@pytest.mark.parametrize("how", list(COPIES))
+@by_kind
+def test_a_copy_of_a_partially_loaded_document_keeps_its_stored_values(
+    mongoengine_db: Any, kind: Kind, how: str
+) -> None:
+    Model = READ_MODELS[kind.name]  # module-level, for pickle
+    collection = mongoengine_db[Model._meta["collection"]]
+    saved = Model(name="a").save()
+    before = raw_one(collection)
+    counters_before = counters(mongoengine_db)
+
+    copied = COPIES[how](Model.objects.only("name").get(id=saved.id))
+    assert copied.code is None
+    copied.name = "b"
+    copied.save()
+    assert raw_one(collection) == {**before, "name": "b"}
+    assert counters(mongoengine_db) == counters_before  # "code" was not drawn again
+
+
+@pytest.mark.parametrize("assign", [False, True], ids=["left_out", "assigned"])
+@by_kind
+def test_a_partially_loaded_document_inserted_elsewhere_gets_no_new_value(
+    mongoengine_db: Any, kind: Kind, assign: bool
+) -> None:
+    # MongoEngine writes what it loaded: a copy inserted elsewhere lacks what it left out.
+    Model = coded(kind, "PartialArchived", "partial_archived")
+    saved = Model(name="a").save()
+    before = raw_one(mongoengine_db.partial_archived)
+    counters_before = counters(mongoengine_db)
+
+    loaded = Model.objects.only("name").get(id=saved.id)
+    value = kind.sample()
+    if assign:
+        loaded.code = value  # yours: written, and told to the field
+    loaded.switch_collection("partial_archive", keep_created=False)
+    loaded.save()
+    assert raw_one(mongoengine_db.partial_archived) == before
+    archived = raw_one(mongoengine_db.partial_archive)
+    if assign:
+        assert archived == {**before, "code": kind.stored(value)}
+        if kind.name == "sequence":
+            assert Model.code.get_next_value() == value + 1
+    else:
+        assert archived == {key: before[key] for key in ("_id", "name")}
+        assert counters(mongoengine_db) == counters_before
+
+
 # -- a field added to the model later -------------------------------------------------------------
 
 

@@ -13,7 +13,9 @@ places MongoEngine makes a queryset, and the reference fields' methods of the la
 * ``_save_create`` and ``_save_update``, the two steps of ``Document.save()`` that write, are
   wrapped on the class that declares a generated field: by then ``pre_save``, ``validate()``
   and ``pre_save_post_validation`` have run, so the values are filled in right before the
-  write, with the write's own collection (:mod:`.save`);
+  write, with the write's own collection (:mod:`.save`); so are ``__getstate__`` and
+  ``__setstate__``, so that a pickled or copied document keeps the record of the fields a
+  projection left out of it;
 * its querysets (made generating where MongoEngine makes them: :func:`hook_queryset_makers`)
   get ``insert()`` (:mod:`.bulk`), ``update()`` and ``modify()``
   (:mod:`.upsert`), ``in_bulk()`` and ``distinct()`` (:mod:`.references`), and records which
@@ -86,6 +88,8 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (BaseDocument, "to_mongo", ("use_db_field", "fields")),
     (BaseDocument, "_from_son", ("son", "_auto_dereference", "created")),
     (BaseDocument, "_lookup_field", ("parts",)),
+    (BaseDocument, "__getstate__", ()),
+    (BaseDocument, "__setstate__", ("data",)),
     (BaseField, "__get__", ("instance", "owner")),
     (ReferenceField, "to_python", ("value",)),
     (LazyReferenceField, "to_python", ("value",)),
@@ -546,6 +550,40 @@ def state(document: BaseDocument, *, create: bool = True) -> State | None:
     return found
 
 
+#: The key of a pickled (or copied) document's state under which its record's ``unloaded`` goes.
+_UNLOADED = "_mongoengine_ids_unloaded"
+
+
+def _wrap_getstate(owner: type[Document], own: Callable[[Any], Any] | None) -> Any:
+    """``__getstate__`` for ``owner``: what pickle and ``copy`` take of a document, with the
+    generated fields a projection left out of it (MongoEngine's takes its data only)."""
+
+    def __getstate__(self: Document) -> Any:
+        data = own(self) if own is not None else super(owner, self).__getstate__()
+        found = state(self, create=False)
+        if found is not None and found.unloaded:
+            data[_UNLOADED] = sorted(found.unloaded)
+        return data
+
+    return __getstate__
+
+
+def _wrap_setstate(owner: type[Document], own: Callable[[Any, Any], None] | None) -> Any:
+    """``__setstate__`` for ``owner``: a copy of a partially loaded document is one too (its
+    ``save()`` leaves the fields it lacks alone)."""
+
+    def __setstate__(self: Document, data: Any) -> None:
+        if own is not None:
+            own(self, data)
+        else:
+            super(owner, self).__setstate__(data)
+        unloaded = data.get(_UNLOADED) if isinstance(data, dict) else None
+        if unloaded:
+            state(self).unloaded = frozenset(unloaded)
+
+    return __setstate__
+
+
 def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     """Record which generated fields a projection left out of a document it loaded."""
     if not isinstance(document, Document) or not loaded:
@@ -718,6 +756,8 @@ def hook(document_class: type[Document]) -> None:
         for name, wrap in (
             ("_save_create", save.wrap_save_create),
             ("_save_update", save.wrap_save_update),
+            ("__getstate__", _wrap_getstate),
+            ("__setstate__", _wrap_setstate),
         ):
             own = vars(document_class).get(name)
             setattr(document_class, name, wrap(document_class, own))
