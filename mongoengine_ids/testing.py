@@ -81,10 +81,21 @@ class _Connections:
         reset_process_state()
 
 
+#: pymongo's names of the ``uuidRepresentation`` option (mongomock takes any and ignores it).
+UUID_REPRESENTATIONS = ("standard", "unspecified", "pythonLegacy", "javaLegacy", "csharpLegacy")
+
+
 def _representation(uuid_representation: str | None) -> dict[str, str]:
     # None gives MongoEngine none: it then warns (DeprecationWarning) and uses its default.
     if uuid_representation is None:
         return {}
+    if not isinstance(uuid_representation, str):
+        raise TypeError(f"uuid_representation must be a str or None, not {uuid_representation!r}")
+    if uuid_representation not in UUID_REPRESENTATIONS:
+        raise ValueError(
+            f"uuid_representation={uuid_representation!r} is not one of pymongo's: expected "
+            f"one of {', '.join(map(repr, UUID_REPRESENTATIONS))}, or None"
+        )
     return {"uuidRepresentation": uuid_representation}
 
 

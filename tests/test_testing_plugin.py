@@ -105,6 +105,26 @@ def test_connect_passes_the_uuid_representation(representation: str) -> None:
         assert settings["uuidRepresentation"] == representation
 
 
+@pytest.mark.parametrize(
+    ("representation", "error"),
+    [
+        ("bogus", ValueError),
+        ("Standard", ValueError),
+        ("python_legacy", ValueError),
+        (4, TypeError),
+    ],
+)
+def test_connect_refuses_a_uuid_representation_pymongo_does_not_know(
+    representation: Any, error: type[Exception]
+) -> None:
+    # mongomock takes any and ignores it: a typo would pass here and fail on a server.
+    for opened in (connected, connected_threadsafe):
+        with opened() as connect:
+            with pytest.raises(error, match=rf"uuid_representation.*{representation!r}"):
+                connect("other", uuid_representation=representation)
+            assert "other" not in mongoengine.connection._connection_settings
+
+
 def test_connect_without_a_uuid_representation_leaves_mongoengines_default() -> None:
     with connected() as connect:
         with pytest.warns(DeprecationWarning, match="No uuidRepresentation is specified"):

@@ -1665,7 +1665,7 @@ class SequenceField(GeneratedField):
         number = self.number_of(value)
         if number is None:
             accepted = self.format.describe() if self.format.active else "an int"
-            self.error(f"cannot query {self.name!r} by {value!r}: expected {accepted}")
+            self.error(f"cannot query {self._label} by {value!r}: expected {accepted}")
             raise AssertionError("unreachable: self.error() raises")
         return self.format.format(number) if self.format.active else number
 
