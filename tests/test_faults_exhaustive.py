@@ -2,8 +2,9 @@
 
 For each generated field (as primary key and as a plain field) and each write (a new document's
 ``save()``, a bulk ``insert()``, ``upsert_one()`` (also by a value of the field no document
-holds), ``modify(upsert=True)``, and ``save()`` of a loaded, changed document), a counting run
-learns N, the number of database calls the write makes. Then, for every call k < N, the write
+holds, given as ``field: v`` or inside ``$and``), ``modify(upsert=True)``, and ``save()`` of a
+loaded, changed document), a counting run learns N, the number of database calls the write
+makes. Then, for every call k < N, the write
 runs again on a fresh database holding the same pre-existing documents, with ``AutoReconnect``
 raised at call k either before the call ("before": never sent), after it was applied ("after":
 the reply is lost), or with the call held back and applied after the next call ("late": a write
@@ -219,6 +220,22 @@ def _upsert_by_value(model: type[me.Document]) -> Write:
     return Write(["up-0"], call, upsert=True)
 
 
+def _upsert_by_and(model: type[me.Document]) -> Write:
+    """An upsert whose filter fixes the generated field only inside ``$and``, with ``$eq`` (as
+    MongoEngine writes a field filtered twice): a server gives the document it inserts that
+    value (mongomock does not: the package sets it on insert as well)."""
+    case = next(case for case in CASES if _model(case) is model)
+    value = {"sequence": 500, "random": 4}.get(case.kind) or case.existing()[0]  # no one's
+    field_ = model._fields[case.name]
+    condition = {"$and": [{field_.db_field: {"$eq": field_.to_mongo(value)}}]}
+
+    def call() -> list[me.Document]:
+        found = model.objects(__raw__=condition).upsert_one(set__key="up-0", set__note="and")
+        return [found]
+
+    return Write(["up-0"], call, upsert=True)
+
+
 def _modify(model: type[me.Document]) -> Write:
     def call() -> list[me.Document]:
         return [model.objects(key="up-0").modify(upsert=True, new=True, set__note="modified")]
@@ -276,6 +293,7 @@ WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
     "insert": _insert,
     "upsert_one": _upsert_one,
     "upsert-by-value": _upsert_by_value,
+    "upsert-by-$and": _upsert_by_and,
     "modify": _modify,
     "save-loaded": _save_loaded,
 }
