@@ -320,6 +320,24 @@ def test_a_counter_dropped_under_a_live_process_never_repeats_its_values(
     assert [Ticket().save().number for _ in range(2)] == [1, 2]
 
 
+def test_a_dropped_counter_shared_by_two_fields_never_repeats_a_value(
+    mongoengine_db: Any,
+) -> None:
+    class SharedA(Document):
+        number = SequenceField(sequence_name="shared", batch_size=10)
+
+    class SharedB(Document):
+        number = SequenceField(sequence_name="shared", batch_size=10)
+
+    handed = [SharedA().save().number, SharedB().save().number]  # blocks 1..10 and 11..20
+    mongoengine_db.drop_collection(DEFAULT_COLLECTION)
+    handed += [SharedA().save().number for _ in range(9)]  # 2..10
+    with pytest.warns(RuntimeWarning, match="up to 20: recreated at 20"):
+        handed.append(SharedA().save().number)  # 21
+    handed += [SharedB().save().number for _ in range(3)]  # 12, 13, 14
+    assert sorted(handed) == [*range(1, 15), 21]
+
+
 def test_a_dropped_sharded_counter_is_recreated_with_its_bounds(mongoengine_db: Any) -> None:
     sequence = Sequence(
         "parts", database=mongoengine_db, batch_size=2, digits=2, shards=2, rng=random.Random(7)

@@ -7,6 +7,7 @@ of plain MongoEngine fields beside it.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import mongoengine as me
@@ -253,8 +254,7 @@ def test_no_dereference_loads_and_saves_a_document_with_generated_values(
     mongoengine_db: Any, key: tuple[str, str], how: str
 ) -> None:
     # MongoEngine deep-copies the fields of a model it loads without dereferencing: a field
-    # holding its generator or counters could not be copied (TypeError), and a copy would not
-    # share the values handed out.
+    # holding its generator or counters could not be copied (TypeError).
     model = _NO_DEREF_MODELS[key]
     kind, role = key
     doc = model(name="a")
@@ -273,10 +273,10 @@ def test_no_dereference_loads_and_saves_a_document_with_generated_values(
     assert raw(model) == [{**before[0], "name": "b"}]
     if kind != "plain":
         name = "id" if role == "pk" else "code"
-        field = model._fields[name]
-        assert loaded._fields[name] is field  # the model's own: one generator, one counter
-        second = model(name="c").save()
+        second = model(name="c").save()  # the model's own field goes on from where it was
         assert getattr(second, name) not in (None, getattr(doc, name))
+        if kind == "sequence":
+            assert getattr(second, name) == 2
 
 
 class DayNoDerefPart(me.EmbeddedDocument):
@@ -297,3 +297,25 @@ def test_no_dereference_loads_embedded_documents_with_generated_values(
     loaded.parts.append(DayNoDerefPart())
     loaded.save()
     assert [part["n"] for part in raw(DayNoDerefHolder)[0]["parts"]] == [1, 2]
+
+
+def test_a_deep_copy_of_a_generated_field_is_a_field_of_its_own(mongoengine_db: Any) -> None:
+    # A model built from copies of another's fields: naming the copy must not rename the
+    # original (which would then count on another counter, from 1 again).
+    mongoengine_db["mongoengine.counters"].insert_one(
+        {"_id": "day_copied_from.number", "next": 100}
+    )
+
+    class DayCopiedFrom(me.Document):
+        number = SequenceField()
+
+    class DayCopiedTo(me.Document):
+        code = copy.deepcopy(DayCopiedFrom._fields["number"])
+
+    assert DayCopiedFrom._fields["number"].name == "number"
+    assert DayCopiedTo._fields["code"] is not DayCopiedFrom._fields["number"]
+    assert DayCopiedFrom().save().number == 101
+    assert DayCopiedTo().save().code == 1
+    assert [doc["number"] for doc in raw(DayCopiedFrom)] == [101]
+    # Stored under the db_field it was copied with, as a copy of MongoEngine's own field is.
+    assert [doc["number"] for doc in raw(DayCopiedTo)] == [1]

@@ -325,32 +325,42 @@ def test_a_copy_of_a_partially_loaded_document_keeps_its_stored_values(
     assert counters(mongoengine_db) == counters_before  # "code" was not drawn again
 
 
-@pytest.mark.parametrize("assign", [False, True], ids=["left_out", "assigned"])
+@pytest.mark.parametrize("how", ["clone", "elsewhere", "insert"])
 @by_kind
-def test_a_partially_loaded_document_inserted_elsewhere_gets_no_new_value(
-    mongoengine_db: Any, kind: Kind, assign: bool
+def test_a_partially_loaded_document_inserted_as_new_gets_new_values(
+    mongoengine_db: Any, kind: Kind, how: str
 ) -> None:
-    # MongoEngine writes what it loaded: a copy inserted elsewhere lacks what it left out.
-    Model = coded(kind, "PartialArchived", "partial_archived")
-    saved = Model(name="a").save()
-    before = raw_one(mongoengine_db.partial_archived)
-    counters_before = counters(mongoengine_db)
+    # A new document (a clone: pk = None; a copy inserted into another collection): its empty
+    # generated fields get values, as MongoEngine's own SequenceField gives them; the stored
+    # original is untouched.
+    Model = coded(kind, "PartialCloned", "partial_cloned", tag=me.StringField(unique=True))
+    saved = Model(name="a", tag="t0").save()
+    before = raw_one(mongoengine_db.partial_cloned, {"_id": saved.pk})
 
-    loaded = Model.objects.only("name").get(id=saved.id)
-    value = kind.sample()
-    if assign:
-        loaded.code = value  # yours: written, and told to the field
-    loaded.switch_collection("partial_archive", keep_created=False)
-    loaded.save()
-    assert raw_one(mongoengine_db.partial_archived) == before
-    archived = raw_one(mongoengine_db.partial_archive)
-    if assign:
-        assert archived == {**before, "code": kind.stored(value)}
-        if kind.name == "sequence":
-            assert Model.code.get_next_value() == value + 1
-    else:
-        assert archived == {key: before[key] for key in ("_id", "name")}
-        assert counters(mongoengine_db) == counters_before
+    made = []
+    tags = (1,) if how == "elsewhere" else (1, 2)  # elsewhere, a second copy replaces the first
+    for n in tags:
+        loaded = Model.objects.only("name", "tag").get(id=saved.pk)
+        loaded.tag = f"t{n}"
+        if how == "elsewhere":
+            loaded.switch_collection("partial_cloned_archive", keep_created=False)
+            loaded.save()
+        else:
+            loaded.pk = None
+            if how == "clone":
+                loaded.save()
+            else:
+                Model.objects.insert([loaded])
+        made.append(loaded)
+
+    assert raw_one(mongoengine_db.partial_cloned, {"_id": saved.pk}) == before
+    target = "partial_cloned_archive" if how == "elsewhere" else "partial_cloned"
+    stored = {doc["tag"]: doc for doc in raw_docs(mongoengine_db[target])}
+    codes = [stored[f"t{n}"]["code"] for n in tags]
+    for code in codes:
+        kind.check(code)
+    assert len({before["code"], *codes}) == 1 + len(tags)
+    assert [kind.stored(doc.code) for doc in made] == codes
 
 
 # -- a field added to the model later -------------------------------------------------------------

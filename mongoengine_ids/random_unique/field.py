@@ -360,6 +360,9 @@ class RandomUniqueField(GeneratedField):
         #: Whether the field's own unique index (or the _id index) decides collisions.
         self._has_own_index = bool(self.primary_key or self.unique)
 
+    def _copied(self) -> None:
+        self._counters = _Counters()  # its own collision counts
+
     def __set_name__(self, owner: type, name: str) -> None:
         from mongoengine import EmbeddedDocument
 

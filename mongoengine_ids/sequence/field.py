@@ -256,9 +256,6 @@ class CounterStore:
         self._lock = threading.Lock()
         self._live: list[int] = list(range(space.shards))
         self._counters = [self._make_counter(shard) for shard in range(min(space.shards, 1))]
-        #: The highest value leased from each counter document (by ``_id``) through this store:
-        #: a counter deleted since (its database dropped) is never recreated below it.
-        self._leased_to: dict[str, int] = {}
 
     def _make_counter(self, shard: int) -> _Counter:
         scope_text = None if self._scope is None else self._scope[0]
@@ -424,29 +421,27 @@ class CounterStore:
 
     def _leased(self, document_id: str, block: range) -> range:
         """Record ``block``, just leased from counter ``document_id``; returns it."""
-        with self._lock:
-            self._leased_to[document_id] = max(block[-1], self._leased_to.get(document_id, 0))
+        key = (self.collection_name, document_id)
+        with _leased_lock:
+            _leased_to[key] = max(block[-1], _leased_to.get(key, block[-1]))
         return block
-
-    def forget(self) -> None:
-        """Forget the values leased through this store (the counters were dropped on purpose:
-        :func:`~mongoengine_ids.resets.reset_process_state`)."""
-        with self._lock:
-            self._leased_to.clear()
 
     def create(self, counter: _Counter) -> None:
         """Insert ``counter``'s document if it does not exist (``next`` = its first value - 1).
 
-        A counter this store leased from before was deleted since (its database dropped while
-        this process held values of it): it is recreated at the highest value leased, with a
-        warning, so that no value is handed out twice by this process.
+        A counter this process leased from before (through any sequence) was deleted since
+        (its database dropped while this process held values of it): it is recreated at the
+        highest value leased, with a warning, so that no value is handed out twice by this
+        process. (Recreated by another writer first, it cannot be told from a counter that
+        never went away.)
 
         Creating before the first ``$inc`` (instead of ``$setOnInsert``, which a real server
         rejects together with ``$inc`` on the same field) works the same on every server and on
         mongomock; it costs two extra round trips once per counter.
         """
         document_id = counter.document_id
-        leased = self._leased_to.get(document_id)
+        with _leased_lock:
+            leased = _leased_to.get((self.collection_name, document_id))
         start = counter.low - 1 if leased is None else max(leased, counter.low - 1)
         initial: dict[str, Any] = {"_id": document_id, "next": start}
         if counter.bounded:
@@ -580,6 +575,10 @@ class _Flight:
 
 
 _EMPTY: Final = range(0)
+#: The highest value this process leased from each counter document, by (``db.collection``,
+#: ``_id``), through any sequence: a counter deleted since is never recreated below it.
+_leased_to: dict[tuple[str, str], int] = {}
+_leased_lock = threading.Lock()
 _live_sequences: weakref.WeakSet[Sequence] = weakref.WeakSet()
 _live_lock = threading.Lock()
 
@@ -1026,9 +1025,8 @@ def _forget_all_blocks() -> None:
         sequences = list(_live_sequences)
     for sequence in sequences:
         sequence.discard()
-        store = sequence._store
-        if store is not None:
-            store.forget()
+    with _leased_lock:
+        _leased_to.clear()  # the counters were dropped on purpose (reset_process_state)
 
 
 def discard_blocks(database: str, collection: str, name: str) -> None:
@@ -1062,8 +1060,9 @@ def _sequences_of(
 def _after_fork_in_child() -> None:
     # The child must not hand out values its parent (and siblings) also hold; the lock may
     # have been held by a thread that does not exist in the child: rebuild, do not acquire.
-    global _live_lock
+    global _live_lock, _leased_lock
     _live_lock = threading.Lock()
+    _leased_lock = threading.Lock()
     for sequence in list(_live_sequences):
         store = getattr(sequence, "_store", None)
         if isinstance(store, CounterStore):
@@ -1425,6 +1424,12 @@ class SequenceField(GeneratedField):
 
     def _reset_after_fork(self) -> None:
         self._sequences_lock = threading.Lock()
+
+    def _copied(self) -> None:
+        # Its own sequences (by its own counter name) and lock, reached by resets and fork().
+        self._sequences = {}
+        self._sequences_lock = threading.Lock()
+        _live_fields.add(self)
 
     @property
     def depends_on(self) -> tuple[str, ...]:

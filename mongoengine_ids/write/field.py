@@ -14,6 +14,7 @@ counter never hands them out later.
 
 from __future__ import annotations
 
+import copy
 from collections import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -249,10 +250,18 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         super().__set__(instance, None if value is None else self.coerce(value))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
-        """The field itself: its generator, counters and leased blocks are the model's, one per
-        process, and never copied. MongoEngine copies a model's fields only to switch
-        dereferencing off for one load (``no_dereference()``), which these fields never do."""
-        return self
+        """A field of the same options (MongoEngine copies a model's fields for
+        ``no_dereference()``; a model may be built from copies of another's). Its runtime
+        state, which holds locks and cannot be copied, is shared or made anew
+        (:meth:`_copied`); the write path generates with the model's own fields only."""
+        copied = copy.copy(self)
+        memo[id(self)] = copied
+        copied._copied()
+        return copied
+
+    def _copied(self) -> None:
+        """Called on a copy just made: give it the runtime state it must not share with the
+        field it was copied from. Default: nothing (a generator is shared: one per process)."""
 
     def generate(self) -> None:
         """MongoEngine's generation hook, called by ``to_mongo()``: never produces a value.

@@ -187,26 +187,12 @@ def prepare(
     write: Write, documents: list[BaseDocument], states: list[seam.State | None]
 ) -> tuple[list[tuple[Slot, Any]], list[Slot]]:
     """The values of new documents about to be inserted: the fields are told the values the
-    user assigned, and the empty ones are filled (not those a projection left out when the
-    document was loaded, but for its key). Values an earlier attempt generated or noted
+    user assigned, and the empty ones are filled. Values an earlier attempt generated or noted
     (its reply was lost; ``states`` are the documents' records), if unchanged since, stay this
     write's own. Returns (noted, filled)."""
     found: list[Slot] = []
-    for document, state in zip(documents, states, strict=True):
-        start = len(found)
+    for document in documents:
         _collect(document, document, False, found)
-        if state is not None and state.unloaded:
-            # Loaded with a projection, inserted as new (a copy saved elsewhere): a field it
-            # left out is written as MongoEngine writes it, not at all unless you assigned it
-            # a value; a key is made.
-            found[start:] = [
-                slot
-                for slot in found[start:]
-                if slot.name not in state.unloaded
-                or slot.holder is not document
-                or slot.field.primary_key
-                or slot.value is not None
-            ]
     kept, kept_noted, others = split_kept(found, states)
     noted = note_assigned(write, [slot for slot in others if slot.value is not None])
     try:
