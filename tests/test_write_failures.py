@@ -376,3 +376,229 @@ def test_upsert_of_a_scoped_sequence(mongoengine_db: Any) -> None:
     FwInvoice.objects(tenant="a").upsert_one(set__tenant="a")  # AttributeError likewise
     (stored,) = list(mongoengine_db["fw_invoices"].find())
     assert stored["number"] == 1
+
+
+# -- bulk insert: partial failures, write concern, other errors, keys left to the driver ------
+
+
+class Faults:
+    """A hook failing the calls it is armed for, in order: each plan names a method (and a
+    collection), how many matching calls to let through first, the error, and whether the
+    call was applied (True: the reply is lost; "first": an insert_many of which only the first
+    document was applied, as when pymongo sent a large insert as several commands)."""
+
+    def __init__(self) -> None:
+        self.plans: list[list[Any]] = []
+
+    def arm(
+        self, method: str, error: BaseException, *, applied: Any, collection: str, skip: int = 0
+    ) -> None:
+        self.plans.append([collection, method, error, applied, skip])
+
+    def __call__(self, collection: str, method: str, call: Any) -> Any:
+        for index, plan in enumerate(self.plans):
+            if (plan[0], plan[1]) != (collection, method):
+                continue
+            if plan[4]:
+                plan[4] -= 1
+                return call()
+            del self.plans[index]
+            if plan[3] == "first":
+                call.func(call.args[0][:1], *call.args[1:], **call.keywords)
+            elif plan[3]:
+                call()
+            raise plan[2]
+        return call()
+
+
+LOST = pymongo.errors.AutoReconnect("injected: connection reset")
+
+
+class FwBulk(me.Document):
+    number = SequenceField()
+    name = me.StringField()
+
+
+def stored_numbers(model: type[me.Document]) -> list[tuple[Any, Any]]:
+    return sorted((doc["name"], doc["number"]) for doc in model._get_collection().find())
+
+
+@pytest.mark.parametrize("second", ["insert_many", "find_one"])
+def test_a_bulk_insert_retried_twice_after_partial_landings_completes(second: str) -> None:
+    faults = Faults()
+    with connect_with(faults):
+        docs = [FwBulk(name=f"n{i}") for i in range(3)]
+        faults.arm("insert_many", LOST, applied="first", collection="fw_bulk")
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            FwBulk.objects.insert(docs)
+        assert stored_numbers(FwBulk) == [("n0", 1)]
+        # The retry finds n0 stored; then its own insert (or the look-up of n1) loses its reply.
+        if second == "insert_many":
+            faults.arm("insert_many", LOST, applied=False, collection="fw_bulk")
+        else:
+            faults.arm("find_one", LOST, applied=True, collection="fw_bulk", skip=1)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            FwBulk.objects.insert(docs)
+        # n0 is not yet counted written (the insert failed): the third attempt finishes it.
+        assert [doc.number for doc in FwBulk.objects.insert(docs)] == [1, 2, 3]
+        assert stored_numbers(FwBulk) == [("n0", 1), ("n1", 2), ("n2", 3)]
+        assert not any(doc._created for doc in docs)
+
+
+class FwBulkUnique(me.Document):
+    number = SequenceField(unique=True)
+    name = me.StringField()
+
+
+def _with_write_concern_error(collection_name: str) -> Callable[..., Any]:
+    """A hook whose first insert_many on ``collection_name`` also reports a write concern
+    error, as a server does when the write concern timed out."""
+    armed = [True]
+
+    def hook(collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if (collection, method) != (collection_name, "insert_many") or not armed[0]:
+            return call()
+        armed[0] = False
+        try:
+            result = call()
+        except pymongo.errors.BulkWriteError as error:
+            details = error.details
+        else:
+            details = {"nInserted": len(call.args[0]), "writeErrors": []}  # type: ignore[attr-defined]
+            del result
+        details["writeConcernErrors"] = [
+            {"code": 64, "errmsg": "waiting for replication timed out"}
+        ]
+        raise pymongo.errors.BulkWriteError(details)
+
+    return hook
+
+
+@pytest.mark.parametrize("collides", [False, True], ids=["clean", "beside_a_collision"])
+def test_a_bulk_insert_whose_write_concern_failed_is_retried_without_copies(
+    collides: bool,
+) -> None:
+    with connect_with(_with_write_concern_error("fw_bulk_unique")) as db:
+        FwBulkUnique.ensure_indexes()
+        if collides:
+            db.fw_bulk_unique.insert_one({"number": 2, "name": "old"})  # the batch's 2nd value
+        docs = [FwBulkUnique(name=f"n{i}") for i in range(3)]
+        # Applied on the primary, not known to be replicated: an error (never swallowed by
+        # the retry of a collision), and the outcome of every document is unknown.
+        with pytest.raises(me.errors.BulkWriteError, match="waiting for replication"):
+            FwBulkUnique.objects.insert(docs, write_concern={"w": "majority", "wtimeout": 1})
+        assert all(doc._created for doc in docs)
+        FwBulkUnique.objects.insert(docs)  # the application's retry
+        stored = [doc for doc in db.fw_bulk_unique.find() if doc["name"] != "old"]
+        assert sorted(doc["name"] for doc in stored) == ["n0", "n1", "n2"]
+        numbers = [doc["number"] for doc in db.fw_bulk_unique.find()]
+        assert len(numbers) == len(set(numbers))
+        assert {doc.pk for doc in docs} == {doc["_id"] for doc in stored}
+
+
+class FwPlace(me.Document):
+    id = UUID4Field(primary_key=True)
+    name = me.StringField()
+
+
+def _scripted(*indexes: int) -> Callable[[int], int]:
+    """The given indexes, then 0, 1, 2... (mod n)."""
+    drawn = itertools.chain(indexes, itertools.count())
+    return lambda n: next(drawn) % n
+
+
+class FwReservedBulk(me.Document):
+    # "a" and "b" draw indexes 0 and 1; "c" draws 0 again: free only if "a" lost its reservation.
+    code = RandomUniqueField(digits=1, rng=_scripted(0, 1, 0), reserve_in="fw_bulk_codes")
+    name = me.StringField()
+
+
+# What pymongo raises for the second command of an insert it split (the first was applied),
+# and what the application gets (MongoEngine wraps an OperationFailure).
+AFTER_A_FIRST_COMMAND: list[tuple[BaseException, type[BaseException]]] = [
+    (pymongo.errors.DocumentTooLarge("injected: too large"), pymongo.errors.DocumentTooLarge),
+    (
+        pymongo.errors.OperationFailure("injected: operation was interrupted", 11601),
+        me.errors.OperationError,
+    ),
+    (pymongo.errors.InvalidOperation("injected: cannot encode"), pymongo.errors.InvalidOperation),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "raised"), AFTER_A_FIRST_COMMAND, ids=lambda error: type(error).__name__
+)
+def test_a_bulk_insert_failing_after_a_first_command_keeps_the_stored_keys(
+    error: BaseException, raised: type[BaseException]
+) -> None:
+    faults = Faults()
+    with connect_with(faults) as db:
+        docs = [FwPlace(name=f"n{i}") for i in range(3)]
+        faults.arm("insert_many", error, applied="first", collection="fw_place")
+        with pytest.raises(raised, match="injected"):
+            FwPlace.objects.insert(docs)
+        assert [doc["name"] for doc in db.fw_place.find()] == ["n0"]
+        assert all(doc.pk is not None for doc in docs)  # kept: the outcome is unknown
+        docs[0].name = "n0-renamed"
+        docs[0].save()  # its own copy, not a second one
+        FwPlace.objects.insert(docs[1:])
+        assert sorted(doc["name"] for doc in db.fw_place.find()) == ["n0-renamed", "n1", "n2"]
+        assert sorted(doc["_id"] for doc in db.fw_place.find()) == sorted(
+            FwPlace._fields["id"].to_mongo(doc.pk) for doc in docs
+        )
+
+
+def test_a_bulk_insert_failing_after_a_first_command_keeps_the_reservations() -> None:
+    faults = Faults()
+    with connect_with(faults) as db:
+        docs = [FwReservedBulk(name="a"), FwReservedBulk(name="b")]
+        faults.arm(
+            "insert_many",
+            AFTER_A_FIRST_COMMAND[0][0],
+            applied="first",
+            collection="fw_reserved_bulk",
+        )
+        with pytest.raises(pymongo.errors.DocumentTooLarge):
+            FwReservedBulk.objects.insert(docs)
+        FwReservedBulk(name="c").save()
+        codes = [doc["code"] for doc in db.fw_reserved_bulk.find()]
+        assert len(codes) == 2
+        assert len(set(codes)) == 2  # "c" did not get the code "a" is stored with
+
+
+class FwStringKeyed(me.Document):
+    id = me.StringField(primary_key=True)
+    code = SequenceField(unique=True)
+    name = me.StringField()
+
+
+@pytest.mark.parametrize("how", ["insert", "save"])
+def test_a_key_left_to_the_driver_is_stored_once_after_a_lost_reply(how: str) -> None:
+    method = "insert_many" if how == "insert" else "insert_one"
+    hook = FailOnce("fw_string_keyed", method, "after")
+    with connect_with(hook) as db:
+        doc = FwStringKeyed(name="a")
+        hook.armed = True
+        if how == "insert":
+            retry(lambda: FwStringKeyed.objects.insert([doc]))
+        else:
+            retry(lambda: doc.save(validate=False))  # a key is required by validate()
+        assert hook.fired
+        (stored,) = db.fw_string_keyed.find()
+        assert (stored["name"], stored["code"]) == ("a", 1)
+        assert doc.pk == stored["_id"]
+
+
+@pytest.mark.parametrize("errmsg", ["not authorized on db", "E11000 duplicate key error"])
+def test_an_operation_failure_of_a_bulk_insert_is_mongoengines_error(errmsg: str) -> None:
+    faults = Faults()
+    with connect_with(faults):
+        faults.arm(
+            "insert_many",
+            pymongo.errors.OperationFailure(errmsg, 13),
+            applied=False,
+            collection="fw_bulk",
+        )
+        expected = me.errors.NotUniqueError if "E11000" in errmsg else me.errors.OperationError
+        with pytest.raises(expected, match=errmsg):
+            FwBulk.objects.insert(FwBulk(name="x"))

@@ -4,20 +4,25 @@ MongoEngine's behaviour otherwise: the same checks, signals, ``load_bulk`` and o
 ``insert_many`` (documents before a failure stay written). What this adds:
 
 * every document's ``_id`` is known before the insert is sent, and kept (with the generated
-  values) when the reply is lost: the application's retry looks them up and sends only those
-  that were not stored (:mod:`.landed`), so no document is stored twice;
+  values) when the outcome is unknown: the reply was lost, the write concern failed, or pymongo
+  raised another error than a ``BulkWriteError`` (which counts the documents inserted; a large
+  insert is sent as several commands, and another error may follow some of them). The
+  application's retry looks them up and sends only those that were not stored
+  (:mod:`.landed`), so no document is stored twice. A document found stored counts as written
+  when the whole insert is;
 * a document whose generated value collided (a field that retries) gets a fresh value and the
   insert resumes from it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pymongo.errors
 from mongoengine import signals
 from mongoengine.base import BaseDocument
-from mongoengine.errors import BulkWriteError, OperationError
+from mongoengine.errors import BulkWriteError, NotUniqueError, OperationError
 
 from ..errors import BulkNotUniqueError
 from . import landed, seam, values
@@ -73,6 +78,9 @@ class Batch:
         #: Positions still to insert, in order; a document sent before whose reply was lost
         #: and that is found stored is not sent again.
         self.pending: list[int] = []
+        #: Documents whose earlier insert (outcome unknown) is found stored: written once this
+        #: insert is, else looked up again by the next attempt.
+        self.landed: list[Any] = []
         not_landed: list[Any] = []
         #: The documents with a record of an earlier write (see :func:`seam.state`).
         self.recorded: set[int] = set()
@@ -83,23 +91,19 @@ class Batch:
                 self.recorded.add(id(doc))
                 if earlier.unconfirmed:
                     if landed.earlier_insert_landed(doc, write.collection):
-                        values.confirm([doc])
+                        self.landed.append(doc)
                         continue
                     not_landed.append(doc)
             self.pending.append(position)
             states.append(earlier)
         docs_left = [docs[position] for position in self.pending]
         self.noted, self.filled = values.prepare(write, docs_left, states)
-        #: The documents not yet written whose ObjectId key is made here (now or before).
-        # By each document's own class: a subclass may declare another kind of key.
-        classes = set(map(type, docs))
-        kinds = {kind for kind in classes if seam.shape(kind).object_id_pk}
-        #: The classes whose documents have a key when they are sent: generated, or made here.
-        self.keyed_kinds = kinds | {kind for kind in classes if seam.shape(kind).generates_pk}
+        #: The documents not yet written whose key (left to the driver) is made here, now or
+        #: by an earlier attempt.
         self.made_pk = {
             id(doc)
             for doc, earlier in zip(docs_left, states, strict=True)
-            if (type(doc) in kinds and make_pk(doc)) or getattr(earlier, "made_pk", False)
+            if make_pk(doc) or getattr(earlier, "made_pk", False)
         }
         for doc in not_landed:
             # Not before: if making the values failed, an earlier insert may still land, and
@@ -109,8 +113,10 @@ class Batch:
         #: insert may still land, so a duplicate key may be it, and their values are kept.
         self.retrying = {id(doc) for doc in not_landed}
         self.attempts: dict[int, int] = {}
-        #: Each pending document as last sent, by position (kept if the reply is lost).
+        #: Each pending document as last sent, by position (kept if the outcome is unknown).
         self.sent: dict[int, Any] = {}
+        #: The last send failed with its outcome unknown (see the module's docstring).
+        self.unknown = False
 
     def insert(self, write_concern: dict[str, Any]) -> list[Any]:
         """Insert every pending document, resuming after each collision given a fresh value."""
@@ -120,23 +126,41 @@ class Batch:
         except BaseException as error:
             self._after_failure(error)
             raise
+        values.confirm(self.landed)
         return seam.keys(self.docs)
 
     def _send(self, write_concern: dict[str, Any]) -> None:
         raw = [self.docs[position].to_mongo() for position in self.pending]
         self.sent = dict(zip(self.pending, raw, strict=True))
-        try:
-            with seam.set_write_concern(self.write.collection, write_concern) as collection:
+        with seam.set_write_concern(self.write.collection, write_concern) as collection:
+            try:
                 collection.insert_many(raw, ordered=True)
-        except pymongo.errors.BulkWriteError as error:
-            self._written(int(error.details.get("nInserted", 0)))
-            self.sent = {}  # ordered: the first one left was refused, the others never sent
-            first = (error.details.get("writeErrors") or [{}])[0]
-            if first.get("code") not in _DUPLICATE_KEY_CODES:
-                raise BulkWriteError(f"Bulk write error: ({error.details})") from error
-            self._retry(pymongo.errors.DuplicateKeyError(first.get("errmsg", ""), 11000, first))
-        else:
-            self._written(len(self.pending))
+            except pymongo.errors.BulkWriteError as error:
+                self._refused(error)
+                return
+            except pymongo.errors.OperationFailure as error:
+                self.unknown = True  # it may follow some of the commands of a split insert
+                raise _operation_error(error) from error
+            except Exception:
+                self.unknown = True
+                raise
+        self._written(len(self.pending))
+
+    def _refused(self, error: pymongo.errors.BulkWriteError) -> None:
+        """The server refused a document (and the rest were not sent), or the write concern
+        failed: the documents before it are written, or their outcome is unknown; a refused
+        document whose field claims the duplicate key gets a fresh value."""
+        details = error.details
+        if details.get("writeConcernErrors"):
+            # Applied on the primary, not known to be replicated (a failover may roll them back).
+            self.unknown = True
+            raise BulkWriteError(f"Bulk write error: ({details})") from error
+        self._written(int(details.get("nInserted", 0)))
+        self.sent = {}  # ordered: the first one left was refused, the others never sent
+        first = (details.get("writeErrors") or [{}])[0]
+        if first.get("code") not in _DUPLICATE_KEY_CODES:
+            raise BulkWriteError(f"Bulk write error: ({details})") from error
+        self._retry(pymongo.errors.DuplicateKeyError(first.get("errmsg", ""), 11000, first))
 
     def _retry(self, duplicate: pymongo.errors.DuplicateKeyError) -> None:
         """Give the document that collided a fresh value, or raise."""
@@ -159,12 +183,6 @@ class Batch:
 
     def _written(self, count: int) -> None:
         written = [self.docs[position] for position in self.pending[:count]]
-        for position, doc in zip(self.pending[:count], written, strict=True):
-            if type(doc) not in self.keyed_kinds:
-                # A key of another kind than an ObjectId, left unset: the driver made an ObjectId.
-                sent = self.sent.get(position)
-                if sent is not None and seam.key(doc) is None and sent.get("_id") is not None:
-                    seam.set_key(doc, sent["_id"])
         # A record is made only when a write fails: the others have none to clear.
         values.confirm([doc for doc in written if id(doc) in self.recorded])
         values.mark_written([doc for doc in written if id(doc) not in self.recorded])
@@ -175,7 +193,7 @@ class Batch:
     def _after_failure(self, error: BaseException) -> None:
         """Keep the values of the documents not written if the outcome is unknown (or if an
         earlier insert of theirs may still land), and give back the others'."""
-        unknown = values.outcome_unknown(error)
+        unknown = self.unknown or values.outcome_unknown(error)
         dropped = []
         for position in self.pending:
             doc = self.docs[position]
@@ -196,6 +214,13 @@ class Batch:
         values.release(
             self.write, [(s, v) for s, v in self.noted if any(s.root is d for d in dropped)]
         )
+
+
+def _operation_error(error: pymongo.errors.OperationFailure) -> OperationError:
+    """MongoEngine's error for a failed insert (as its ``insert()`` raises it)."""
+    if re.match("^E1100[01] duplicate key", str(error)):
+        return NotUniqueError(f"Tried to save duplicate unique keys ({error})")
+    return OperationError(f"Could not save document ({error})")
 
 
 def _reload(queryset: Any, ids: list[Any]) -> list[Any]:

@@ -240,13 +240,15 @@ def with_values(document: Document, shape: seam.Shape, son: Any, filled: list[Sl
 
 
 def make_pk(document: Document) -> bool:
-    """Give a new document whose ObjectId key is left to the driver one now; True if made.
+    """Give a new document whose key is left to the driver one now; True if made.
 
-    The driver would make it inside ``insert_one()`` and forget it if the reply is lost: known
-    beforehand, the application's retry inserts the same ``_id`` and cannot store a copy.
+    The driver would put an ObjectId in its ``_id`` inside ``insert_one()`` and forget it if
+    the reply is lost: known beforehand, the application's retry inserts the same ``_id`` and
+    cannot store a copy. The key holds that ObjectId, as it would hold the driver's after the
+    insert (whatever its field: MongoEngine sets it from the ``_id`` inserted).
     """
     shape = seam.shape(type(document))
-    if not shape.object_id_pk or seam.key(document) is not None:
+    if not shape.pk_left_to_driver or seam.key(document) is not None:
         return False
     seam.data(document)[shape.pk_name] = ObjectId()
     return True

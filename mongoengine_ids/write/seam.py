@@ -63,7 +63,6 @@ from mongoengine.fields import (
     CachedReferenceField,
     GenericLazyReferenceField,
     LazyReferenceField,
-    ObjectIdField,
     ReferenceField,
 )
 from mongoengine.queryset import QuerySet, QuerySetManager, transform
@@ -380,8 +379,9 @@ class Shape:
     embedding: tuple[str, ...] | None
     #: Whether the class (or a base) overrides MongoEngine's ``to_mongo()``.
     serialises_itself: bool
-    #: Whether the primary key is an ``ObjectIdField`` (the driver would make a missing one).
-    object_id_pk: bool
+    #: Whether an unset primary key is left to the driver, which makes an ObjectId ``_id``:
+    #: a ``Document``'s key that is neither generated here nor by MongoEngine (``_auto_gen``).
+    pk_left_to_driver: bool
     #: The name of the primary key field ("id" for an embedded document, which has none).
     pk_name: str
 
@@ -410,7 +410,8 @@ def shape(document_class: type[BaseDocument]) -> Shape:
             any(name == pk for name, _ in generated),
             embedding,
             _serialises_itself(document_class),
-            isinstance(fields.get(pk or "id"), ObjectIdField),
+            issubclass(document_class, Document)
+            and not getattr(fields.get(pk or "id"), "_auto_gen", False),
             pk or "id",
         )
         setattr(document_class, _SHAPE, found)
