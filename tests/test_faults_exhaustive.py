@@ -28,7 +28,11 @@ documents are then checked (:func:`_violations`):
    spec generates them with ``$setOnInsert``);
 7. a retry refused as a duplicate (``NotUniqueError``, the spec's ``UnconfirmedWriteError``,
    after a ``ConnectionFailure``) tells the application its earlier attempt was applied: then
-   every document of the write is stored.
+   every document of the write is stored;
+8. after a ``ConnectionFailure`` (or the interrupt), the application's retry of the same call
+   ends as the call would have: written, refused as a duplicate, or still failing over; never
+   refused for another reason (a bulk insert whose reload failed, retried, was refused because
+   its documents were saved).
 
 A second test holds call k back ("late") and fails, in turn, every later call of the retries
 ("before"): a retry that fails before it sends anything must not forget the held write.
@@ -526,6 +530,12 @@ def _violations(
             for key in write.keys
             if by_key[key] == 0
         )
+    # 8. the application's retry of the same call ends as the call would have: written, or
+    # refused as a duplicate (or as retries exhausted), or still failing over.
+    if outcome.failed_over and not isinstance(
+        ending, (type(None), me.NotUniqueError, pymongo.errors.ConnectionFailure, KeyboardInterrupt)
+    ):
+        problems.append(f"8. the retry was refused: {type(ending).__name__}: {ending}")
     if ending is not None and not isinstance(ending, ACCEPTABLE):
         problems.append(f"unexpected {type(ending).__name__}: {ending}")
     return problems

@@ -602,3 +602,31 @@ def test_an_operation_failure_of_a_bulk_insert_is_mongoengines_error(errmsg: str
         expected = me.errors.NotUniqueError if "E11000" in errmsg else me.errors.OperationError
         with pytest.raises(expected, match=errmsg):
             FwBulk.objects.insert(FwBulk(name="x"))
+
+
+@pytest.mark.parametrize("load_bulk", [True, False])
+def test_a_bulk_insert_retried_after_its_reload_failed_returns_the_stored_documents(
+    load_bulk: bool,
+) -> None:
+    # The documents are written; then reloading them (load_bulk) loses its reply, or (without
+    # load_bulk) the insert's own reply is lost: the application retries the same call.
+    faults = Faults()
+    with connect_with(faults) as db:
+        docs = [FwBulk(name=f"r{i}") for i in range(3)]
+        if load_bulk:
+            faults.arm("getMore", LOST, applied=True, collection="fw_bulk")
+        else:
+            faults.arm("insert_many", LOST, applied=True, collection="fw_bulk")
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            FwBulk.objects.insert(docs, load_bulk=load_bulk)
+        again = FwBulk.objects.insert(docs, load_bulk=load_bulk)
+        assert stored_numbers(FwBulk) == [("r0", 1), ("r1", 2), ("r2", 3)]
+        if load_bulk:
+            assert [(doc.name, doc.number) for doc in again] == [("r0", 1), ("r1", 2), ("r2", 3)]
+        else:
+            assert again == [doc.pk for doc in docs]
+        assert not any(doc._created for doc in docs)
+        # Counted stored once the call returned: a new insert of a saved document is refused.
+        with pytest.raises(me.errors.OperationError, match="Some documents have ObjectIds"):
+            FwBulk.objects.insert(docs[:1])
+        assert db.fw_bulk.count_documents({}) == 3

@@ -9,7 +9,8 @@ MongoEngine's behaviour otherwise: the same checks, signals, ``load_bulk`` and o
   insert is sent as several commands, and another error may follow some of them). The
   application's retry looks them up and sends only those that were not stored
   (:mod:`.landed`), so no document is stored twice. A document found stored counts as written
-  when the whole insert is;
+  when the insert() call returns; one written by a call that then failed (at a later
+  document, or reloading them) is taken as stored by the retry of that call;
 * a document whose generated value collided (a field that retries) gets a fresh value and the
   insert resumes from it.
 """
@@ -48,7 +49,7 @@ def insert(
     for position, doc in enumerate(docs):
         if not isinstance(doc, document_class):
             raise OperationError(f"Some documents inserted aren't instances of {document_class}")
-        if doc.pk is not None and not seam.is_new(doc):
+        if doc.pk is not None and not seam.is_new(doc) and not _stored_by_failed_insert(doc):
             raise OperationError("Some documents have ObjectIds, use doc.update() instead")
         earlier = first_at.setdefault(id(doc), position)
         if earlier != position:
@@ -60,11 +61,20 @@ def insert(
     signal_kwargs = signal_kwargs or {}
     signals.pre_bulk_insert.send(document_class, documents=docs, **signal_kwargs)
 
-    ids = Batch(Write(document_class, query.collection, docs), docs).insert(write_concern or {})
+    batch = Batch(Write(document_class, query.collection, docs), docs)
+    try:
+        ids = batch.insert(write_concern or {})
+        results = _reload(queryset, ids) if load_bulk else []
+    except BaseException:
+        # The documents it wrote are stored: the application's retry of this call (it failed)
+        # counts them so, instead of refusing them as saved documents.
+        for doc in batch.written:
+            seam.state(doc).stored_by_failed_insert = True
+        raise
+    values.confirm(batch.landed)
     if not load_bulk:
         signals.post_bulk_insert.send(document_class, documents=docs, loaded=False, **signal_kwargs)
         return ids[0] if return_one else ids
-    results = _reload(queryset, ids)
     signals.post_bulk_insert.send(document_class, documents=results, loaded=True, **signal_kwargs)
     return results[0] if return_one else results
 
@@ -78,8 +88,8 @@ class Batch:
         #: Positions still to insert, in order; a document sent before whose reply was lost
         #: and that is found stored is not sent again.
         self.pending: list[int] = []
-        #: Documents whose earlier insert (outcome unknown) is found stored: written once this
-        #: insert is, else looked up again by the next attempt.
+        #: Documents an earlier attempt stored (found by a look-up, or known): counted written
+        #: when this insert() returns, else again by the next attempt.
         self.landed: list[Any] = []
         not_landed: list[Any] = []
         #: The documents with a record of an earlier write (see :func:`seam.state`).
@@ -89,6 +99,9 @@ class Batch:
             earlier = seam.state(doc, create=False)
             if earlier is not None:
                 self.recorded.add(id(doc))
+                if earlier.stored_by_failed_insert:
+                    self.landed.append(doc)
+                    continue
                 if earlier.unconfirmed:
                     if landed.earlier_insert_landed(doc, write.collection):
                         self.landed.append(doc)
@@ -117,6 +130,8 @@ class Batch:
         self.sent: dict[int, Any] = {}
         #: The last send failed with its outcome unknown (see the module's docstring).
         self.unknown = False
+        #: The documents stored so far: found, then written.
+        self.written: list[Any] = list(self.landed)
 
     def insert(self, write_concern: dict[str, Any]) -> list[Any]:
         """Insert every pending document, resuming after each collision given a fresh value."""
@@ -126,7 +141,6 @@ class Batch:
         except BaseException as error:
             self._after_failure(error)
             raise
-        values.confirm(self.landed)
         return seam.keys(self.docs)
 
     def _send(self, write_concern: dict[str, Any]) -> None:
@@ -183,6 +197,7 @@ class Batch:
 
     def _written(self, count: int) -> None:
         written = [self.docs[position] for position in self.pending[:count]]
+        self.written += written
         # A record is made only when a write fails: the others have none to clear.
         values.confirm([doc for doc in written if id(doc) in self.recorded])
         values.mark_written([doc for doc in written if id(doc) not in self.recorded])
@@ -221,6 +236,12 @@ def _operation_error(error: pymongo.errors.OperationFailure) -> OperationError:
     if re.match("^E1100[01] duplicate key", str(error)):
         return NotUniqueError(f"Tried to save duplicate unique keys ({error})")
     return OperationError(f"Could not save document ({error})")
+
+
+def _stored_by_failed_insert(doc: Any) -> bool:
+    """Whether ``doc`` was stored by a bulk insert that then failed (see :func:`insert`)."""
+    state = seam.state(doc, create=False)
+    return state is not None and state.stored_by_failed_insert
 
 
 def _reload(queryset: Any, ids: list[Any]) -> list[Any]:
