@@ -9,6 +9,7 @@ from typing import Any
 
 import bson.json_util
 import mongoengine
+import mongomock
 import pymongo.errors
 import pytest
 from mongoengine import Document, IntField, StringField
@@ -336,6 +337,45 @@ def test_a_dropped_counter_shared_by_two_fields_never_repeats_a_value(
         handed.append(SharedA().save().number)  # 21
     handed += [SharedB().save().number for _ in range(3)]  # 12, 13, 14
     assert sorted(handed) == [*range(1, 15), 21]
+
+
+class OnTwoServers(Document):
+    meta = {"db_alias": "two_servers"}
+    number = SequenceField()
+
+
+def test_the_same_counter_name_on_another_server_is_another_counter() -> None:
+    # An alias reconnected to another cluster with the same database name: its counter is not
+    # the one this process leased from (no warning, no floor).
+    servers = [mongomock.MongoClient(), mongomock.MongoClient()]
+    try:
+        for server in servers:
+            mongoengine.connect(
+                "app",
+                alias="two_servers",
+                mongo_client_class=lambda *args, server=server, **kwargs: server,
+                uuidRepresentation="standard",
+            )
+            OnTwoServers._collection = None
+            assert [OnTwoServers().save().number for _ in range(3)] == [1, 2, 3]
+            mongoengine.disconnect("two_servers")
+    finally:
+        OnTwoServers._collection = None
+        reset_process_state()
+    for server in servers:
+        assert [doc["number"] for doc in server.app.on_two_servers.find()] == [1, 2, 3]
+
+
+def test_a_counter_set_on_purpose_then_dropped_starts_where_it_was_set(
+    mongoengine_db: Any,
+) -> None:
+    class Restarted(Document):
+        number = SequenceField(batch_size=10)
+
+    assert [Restarted().save().number for _ in range(2)] == [1, 2]
+    Restarted.number.set_next_value(0)  # leased 1..10 before: not a floor now
+    mongoengine_db.drop_collection(DEFAULT_COLLECTION)
+    assert Restarted().save().number == 1  # no warning (an error in this suite)
 
 
 def test_a_dropped_sharded_counter_is_recreated_with_its_bounds(mongoengine_db: Any) -> None:

@@ -319,3 +319,23 @@ def test_a_deep_copy_of_a_generated_field_is_a_field_of_its_own(mongoengine_db: 
     assert [doc["number"] for doc in raw(DayCopiedFrom)] == [101]
     # Stored under the db_field it was copied with, as a copy of MongoEngine's own field is.
     assert [doc["number"] for doc in raw(DayCopiedTo)] == [1]
+
+
+def test_a_copy_of_a_locality_field_shares_its_generator_made_later(mongoengine_db: Any) -> None:
+    # Two generators in one process would share pid and node: a copy made before the field made
+    # its generator uses the same one.
+    original = LocalityUUIDField(primary_key=True)
+    copied = copy.deepcopy(original)
+
+    class DayLocalityA(me.Document):
+        meta = {"collection": "day_locality"}
+        id = original
+
+    class DayLocalityB(me.Document):
+        meta = {"collection": "day_locality"}
+        id = copied
+
+    DayLocalityA().save()
+    DayLocalityB().save()
+    assert DayLocalityA._fields["id"].generator is DayLocalityB._fields["id"].generator
+    assert len({doc["_id"] for doc in raw(DayLocalityA)}) == 2

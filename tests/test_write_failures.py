@@ -630,3 +630,100 @@ def test_a_bulk_insert_retried_after_its_reload_failed_returns_the_stored_docume
         with pytest.raises(me.errors.OperationError, match="Some documents have ObjectIds"):
             FwBulk.objects.insert(docs[:1])
         assert db.fw_bulk.count_documents({}) == 3
+
+
+class FwReservedExtra(me.Document):
+    code = RandomUniqueField(digits=12, reserve_in="fw_extra_codes")
+    extra = me.DictField()
+
+
+class _Unencodable:
+    pass
+
+
+@pytest.mark.parametrize("how", ["save", "insert"])
+def test_a_write_that_sends_nothing_releases_its_reservation(mongoengine_db: Any, how: str) -> None:
+    # The driver cannot encode the document: nothing was sent (none of its keys is stored).
+    doc = FwReservedExtra(extra={"x": _Unencodable()})
+    write = (
+        (lambda: doc.save(validate=False))
+        if how == "save"
+        else (lambda: FwReservedExtra.objects.insert([doc]))
+    )
+    with pytest.raises(Exception, match="cannot encode"):
+        write()
+    assert doc.code is None
+    assert list(mongoengine_db.fw_reserved_extra.find()) == []
+    assert list(mongoengine_db.fw_extra_codes.find()) == []
+
+
+_KEYS: dict[str, Callable[[], Any]] = {
+    "string": lambda: me.StringField(primary_key=True),
+    "int": lambda: me.IntField(primary_key=True),
+    "decimal": lambda: me.DecimalField(primary_key=True),
+    "float": lambda: me.FloatField(primary_key=True),
+    "uuid_text": lambda: me.UUIDField(primary_key=True, binary=False),
+}
+
+
+@pytest.mark.parametrize("how", ["insert", "save"])
+@pytest.mark.parametrize("key", list(_KEYS))
+def test_a_key_left_unset_is_stored_as_without_the_package(
+    mongoengine_db: Any, key: str, how: str
+) -> None:
+    # Made before the write where the field sends an ObjectId as it is (a retry can then find
+    # it); left to the driver where it does not; either way stored as MongoEngine stores it.
+    outcomes = []
+    for name, extra in ((f"FwPlainKey_{key}", {}), (f"FwOurKey_{key}", {"code": SequenceField()})):
+        model = type(name, (me.Document,), {"id": _KEYS[key](), "name": me.StringField(), **extra})
+        doc = model(name="a")
+        try:
+            if how == "insert":
+                model.objects.insert([doc], load_bulk=False)
+            else:
+                doc.save(validate=False)  # a key is required by validate()
+        except Exception as error:  # compared with MongoEngine's own outcome
+            outcomes.append(("refused", type(error).__name__))
+            continue
+        stored = model._get_collection().find_one()
+        outcomes.append(("stored", type(stored["_id"]).__name__, type(doc.pk).__name__))
+    assert outcomes[1] == outcomes[0]
+
+
+class FailNth:
+    """A hook failing the n-th call of ``collection.method``: before it was sent, or after it
+    was applied (the reply lost)."""
+
+    def __init__(self, collection: str, method: str, n: int, mode: str) -> None:
+        self.target, self.n, self.mode, self.calls = (collection, method), n, mode, 0
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if (collection, method) != self.target:
+            return call()
+        self.calls += 1
+        if self.calls != self.n:
+            return call()
+        if self.mode == "after":
+            call()
+        raise pymongo.errors.AutoReconnect(f"injected {self.mode} the call")
+
+
+class FwBulkKeyed(me.Document):
+    id = SequenceField(primary_key=True)
+    name = me.StringField()
+
+
+@pytest.mark.parametrize("mode", ["before", "after"])
+def test_a_bulk_insert_retried_after_a_collision_then_a_lost_reply(mode: str) -> None:
+    # The first insert_many meets a document holding 3: n0 and n1 are written, n2 gets a fresh
+    # value, and the resend loses its reply. The application retries the same call.
+    with connect_with(FailNth("fw_bulk_keyed", "insert_many", 2, mode)) as db:
+        db.fw_bulk_keyed.insert_one({"_id": 3, "name": "older"})
+        docs = [FwBulkKeyed(name=f"n{i}") for i in range(5)]
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            FwBulkKeyed.objects.insert(docs, load_bulk=False)
+        FwBulkKeyed.objects.insert(docs, load_bulk=False)
+        stored = sorted((doc["name"], doc["_id"]) for doc in db.fw_bulk_keyed.find())
+        assert [name for name, _ in stored] == ["n0", "n1", "n2", "n3", "n4", "older"]
+        assert len({key for _, key in stored}) == 6
+        assert sorted((doc.name, doc.pk) for doc in docs) == [s for s in stored if s[0] != "older"]

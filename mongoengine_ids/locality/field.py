@@ -216,20 +216,21 @@ class LocalityUUIDField(UUIDValueField):
         if mode is not None:
             _check_mode(mode)
         self.mode: Mode = mode or (generator.mode if generator is not None else "spread")
-        self._generator = generator
+        #: The field's one generator, made on first use: a list, which the field's copies
+        #: share (``copy.deepcopy``), so that they use the same generator even if made later.
+        self._generator: list[LocalityUUIDGenerator] = [] if generator is None else [generator]
         super().__init__(as_string=as_string, **kwargs)
 
     @property
     def generator(self) -> LocalityUUIDGenerator:
         """The generator of this field (made on first use: reading the MAC can be slow)."""
-        generator = self._generator
-        if generator is None:
+        made = self._generator
+        if not made:
             with _generator_lock:
                 # Two generators in one process would share pid and node: make exactly one.
-                if self._generator is None:
-                    self._generator = LocalityUUIDGenerator(mode=self.mode)
-                generator = self._generator
-        return generator
+                if not made:
+                    made.append(LocalityUUIDGenerator(mode=self.mode))
+        return made[0]
 
     def new_values(self, write: Write, count: int) -> list[Any]:
         generate = self.generator.generate

@@ -421,9 +421,14 @@ class CounterStore:
 
     def _leased(self, document_id: str, block: range) -> range:
         """Record ``block``, just leased from counter ``document_id``; returns it."""
-        key = (self.collection_name, document_id)
+        client = self.collection.database.client
         with _leased_lock:
-            _leased_to[key] = max(block[-1], _leased_to.get(key, block[-1]))
+            leased = _leased_to.get(id(client))
+            if leased is None:
+                leased = _leased_to[id(client)] = {}
+                weakref.finalize(client, _leased_to.pop, id(client), None)
+            key = (self.collection_name, document_id)
+            leased[key] = max(block[-1], leased.get(key, block[-1]))
         return block
 
     def create(self, counter: _Counter) -> None:
@@ -441,7 +446,8 @@ class CounterStore:
         """
         document_id = counter.document_id
         with _leased_lock:
-            leased = _leased_to.get((self.collection_name, document_id))
+            by_counter = _leased_to.get(id(self.collection.database.client), {})
+            leased = by_counter.get((self.collection_name, document_id))
         start = counter.low - 1 if leased is None else max(leased, counter.low - 1)
         initial: dict[str, Any] = {"_id": document_id, "next": start}
         if counter.bounded:
@@ -532,6 +538,10 @@ class CounterStore:
             update["$setOnInsert"] = dict(counter.extra)
         collection = self.collection
         self._call(lambda: collection.update_one({"_id": counter.document_id}, update, upsert=True))
+        with _leased_lock:  # set on purpose: what this process leased before is not a floor
+            _leased_to.get(id(collection.database.client), {}).pop(
+                (self.collection_name, counter.document_id), None
+            )
 
     # -- explicit values ------------------------------------------------------------------------
 
@@ -575,9 +585,12 @@ class _Flight:
 
 
 _EMPTY: Final = range(0)
-#: The highest value this process leased from each counter document, by (``db.collection``,
-#: ``_id``), through any sequence: a counter deleted since is never recreated below it.
-_leased_to: dict[tuple[str, str], int] = {}
+#: The highest value this process leased from each counter document, by client and
+#: (``db.collection``, ``_id``), through any sequence: a counter deleted since is never
+#: recreated below it.
+#: By ``id()`` of the client (dropped with it): the same names on another server, or on a new
+#: connection, are other counters.
+_leased_to: dict[int, dict[tuple[str, str], int]] = {}
 _leased_lock = threading.Lock()
 _live_sequences: weakref.WeakSet[Sequence] = weakref.WeakSet()
 _live_lock = threading.Lock()

@@ -6,7 +6,8 @@ MongoEngine's behaviour otherwise: the same checks, signals, ``load_bulk`` and o
 * every document's ``_id`` is known before the insert is sent, and kept (with the generated
   values) when the outcome is unknown: the reply was lost, the write concern failed, or pymongo
   raised another error than a ``BulkWriteError`` (which counts the documents inserted; a large
-  insert is sent as several commands, and another error may follow some of them). The
+  insert is sent as several commands, and another error may follow some of them) and one of
+  the keys sent is found in the collection. The
   application's retry looks them up and sends only those that were not stored
   (:mod:`.landed`), so no document is stored twice. A document found stored counts as written
   when the insert() call returns; one written by a call that then failed (at a later
@@ -132,6 +133,12 @@ class Batch:
         self.unknown = False
         #: The documents stored so far: found, then written.
         self.written: list[Any] = list(self.landed)
+        #: The classes whose unset key the driver makes, not this package (see ``make_pk``).
+        self.keyed_by_driver = {
+            kind
+            for kind in set(map(type, docs))
+            if not (seam.shape(kind).generates_pk or seam.shape(kind).pk_left_to_driver)
+        }
 
     def insert(self, write_concern: dict[str, Any]) -> list[Any]:
         """Insert every pending document, resuming after each collision given a fresh value."""
@@ -152,13 +159,24 @@ class Batch:
             except pymongo.errors.BulkWriteError as error:
                 self._refused(error)
                 return
-            except pymongo.errors.OperationFailure as error:
-                self.unknown = True  # it may follow some of the commands of a split insert
-                raise _operation_error(error) from error
-            except Exception:
-                self.unknown = True
+            except Exception as error:
+                # A large insert goes as several commands: another error than a BulkWriteError
+                # (which counts what was inserted) may follow some of them.
+                self.unknown = self._any_stored()
+                if isinstance(error, pymongo.errors.OperationFailure):
+                    raise _operation_error(error) from error
                 raise
         self._written(len(self.pending))
+
+    def _any_stored(self) -> bool:
+        """Whether the key of a document just sent is in the collection (one look-up): then
+        which were stored is not known; True if the look-up fails too."""
+        keys = [self.sent[position].get("_id") for position in self.pending]
+        try:
+            found = self.write.collection.find_one({"_id": {"$in": keys}}, {"_id": 1})
+        except Exception:
+            return True
+        return found is not None
 
     def _refused(self, error: pymongo.errors.BulkWriteError) -> None:
         """The server refused a document (and the rest were not sent), or the write concern
@@ -198,6 +216,11 @@ class Batch:
     def _written(self, count: int) -> None:
         written = [self.docs[position] for position in self.pending[:count]]
         self.written += written
+        for position, doc in zip(self.pending[:count], written, strict=True):
+            if type(doc) in self.keyed_by_driver and seam.key(doc) is None:
+                sent = self.sent.get(position)
+                if sent is not None and sent.get("_id") is not None:
+                    seam.set_key(doc, sent["_id"])  # the ObjectId the driver made
         # A record is made only when a write fails: the others have none to clear.
         values.confirm([doc for doc in written if id(doc) in self.recorded])
         values.mark_written([doc for doc in written if id(doc) not in self.recorded])

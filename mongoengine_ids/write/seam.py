@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import mongoengine
+from bson import ObjectId
 from mongoengine.base import BaseDocument, BaseField, BaseList
 from mongoengine.base.common import _document_registry
 from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
@@ -217,10 +218,9 @@ def key(document: BaseDocument) -> Any:
 
 
 def set_key(document: BaseDocument, stored: Any) -> None:
-    """Give ``document`` the key ``stored`` (in stored form), as MongoEngine's ``insert()``
-    does with the ids the driver made."""
-    name = shape(type(document)).pk_name
-    document._data[name] = pk_field(type(document)).to_python(stored)
+    """Give ``document`` the ``_id`` the driver made for it, as it is, as MongoEngine's
+    ``insert()`` does (``doc.pk = inserted_id``: a key field does not convert it)."""
+    document._data[shape(type(document)).pk_name] = stored
 
 
 def mark_written(documents: Iterable[BaseDocument]) -> None:
@@ -379,8 +379,9 @@ class Shape:
     embedding: tuple[str, ...] | None
     #: Whether the class (or a base) overrides MongoEngine's ``to_mongo()``.
     serialises_itself: bool
-    #: Whether an unset primary key is left to the driver, which makes an ObjectId ``_id``:
-    #: a ``Document``'s key that is neither generated here nor by MongoEngine (``_auto_gen``).
+    #: Whether an unset primary key is left to the driver, which makes an ObjectId ``_id``,
+    #: and the write path can make it first: a ``Document``'s key generated neither here nor
+    #: by MongoEngine (``_auto_gen``), whose field sends an ObjectId as it is.
     pk_left_to_driver: bool
     #: The name of the primary key field ("id" for an embedded document, which has none).
     pk_name: str
@@ -410,8 +411,7 @@ def shape(document_class: type[BaseDocument]) -> Shape:
             any(name == pk for name, _ in generated),
             embedding,
             _serialises_itself(document_class),
-            issubclass(document_class, Document)
-            and not getattr(fields.get(pk or "id"), "_auto_gen", False),
+            issubclass(document_class, Document) and _keeps_object_ids(fields.get(pk or "id")),
             pk or "id",
         )
         setattr(document_class, _SHAPE, found)
@@ -421,6 +421,19 @@ def shape(document_class: type[BaseDocument]) -> Shape:
 #: Set on the ``to_mongo`` wrappers of :func:`hook_key`: the class's own method it calls (None:
 #: MongoEngine's, through the base classes).
 WRAPS_OWN = "_mongoengine_ids_wraps_own"
+
+
+def _keeps_object_ids(field: Any) -> bool:
+    """Whether a key field left unset is the driver's to fill (no value of its own, not
+    ``_auto_gen``) and sends an ObjectId as it is (a ``StringField`` or ``IntField`` does; a
+    ``DecimalField`` cannot take one, a ``UUIDField(binary=False)`` turns it into text)."""
+    if field is None or getattr(field, "_auto_gen", False):
+        return False
+    probe = ObjectId()
+    try:
+        return bool(field.to_mongo(probe) == probe)
+    except Exception:
+        return False
 
 
 def _serialises_itself(document_class: type[BaseDocument]) -> bool:
