@@ -216,11 +216,11 @@ class Batch:
     def _written(self, count: int) -> None:
         written = [self.docs[position] for position in self.pending[:count]]
         self.written += written
-        for position, doc in zip(self.pending[:count], written, strict=True):
-            if type(doc) in self.keyed_by_driver and seam.key(doc) is None:
+        if self.keyed_by_driver:
+            for position, doc in zip(self.pending[:count], written, strict=True):
                 sent = self.sent.get(position)
-                if sent is not None and sent.get("_id") is not None:
-                    seam.set_key(doc, sent["_id"])  # the ObjectId the driver made
+                if type(doc) in self.keyed_by_driver and seam.key(doc) is None and sent:
+                    seam.set_key(doc, sent.get("_id"))  # the ObjectId the driver made
         # A record is made only when a write fails: the others have none to clear.
         values.confirm([doc for doc in written if id(doc) in self.recorded])
         values.mark_written([doc for doc in written if id(doc) not in self.recorded])
