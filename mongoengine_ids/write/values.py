@@ -194,9 +194,13 @@ def prepare(
     for document in documents:
         _collect(document, document, False, found)
     kept, kept_noted, others = split_kept(found, states)
-    noted = note_assigned(write, [slot for slot in others if slot.value is not None])
+    assigned: list[Slot] = []
+    empty: list[Slot] = []
+    for slot in others:
+        (empty if slot.holder._data.get(slot.name) is None else assigned).append(slot)
+    noted = note_assigned(write, assigned)
     try:
-        filled = fill(write, [slot for slot in others if slot.value is None])
+        filled = fill(write, empty)
     except BaseException:
         release(write, noted)
         raise
