@@ -17,6 +17,7 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 import pytest
+from mongoengine.context_managers import switch_collection
 
 from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field, backfill
 from mongoengine_ids.sequence.field import CounterStore
@@ -660,13 +661,17 @@ def test_a_write_that_sends_nothing_releases_its_reservation(mongoengine_db: Any
 _KEYS: dict[str, Callable[[], Any]] = {
     "string": lambda: me.StringField(primary_key=True),
     "int": lambda: me.IntField(primary_key=True),
+    "long": lambda: me.LongField(primary_key=True),
     "decimal": lambda: me.DecimalField(primary_key=True),
     "float": lambda: me.FloatField(primary_key=True),
+    "binary": lambda: me.BinaryField(primary_key=True),
+    "datetime": lambda: me.DateTimeField(primary_key=True),
+    "date": lambda: me.DateField(primary_key=True),
     "uuid_text": lambda: me.UUIDField(primary_key=True, binary=False),
 }
 
 
-@pytest.mark.parametrize("how", ["insert", "save"])
+@pytest.mark.parametrize("how", ["insert", "insert_loaded", "save"])
 @pytest.mark.parametrize("key", list(_KEYS))
 def test_a_key_left_unset_is_stored_as_without_the_package(
     mongoengine_db: Any, key: str, how: str
@@ -680,6 +685,8 @@ def test_a_key_left_unset_is_stored_as_without_the_package(
         try:
             if how == "insert":
                 model.objects.insert([doc], load_bulk=False)
+            elif how == "insert_loaded":
+                (doc,) = model.objects.insert([doc])  # reloaded by its key
             else:
                 doc.save(validate=False)  # a key is required by validate()
         except Exception as error:  # compared with MongoEngine's own outcome
@@ -687,6 +694,7 @@ def test_a_key_left_unset_is_stored_as_without_the_package(
             continue
         stored = model._get_collection().find_one()
         outcomes.append(("stored", type(stored["_id"]).__name__, type(doc.pk).__name__))
+        assert doc.name == "a"
     assert outcomes[1] == outcomes[0]
 
 
@@ -727,3 +735,49 @@ def test_a_bulk_insert_retried_after_a_collision_then_a_lost_reply(mode: str) ->
         assert [name for name, _ in stored] == ["n0", "n1", "n2", "n3", "n4", "older"]
         assert len({key for _, key in stored}) == 6
         assert sorted((doc.name, doc.pk) for doc in docs) == [s for s in stored if s[0] != "older"]
+
+
+def _stored_then_reload_lost(faults: Faults, docs: list[Any]) -> None:
+    """insert() writes every document, then reloading them (load_bulk) loses its reply."""
+    faults.arm("getMore", LOST, applied=True, collection="fw_bulk")
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        FwBulk.objects.insert(docs)
+
+
+@pytest.mark.parametrize("load_bulk", [True, False])
+def test_a_retry_after_the_stored_copy_was_deleted_stores_it_again(load_bulk: bool) -> None:
+    faults = Faults()
+    with connect_with(faults) as db:
+        docs = [FwBulk(name="a"), FwBulk(name="b")]
+        _stored_then_reload_lost(faults, docs)
+        db.fw_bulk.delete_one({"name": "a"})  # another process deletes it meanwhile
+        FwBulk.objects.insert(docs, load_bulk=load_bulk)  # looked up: "a" is stored again
+        assert stored_numbers(FwBulk) == [("a", 1), ("b", 2)]
+
+
+def test_documents_of_a_failed_insert_inserted_into_another_collection_are_stored_there() -> None:
+    faults = Faults()
+    with connect_with(faults) as db:
+        docs = [FwBulk(name="a"), FwBulk(name="b")]
+        _stored_then_reload_lost(faults, docs)
+        with switch_collection(FwBulk, "fw_bulk_archive") as Archive:
+            Archive.objects.insert(docs, load_bulk=False)
+        assert sorted(doc["name"] for doc in db.fw_bulk_archive.find()) == ["a", "b"]
+        assert stored_numbers(FwBulk) == [("a", 1), ("b", 2)]
+
+
+class FwReservedKeyed(me.Document):
+    id = me.StringField(primary_key=True)
+    code = RandomUniqueField(digits=12, reserve_in="fw_keyed_codes")
+    extra = me.DictField()
+
+
+def test_an_insert_that_sent_nothing_releases_even_if_its_key_is_held(mongoengine_db: Any) -> None:
+    # Another document holds the key "k": a look-up finds it, but it is not the one sent.
+    mongoengine_db.fw_reserved_keyed.insert_one({"_id": "k", "extra": {}})
+    doc = FwReservedKeyed(id="k", extra={"x": _Unencodable()})
+    with pytest.raises(Exception, match="cannot encode"):
+        FwReservedKeyed.objects.insert([doc])
+    assert list(mongoengine_db.fw_reserved_keyed.find()) == [{"_id": "k", "extra": {}}]
+    assert list(mongoengine_db.fw_keyed_codes.find()) == []
+    assert doc.code is None
