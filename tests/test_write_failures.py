@@ -671,7 +671,7 @@ _KEYS: dict[str, Callable[[], Any]] = {
 }
 
 
-@pytest.mark.parametrize("how", ["insert", "insert_loaded", "save"])
+@pytest.mark.parametrize("how", ["insert", "save"])
 @pytest.mark.parametrize("key", list(_KEYS))
 def test_a_key_left_unset_is_stored_as_without_the_package(
     mongoengine_db: Any, key: str, how: str
@@ -685,8 +685,6 @@ def test_a_key_left_unset_is_stored_as_without_the_package(
         try:
             if how == "insert":
                 model.objects.insert([doc], load_bulk=False)
-            elif how == "insert_loaded":
-                (doc,) = model.objects.insert([doc])  # reloaded by its key
             else:
                 doc.save(validate=False)  # a key is required by validate()
         except Exception as error:  # compared with MongoEngine's own outcome
@@ -764,20 +762,3 @@ def test_documents_of_a_failed_insert_inserted_into_another_collection_are_store
             Archive.objects.insert(docs, load_bulk=False)
         assert sorted(doc["name"] for doc in db.fw_bulk_archive.find()) == ["a", "b"]
         assert stored_numbers(FwBulk) == [("a", 1), ("b", 2)]
-
-
-class FwReservedKeyed(me.Document):
-    id = me.StringField(primary_key=True)
-    code = RandomUniqueField(digits=12, reserve_in="fw_keyed_codes")
-    extra = me.DictField()
-
-
-def test_an_insert_that_sent_nothing_releases_even_if_its_key_is_held(mongoengine_db: Any) -> None:
-    # Another document holds the key "k": a look-up finds it, but it is not the one sent.
-    mongoengine_db.fw_reserved_keyed.insert_one({"_id": "k", "extra": {}})
-    doc = FwReservedKeyed(id="k", extra={"x": _Unencodable()})
-    with pytest.raises(Exception, match="cannot encode"):
-        FwReservedKeyed.objects.insert([doc])
-    assert list(mongoengine_db.fw_reserved_keyed.find()) == [{"_id": "k", "extra": {}}]
-    assert list(mongoengine_db.fw_keyed_codes.find()) == []
-    assert doc.code is None

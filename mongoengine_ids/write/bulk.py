@@ -50,7 +50,7 @@ def insert(
     for position, doc in enumerate(docs):
         if not isinstance(doc, document_class):
             raise OperationError(f"Some documents inserted aren't instances of {document_class}")
-        if doc.pk is not None and not seam.is_new(doc) and not _unconfirmed(doc):
+        if doc.pk is not None and not seam.is_new(doc) and not _stored_by_failed_insert(doc):
             raise OperationError("Some documents have ObjectIds, use doc.update() instead")
         earlier = first_at.setdefault(id(doc), position)
         if earlier != position:
@@ -67,10 +67,10 @@ def insert(
         ids = batch.insert(write_concern or {})
         results = _reload(queryset, ids) if load_bulk else []
     except BaseException:
-        # The call failed: to the application, whether its documents are stored is unknown.
-        # Those it wrote are recorded as such, so that a retry of the call looks them up (in
-        # the collection it writes to) instead of refusing them as saved documents.
-        batch.written_unconfirmed()
+        # The documents it wrote are stored: the application's retry of this call (it failed)
+        # counts them so, instead of refusing them as saved documents.
+        for doc in batch.written:
+            seam.state(doc).stored_by_failed_insert = True
         raise
     values.confirm(batch.landed)
     if not load_bulk:
@@ -100,6 +100,12 @@ class Batch:
             earlier = seam.state(doc, create=False)
             if earlier is not None:
                 self.recorded.add(id(doc))
+                if earlier.stored_by_failed_insert:
+                    if landed.still_stored(doc, write.collection):
+                        self.landed.append(doc)
+                        continue
+                    # Deleted since, or this insert writes to another collection: sent again.
+                    earlier.stored_by_failed_insert = False
                 if earlier.unconfirmed:
                     if landed.earlier_insert_landed(doc, write.collection):
                         self.landed.append(doc)
@@ -130,9 +136,8 @@ class Batch:
         self.sent: dict[int, Any] = {}
         #: The last send failed with its outcome unknown (see the module's docstring).
         self.unknown = False
-        #: The documents stored so far: found, then written (with what was sent).
+        #: The documents stored so far: found, then written.
         self.written: list[Any] = list(self.landed)
-        self.sent_written: dict[int, Any] = {}
         #: The classes whose unset key the driver makes, not this package (see ``make_pk``).
         self.keyed_by_driver = {
             kind for kind in classes - kinds if not seam.shape(kind).generates_pk
@@ -167,13 +172,14 @@ class Batch:
         self._written(len(self.pending))
 
     def _any_stored(self) -> bool:
-        """Whether a document just sent is stored as sent (one look-up): then which were
-        stored is not known; True if the look-up fails too."""
-        sent = [self.sent[position] for position in self.pending]
+        """Whether the key of a document just sent is in the collection (one look-up): then
+        which were stored is not known; True if the look-up fails too."""
+        keys = [self.sent[position].get("_id") for position in self.pending]
         try:
-            return landed.any_stored(sent, self.write.collection)
+            found = self.write.collection.find_one({"_id": {"$in": keys}}, {"_id": 1})
         except Exception:
             return True
+        return found is not None
 
     def _refused(self, error: pymongo.errors.BulkWriteError) -> None:
         """The server refused a document (and the rest were not sent), or the write concern
@@ -213,8 +219,6 @@ class Batch:
     def _written(self, count: int) -> None:
         written = [self.docs[position] for position in self.pending[:count]]
         self.written += written
-        for position, doc in zip(self.pending[:count], written, strict=True):
-            self.sent_written[id(doc)] = self.sent.get(position)
         if self.keyed_by_driver:
             for position, doc in zip(self.pending[:count], written, strict=True):
                 sent = self.sent.get(position)
@@ -223,19 +227,9 @@ class Batch:
         # A record is made only when a write fails: the others have none to clear.
         values.confirm([doc for doc in written if id(doc) in self.recorded])
         values.mark_written([doc for doc in written if id(doc) not in self.recorded])
+        if self.made_pk:
+            self.made_pk.difference_update([id(doc) for doc in written])
         self.pending = self.pending[count:]
-
-    def written_unconfirmed(self) -> None:
-        """The insert() call failed after writing documents: their outcome is unknown to the
-        application, which may retry the call (see :mod:`.landed`)."""
-        for doc in self.written[len(self.landed) :]:  # those found stored are so already
-            values.unconfirmed(
-                doc,
-                sent=self.sent_written.get(id(doc)),
-                made_pk=id(doc) in self.made_pk,
-                filled=[slot for slot in self.filled if slot.root is doc],
-                noted=[(s, v) for s, v in self.noted if s.root is doc],
-            )
 
     def _after_failure(self, error: BaseException) -> None:
         """Keep the values of the documents not written if the outcome is unknown (or if an
@@ -270,13 +264,14 @@ def _operation_error(error: pymongo.errors.OperationFailure) -> OperationError:
     return OperationError(f"Could not save document ({error})")
 
 
-def _unconfirmed(doc: Any) -> bool:
-    """Whether the outcome of an earlier write of ``doc`` is unknown (see :func:`insert`)."""
+def _stored_by_failed_insert(doc: Any) -> bool:
+    """Whether ``doc`` was stored by a bulk insert that then failed (see :func:`insert`)."""
     state = seam.state(doc, create=False)
-    return state is not None and state.unconfirmed
+    return state is not None and state.stored_by_failed_insert
 
 
 def _reload(queryset: Any, ids: list[Any]) -> list[Any]:
-    """The inserted documents as stored, in order (MongoEngine's ``in_bulk(ids)``)."""
-    found = queryset.in_bulk(ids)
-    return [found.get(key) for key in ids]
+    """The inserted documents as stored, in order (looked up by their stored ``_id``)."""
+    pk_field = seam.pk_field(seam.parts(queryset).document_class)
+    loaded = {str(doc.pk): doc for doc in queryset.in_bulk(ids).values()}
+    return [loaded.get(str(pk_field.to_python(pk_field.to_mongo(key)))) for key in ids]

@@ -9,13 +9,10 @@ is not the one sent: then another document holds that ``_id`` and the field pick
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import bson
-import bson.errors
 from bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
-from pymongo import ReadPreference
 
 from . import seam
 
@@ -28,15 +25,10 @@ def _as_stored(son: Any, collection: Any) -> Any:
     return bson.decode(bson.encode(son, codec_options=options), codec_options=options)
 
 
-def _primary(collection: Any) -> Any:
-    """``collection`` read on the primary: a secondary may not have a write just applied."""
-    return collection.with_options(read_preference=ReadPreference.PRIMARY)
-
-
 def earlier_insert_landed(document: Any, collection: Any) -> bool:
     """Whether the insert of ``document`` whose reply was lost was applied."""
     state = seam.state(document)
-    stored = _primary(collection).find_one({"_id": seam.stored_pk(document)})
+    stored = collection.find_one({"_id": seam.stored_pk(document)})
     if stored is None:
         return False
     if not _pk_can_collide(document):
@@ -62,19 +54,7 @@ def _pk_can_collide(document: Any) -> bool:
     return not any(slot.holder is document and slot.name == name for slot, _ in state.generated)
 
 
-def any_stored(sent: list[Mapping[str, Any]], collection: Any) -> bool:
-    """Whether one of the documents ``sent`` (as sent, each with its ``_id``) is stored as it
-    was sent (one look-up): another document holding one of their keys does not count."""
-    wanted = {}
-    for son in sent:
-        try:
-            stored_form = _as_stored(son, collection)
-        except bson.errors.InvalidDocument:
-            continue  # it cannot be encoded: it was never sent
-        wanted[repr(stored_form.get("_id"))] = stored_form
-    keys = [son.get("_id") for son in sent]
-    for found in _primary(collection).find({"_id": {"$in": keys}}):
-        stored_form = _as_stored(found, collection)
-        if wanted.get(repr(stored_form.get("_id"))) == stored_form:
-            return True
-    return False
+def still_stored(document: Any, collection: Any) -> bool:
+    """Whether ``document``, known to have been inserted (a bulk insert wrote it, then failed),
+    is in ``collection``: deleted since, or another collection, it is not (one look-up)."""
+    return collection.find_one({"_id": seam.stored_pk(document)}, {"_id": 1}) is not None

@@ -42,7 +42,6 @@ from mongoengine.errors import ValidationError
 
 from ..stored import StoredUUID, StoredUUIDText
 from . import seam
-from .field import GeneratedField
 
 ToMongo = Callable[..., Any]
 ToDBRef = Callable[[Any], DBRef]
@@ -188,12 +187,8 @@ def wrap_generic_lazy_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any,
 def in_bulk(
     document_class: type[Document], object_ids: Iterable[Any], load: Callable[[list[Any]], Any]
 ) -> dict[Any, Any]:
-    """MongoEngine's ``in_bulk()`` (``load``) with the ids in stored form, keyed as given, for
-    a key this package generates; MongoEngine's own for any other key (it sends the ids as
-    they are: a key the driver made is an ObjectId, whatever its field)."""
+    """MongoEngine's ``in_bulk()`` (``load``) with the ids in stored form, keyed as given."""
     field = seam.key_field(document_class)
-    if not isinstance(field, GeneratedField):
-        return load(list(object_ids))  # type: ignore[no-any-return]
     given_for: dict[Any, list[Any]] = {}
     for given in object_ids:
         try:

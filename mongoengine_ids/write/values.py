@@ -152,7 +152,7 @@ def confirm(documents: list[BaseDocument]) -> None:
     for document in documents:
         state = seam.state(document, create=False)
         if state is not None:
-            state.unconfirmed = state.made_pk = False
+            state.unconfirmed = state.made_pk = state.stored_by_failed_insert = False
             state.sent, state.sent_before, state.generated, state.noted = None, [], [], []
     mark_written(documents)
 
