@@ -234,6 +234,7 @@ class CounterStore:
         retries: int = DEFAULT_RETRIES,
         rng: random.Random | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        holds_values: bool = True,
     ) -> None:
         """Bind the store to ``collection``.
 
@@ -245,7 +246,12 @@ class CounterStore:
             retries: retries of a round trip after a network error.
             rng: picks a shard per lease (injected for tests).
             sleep: waits between retries (injected for tests).
+            holds_values: whether the caller may hold leased values it has not handed out
+                yet (blocks): then a counter deleted meanwhile is recreated after them (see
+                :meth:`create`). False for one value per lease, as MongoEngine's field: a
+                deleted counter starts again from its first value, as with MongoEngine.
         """
+        self._holds_values = holds_values
         self.collection = collection
         self.name = name
         self.space = space
@@ -421,6 +427,8 @@ class CounterStore:
 
     def _leased(self, document_id: str, block: range) -> range:
         """Record ``block``, just leased from counter ``document_id``; returns it."""
+        if not self._holds_values:
+            return block
         client = self.collection.database.client
         with _leased_lock:
             leased = _leased_to.get(id(client))
@@ -735,6 +743,7 @@ class Sequence:
             retries=self._retries,
             rng=self._rng,
             sleep=self._sleep,
+            holds_values=self.batch_size > 1 or self.prefetch,
         )
 
     # -- hand-out -------------------------------------------------------------------------------
