@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -390,6 +391,46 @@ def test_a_counter_set_on_purpose_then_dropped_starts_where_it_was_set(
     Restarted.number.set_next_value(0)  # leased 1..10 before: not a floor now
     mongoengine_db.drop_collection(DEFAULT_COLLECTION)
     assert Restarted().save().number == 1  # no warning (an error in this suite)
+
+
+def test_a_block_sequence_never_repeats_a_value_a_one_per_lease_sequence_took(mongoengine_db):
+    class MixedBlocks(Document):
+        number = SequenceField(sequence_name="mixed", batch_size=10)
+
+    class MixedSingles(Document):
+        number = SequenceField(sequence_name="mixed")  # batch_size=1
+
+    MixedBlocks().save()  # A leases 1..10, hands out 1
+    [MixedSingles().save() for _ in range(3)]  # B: 11, 12, 13
+    mongoengine_db.drop_collection(DEFAULT_COLLECTION)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        [MixedBlocks().save() for _ in range(12)]  # 2..10 from its block, then a new lease
+    numbers = [d["number"] for d in mongoengine_db.mixed_blocks.find()]
+    numbers += [d["number"] for d in mongoengine_db.mixed_singles.find()]
+    # observed: 11, 12, 13 twice (the floor is 10: B's leases were not recorded)
+    assert len(numbers) == len(set(numbers)), sorted(numbers)
+
+
+def test_sequence_used_directly_two_batch_sizes(mongoengine_db):
+    blocks = Sequence("direct", database=mongoengine_db, batch_size=10)
+    single = Sequence("direct", database=mongoengine_db)
+    handed = [blocks.next()] + [single.next() for _ in range(3)]  # 1; 11, 12, 13
+    mongoengine_db.drop_collection(DEFAULT_COLLECTION)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        handed += [blocks.next() for _ in range(12)]
+    assert len(handed) == len(set(handed)), handed
+
+
+def test_lease_with_batch_size_one_is_a_held_block(mongoengine_db):
+    seq = Sequence("leased", database=mongoengine_db)
+    held = seq.lease(5)  # 1..5, the caller's to hand out
+    mongoengine_db.drop_collection(DEFAULT_COLLECTION)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        after = seq.next()
+    assert after not in held, (list(held), after)
 
 
 def test_a_dropped_sharded_counter_is_recreated_with_its_bounds(mongoengine_db: Any) -> None:

@@ -16,6 +16,8 @@ import pymongo.errors
 import pytest
 from bson.binary import UuidRepresentation
 from bson.codec_options import CodecOptions
+from mongoengine.context_managers import switch_collection
+from pymongo import ReadPreference
 
 from mongoengine_ids import RandomUniqueField, SequenceField
 from mongoengine_ids.testing import connected_threadsafe
@@ -228,3 +230,171 @@ def test_a_document_the_driver_cannot_encode_releases_its_reservation():
         assert list(db.br_reserved.find()) == []
         assert doc.code is None  # observed: kept
         assert list(db.br_codes.find()) == []  # observed: the reservation is kept
+
+
+# -- a document written by a failed insert() and deleted since: sent again, and retried ------
+
+
+def refused_at(n_inserted=1, index=1):
+    return pymongo.errors.BulkWriteError(
+        {
+            "nInserted": n_inserted,
+            "writeConcernErrors": [],
+            "writeErrors": [{"index": index, "code": 121, "errmsg": "Document failed validation"}],
+        }
+    )
+
+
+class Script:
+    """insert_many on ``collection``: call n follows plan[n] ('first': apply the first doc
+    then refuse the second; 'refuse': refuse the first; anything else: normal)."""
+
+    def __init__(self, collection, plan):
+        self.collection, self.plan, self.n = collection, plan, 0
+
+    def __call__(self, collection, method, call):
+        if (collection, method) != (self.collection, "insert_many"):
+            return call()
+        step = self.plan[self.n] if self.n < len(self.plan) else None
+        self.n += 1
+        if step == "first":
+            call.func(call.args[0][:1], *call.args[1:], **call.keywords)
+            raise refused_at()
+        if step == "refuse":
+            raise refused_at(n_inserted=0, index=0)
+        return call()
+
+
+class BrqReserved(me.Document):
+    meta = {"collection": "brq_reserved"}
+    name = me.StringField()
+    code = RandomUniqueField(digits=12, reserve_in="brq_codes")
+
+
+def test_deleted_then_retried_reserve_in_value_is_not_refused_as_taken():
+    with connected_threadsafe(hook=Script("brq_reserved", ["first"])) as connect:
+        db = connect()
+        a, b = BrqReserved(name="a"), BrqReserved(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrqReserved.objects.insert([a, b])  # a written, b refused
+        code = a.code
+        a.delete()
+        BrqReserved.objects.insert([a, b])  # the retry: a is sent again (docs: "sent again")
+        stored = {d["name"]: d for d in db.brq_reserved.find()}
+        assert sorted(stored) == ["a", "b"]
+        assert stored["a"]["code"] == code
+
+
+class BrqSeq(me.Document):
+    meta = {"collection": "brq_seq"}
+    id = SequenceField(primary_key=True)
+    name = me.StringField()
+    code = SequenceField()
+
+
+def test_deleted_resent_then_refused_can_be_retried_again():
+    with connected_threadsafe(hook=Script("brq_seq", ["first", "refuse"])) as connect:
+        db = connect()
+        a, b = BrqSeq(name="a"), BrqSeq(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrqSeq.objects.insert([a, b])  # a written, b refused
+        a.delete()
+        with pytest.raises(me.errors.BulkWriteError):
+            BrqSeq.objects.insert([a, b])  # a sent again, refused: nothing written
+        assert list(db.brq_seq.find()) == []
+        BrqSeq.objects.insert([a, b])  # observed: OperationError "Some documents have ObjectIds"
+        assert sorted(d["name"] for d in db.brq_seq.find()) == ["a", "b"]
+
+
+def test_written_to_one_collection_retried_into_another():
+    with connected_threadsafe(hook=Script("brq_seq", ["first"])) as connect:
+        db = connect()
+        a, b = BrqSeq(name="a"), BrqSeq(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrqSeq.objects.insert([a, b])
+        with switch_collection(BrqSeq, "brq_seq_other") as Other:
+            Other.objects.insert([a, b])
+        assert [d["name"] for d in db.brq_seq.find()] == ["a"]
+        other = list(db.brq_seq_other.find())
+        assert sorted(d["name"] for d in other) == ["a", "b"]
+        ids = [d["_id"] for d in other]
+        assert len(set(ids)) == 2
+
+
+class Lost(Script):
+    def __call__(self, collection, method, call):
+        if (
+            (collection, method) == (self.collection, "insert_many")
+            and self.n < len(self.plan)
+            and self.plan[self.n] == "lost"
+        ):
+            self.n += 1
+            raise pymongo.errors.AutoReconnect("reply lost, nothing applied")
+        return super().__call__(collection, method, call)
+
+
+def test_deleted_resent_reply_lost_can_be_retried():
+    with connected_threadsafe(hook=Lost("brq_seq", ["first", "lost"])) as connect:
+        db = connect()
+        a, b = BrqSeq(name="a"), BrqSeq(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrqSeq.objects.insert([a, b])  # a written, b refused
+        a.delete()
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            BrqSeq.objects.insert([a, b])  # a sent again, reply lost (not applied)
+        BrqSeq.objects.insert([a, b])  # observed: OperationError "Some documents have ObjectIds"
+        assert sorted(d["name"] for d in db.brq_seq.find()) == ["a", "b"]
+
+
+# -- look-ups after a failed write read on the primary ----------------------------------------
+
+
+class StaleSecondary:
+    """find_one on a non-primary read preference misses what was just written (a lagging
+    secondary); the first insert_many on ``collection`` applies its first document, then
+    ``error``."""
+
+    def __init__(self, collection, error):
+        self.collection, self.error, self.armed = collection, error, True
+
+    def __call__(self, collection, method, call):
+        target = getattr(call.func, "__self__", None)
+        if (
+            method == "find_one"
+            and collection == self.collection
+            and target.read_preference != ReadPreference.PRIMARY
+        ):
+            return None
+        if self.armed and (collection, method) == (self.collection, "insert_many"):
+            self.armed = False
+            call.func(call.args[0][:1], *call.args[1:], **call.keywords)
+            raise self.error
+        return call()
+
+
+class BrqSecondary(me.Document):
+    meta = {"collection": "brq_secondary"}
+    name = me.StringField()
+    code = SequenceField()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [pymongo.errors.DocumentTooLarge("injected"), pymongo.errors.AutoReconnect("lost")],
+    ids=["other_error", "lost_reply"],
+)
+def test_a_secondary_read_preference_never_stores_a_document_twice(error):
+    with connected_threadsafe(hook=StaleSecondary("brq_secondary", error)) as connect:
+        db = connect()
+        BrqSecondary._collection = BrqSecondary._get_collection().with_options(
+            read_preference=ReadPreference.SECONDARY_PREFERRED
+        )  # as a connection made with readPreference=secondaryPreferred gives it
+        try:
+            docs = [BrqSecondary(name="a"), BrqSecondary(name="b")]
+            with pytest.raises(type(error)):
+                BrqSecondary.objects.insert(docs)  # a applied, then the error
+            BrqSecondary.objects.insert(docs)  # the application's retry
+            stored = list(db.brq_secondary.find())
+            assert sorted(d["name"] for d in stored) == ["a", "b"], stored
+        finally:
+            BrqSecondary._collection = None

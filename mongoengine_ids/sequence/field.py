@@ -311,10 +311,12 @@ class CounterStore:
 
     # -- leasing --------------------------------------------------------------------------------
 
-    def lease(self, count: int) -> range:
+    def lease(self, count: int, *, held: bool | None = None) -> range:
         """Reserve up to ``count`` consecutive values with (usually) one round trip.
 
         The block is shorter than ``count`` only at the end of a shard or of the space.
+        ``held``: the caller keeps values of it to hand out later (default: the store's
+        ``holds_values``), which a counter deleted meanwhile is recreated after.
 
         Raises:
             IdSpaceExhaustedError: every value of the space has been handed out.
@@ -322,7 +324,7 @@ class CounterStore:
             pymongo.errors.PyMongoError: the database failed after every retry.
         """
         if self.space.shards == 1:
-            block = self._lease_from(self._counters[0], count)
+            block = self._lease_from(self._counters[0], count, held)
             if block is None:
                 raise self._exhausted()
             return block
@@ -337,7 +339,7 @@ class CounterStore:
                         f"rng.choice() returned {shard!r}: expected one of the live shards "
                         f"{self._live!r}"
                     )
-            block = self._lease_from(self._make_counter(shard), count)
+            block = self._lease_from(self._make_counter(shard), count, held)
             if block is not None:
                 return block
             with self._lock:
@@ -356,7 +358,7 @@ class CounterStore:
             "new sequence"
         )
 
-    def _lease_from(self, counter: _Counter, count: int) -> range | None:
+    def _lease_from(self, counter: _Counter, count: int, held: bool | None) -> range | None:
         """A block of up to ``count`` values from ``counter``; None when it is exhausted."""
         document_id = counter.document_id
         fast_filter: dict[str, Any] = {
@@ -379,8 +381,8 @@ class CounterStore:
             )
             if document is not None:
                 after = _check_next(document, self.collection_name)
-                return self._leased(document_id, range(after - count + 1, after + 1))
-            block = self._slow_path(counter, count)
+                return self._leased(document_id, range(after - count + 1, after + 1), held)
+            block = self._slow_path(counter, count, held)
             if block is not None:
                 return block if len(block) else None
         raise RuntimeError(
@@ -388,7 +390,7 @@ class CounterStore:
             f"{_MAX_CONTENDED_ATTEMPTS} attempts to lease from it"
         )
 
-    def _slow_path(self, counter: _Counter, count: int) -> range | None:
+    def _slow_path(self, counter: _Counter, count: int, held: bool | None) -> range | None:
         """Create, move up or lease the remainder of ``counter``.
 
         Returns a block, an empty range when the counter is exhausted, or None to try again.
@@ -423,12 +425,12 @@ class CounterStore:
         if leased is None:
             return None
         after = _check_next(leased, self.collection_name)
-        return self._leased(document_id, range(after - remaining + 1, after + 1))
+        return self._leased(document_id, range(after - remaining + 1, after + 1), held)
 
-    def _leased(self, document_id: str, block: range) -> range:
-        """Record ``block``, just leased from counter ``document_id``; returns it."""
-        if not self._holds_values:
-            return block
+    def _leased(self, document_id: str, block: range, held: bool | None) -> range:
+        """Record ``block``, just leased from counter ``document_id``; returns it. ``held``:
+        the caller may hold values of it (default: the store's ``holds_values``)."""
+        held = self._holds_values if held is None else held
         client = self.collection.database.client
         with _leased_lock:
             leased = _leased_to.get(id(client))
@@ -436,7 +438,8 @@ class CounterStore:
                 leased = _leased_to[id(client)] = {}
                 weakref.finalize(client, _leased_to.pop, id(client), None)
             key = (self.collection_name, document_id)
-            leased[key] = max(block[-1], leased.get(key, block[-1]))
+            highest, ever_held = leased.get(key, (block[-1], False))
+            leased[key] = (max(block[-1], highest), held or ever_held)
         return block
 
     def create(self, counter: _Counter) -> None:
@@ -455,7 +458,10 @@ class CounterStore:
         document_id = counter.document_id
         with _leased_lock:
             by_counter = _leased_to.get(id(self.collection.database.client), {})
-            leased = by_counter.get((self.collection_name, document_id))
+            highest, held = by_counter.get((self.collection_name, document_id), (None, False))
+        # A floor only if values may have been held: with one value per lease only, the counter
+        # starts again from its first value, as MongoEngine's field does.
+        leased = highest if held else None
         start = counter.low - 1 if leased is None else max(leased, counter.low - 1)
         initial: dict[str, Any] = {"_id": document_id, "next": start}
         if counter.bounded:
@@ -598,7 +604,7 @@ _EMPTY: Final = range(0)
 #: recreated below it.
 #: By ``id()`` of the client (dropped with it): the same names on another server, or on a new
 #: connection, are other counters.
-_leased_to: dict[int, dict[tuple[str, str], int]] = {}
+_leased_to: dict[int, dict[tuple[str, str], tuple[int, bool]]] = {}
 _leased_lock = threading.Lock()
 _live_sequences: weakref.WeakSet[Sequence] = weakref.WeakSet()
 _live_lock = threading.Lock()
@@ -827,7 +833,7 @@ class Sequence:
             IdSpaceExhaustedError: the space is used up.
         """
         check_int("count", count, 1, INT64_MAX)
-        return self.store().lease(count)
+        return self.store().lease(count, held=True)  # the caller's to hand out
 
     def discard(self) -> None:
         """Drop the leased blocks (their values are lost, never handed out)."""

@@ -104,8 +104,13 @@ class Batch:
                     if landed.still_stored(doc, write.collection):
                         self.landed.append(doc)
                         continue
-                    # Deleted since, or this insert writes to another collection: sent again.
+                    # Deleted since, or this insert writes to another collection: sent again,
+                    # new, with its values as its own (not told to their fields again).
                     earlier.stored_by_failed_insert = False
+                    seam.mark_new(doc)
+                    earlier.generated = [
+                        (slot, slot.value) for slot in values.slots(doc) if slot.value is not None
+                    ]
                 if earlier.unconfirmed:
                     if landed.earlier_insert_landed(doc, write.collection):
                         self.landed.append(doc)
@@ -176,7 +181,8 @@ class Batch:
         which were stored is not known; True if the look-up fails too."""
         keys = [self.sent[position].get("_id") for position in self.pending]
         try:
-            found = self.write.collection.find_one({"_id": {"$in": keys}}, {"_id": 1})
+            primary = landed.primary(self.write.collection)
+            found = primary.find_one({"_id": {"$in": keys}}, {"_id": 1})
         except Exception:
             return True
         return found is not None

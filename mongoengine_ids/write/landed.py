@@ -26,7 +26,7 @@ def _as_stored(son: Any, collection: Any) -> Any:
     return bson.decode(bson.encode(son, codec_options=options), codec_options=options)
 
 
-def _primary(collection: Any) -> Any:
+def primary(collection: Any) -> Any:
     """``collection`` read on the primary: a secondary may not have a write just applied."""
     return collection.with_options(read_preference=ReadPreference.PRIMARY)
 
@@ -34,7 +34,7 @@ def _primary(collection: Any) -> Any:
 def earlier_insert_landed(document: Any, collection: Any) -> bool:
     """Whether the insert of ``document`` whose reply was lost was applied."""
     state = seam.state(document)
-    stored = _primary(collection).find_one({"_id": seam.stored_pk(document)})
+    stored = primary(collection).find_one({"_id": seam.stored_pk(document)})
     if stored is None:
         return False
     if not _pk_can_collide(document):
@@ -63,4 +63,4 @@ def _pk_can_collide(document: Any) -> bool:
 def still_stored(document: Any, collection: Any) -> bool:
     """Whether ``document``, known to have been inserted (a bulk insert wrote it, then failed),
     is in ``collection``: deleted since, or another collection, it is not (one look-up)."""
-    return _primary(collection).find_one({"_id": seam.stored_pk(document)}, {"_id": 1}) is not None
+    return primary(collection).find_one({"_id": seam.stored_pk(document)}, {"_id": 1}) is not None

@@ -199,7 +199,7 @@ def _inserted(document: Document, collection: Any) -> bool:
     if pk is None:
         return False
     try:
-        return collection.find_one({"_id": pk}, {"_id": 1}) is not None
+        return landed.primary(collection).find_one({"_id": pk}, {"_id": 1}) is not None
     except values.OUTCOME_UNKNOWN:
         return True  # cannot tell: as if it were (its key and values are kept)
 

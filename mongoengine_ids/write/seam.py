@@ -230,6 +230,11 @@ def mark_written(documents: Iterable[BaseDocument]) -> None:
         object.__setattr__(document, "_created", False)
 
 
+def mark_new(document: BaseDocument) -> None:
+    """The document is not in the database (any more): ``save()`` and ``insert()`` insert it."""
+    object.__setattr__(document, "_created", True)
+
+
 def mark_changed(document: BaseDocument, name: str) -> None:
     """Make ``save()`` of an existing document write field ``name``."""
     document._mark_as_changed(name)
