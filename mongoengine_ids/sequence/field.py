@@ -599,11 +599,10 @@ class _Flight:
 
 
 _EMPTY: Final = range(0)
-#: The highest value this process leased from each counter document, by client and
-#: (``db.collection``, ``_id``), through any sequence: a counter deleted since is never
-#: recreated below it.
-#: By ``id()`` of the client (dropped with it): the same names on another server, or on a new
-#: connection, are other counters.
+#: For each counter document this process leased from, by ``id()`` of the client (dropped
+#: with it: the same names on another server, or on a new connection, are other counters) and
+#: (``db.collection``, ``_id``): the highest value leased through any sequence, and whether a
+#: sequence held values of it. Such a counter deleted since is never recreated below that value.
 _leased_to: dict[int, dict[tuple[str, str], tuple[int, bool]]] = {}
 _leased_lock = threading.Lock()
 _live_sequences: weakref.WeakSet[Sequence] = weakref.WeakSet()

@@ -101,16 +101,15 @@ class Batch:
             if earlier is not None:
                 self.recorded.add(id(doc))
                 if earlier.stored_by_failed_insert:
-                    if landed.still_stored(doc, write.collection):
+                    # Written by that call: stored unless deleted since, or this insert writes
+                    # to another collection.
+                    if landed.stored(doc, write.collection):
                         self.landed.append(doc)
                         continue
-                    # Deleted since, or this insert writes to another collection: sent again,
-                    # new, with its values as its own (not told to their fields again).
+                    # Sent again, new, with its values as its own (not told to their fields).
                     earlier.stored_by_failed_insert = False
                     seam.mark_new(doc)
-                    earlier.generated = [
-                        (slot, slot.value) for slot in values.slots(doc) if slot.value is not None
-                    ]
+                    values.pending(doc, values.slots(doc), [])
                 if earlier.unconfirmed:
                     if landed.earlier_insert_landed(doc, write.collection):
                         self.landed.append(doc)

@@ -60,7 +60,8 @@ def _pk_can_collide(document: Any) -> bool:
     return not any(slot.holder is document and slot.name == name for slot, _ in state.generated)
 
 
-def still_stored(document: Any, collection: Any) -> bool:
-    """Whether ``document``, known to have been inserted (a bulk insert wrote it, then failed),
-    is in ``collection``: deleted since, or another collection, it is not (one look-up)."""
-    return primary(collection).find_one({"_id": seam.stored_pk(document)}, {"_id": 1}) is not None
+def stored(document: Any, collection: Any) -> bool:
+    """Whether the key of ``document`` is in ``collection`` (one look-up, on the primary);
+    False for a document without a key."""
+    pk = seam.stored_pk(document)
+    return pk is not None and primary(collection).find_one({"_id": pk}, {"_id": 1}) is not None

@@ -195,11 +195,8 @@ def _over_own_copy(document: Document, write_next: Callable[[Any, bool], Any]) -
 
 def _inserted(document: Document, collection: Any) -> bool:
     """Whether ``document`` is stored (a look-up by its key); True if the look-up is lost."""
-    pk = seam.stored_pk(document)
-    if pk is None:
-        return False
     try:
-        return landed.primary(collection).find_one({"_id": pk}, {"_id": 1}) is not None
+        return landed.stored(document, collection)
     except values.OUTCOME_UNKNOWN:
         return True  # cannot tell: as if it were (its key and values are kept)
 
