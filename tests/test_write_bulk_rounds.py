@@ -48,7 +48,7 @@ def refused(n_inserted=1, index=1):
     )
 
 
-# -- 1. insert(load_bulk=True) reloads by the keys in Python form ------------------------------
+# -- insert(load_bulk=True) returns the stored documents of plain keys that change form -------
 
 KEYS = {
     "uuid_text": (
@@ -98,10 +98,10 @@ def test_load_bulk_returns_the_stored_documents_as_mongoengine(mongoengine_db, e
     assert [d.name for d in Plain.objects.insert([Plain(id=value, name="a")])] == ["a"]
     loaded = Gen.objects.insert([Gen(id=value, name="a")])  # raises InvalidDocument for "decimal"
     assert mongoengine_db[f"br_gen_{key}"].count_documents({}) == 1
-    assert [d and d.name for d in loaded] == ["a"]  # observed: [None]
+    assert [d and d.name for d in loaded] == ["a"]
 
 
-# -- 2a. a document written by a failed insert(), its stored copy updated, is stored twice -----
+# -- a document written by a failed insert(), its stored copy updated since: stored once ------
 
 
 class BrSeq(me.Document):
@@ -123,7 +123,7 @@ def test_retry_after_the_stored_copy_was_updated_stores_no_second_copy():
         assert sorted(d["name"] for d in stored) == ["a", "b"], stored
 
 
-# -- 2b. written by a failed insert(), deleted, saved again: stored without its value ----------
+# -- written by a failed insert(), deleted, saved again: stored with its value ---------------
 
 
 class BrCode(me.Document):
@@ -141,11 +141,11 @@ def test_delete_then_save_keeps_the_generated_value():
         stored_before = list(db.br_code.find())  # [{_id, name: "a", code: 1}]
         a.delete()
         a.save()  # MongoEngine (and 47620bd) saves the document again, whole
-        assert a.code == 1  # observed: None (given back)
-        assert list(db.br_code.find()) == stored_before  # observed: stored without "code"
+        assert a.code == 1
+        assert list(db.br_code.find()) == stored_before
 
 
-# -- 2c. found by the duplicate-key check, then the call fails: its record has no version ------
+# -- found by the duplicate-key check, then the call fails: the retry stores it once ---------
 
 
 class LateThenRefused:
@@ -189,7 +189,7 @@ def test_late_landed_then_failed_call_then_retry_stores_once():
         assert sorted(d["name"] for d in stored) == ["a", "b"], stored
 
 
-# -- 3a. any_stored: a document with NaN never equals itself as stored --------------------------
+# -- after an ambiguous error, a document holding NaN (never equal to itself) -----------------
 
 
 class BrNan(me.Document):
@@ -212,7 +212,7 @@ def test_a_nan_document_written_before_an_error_is_stored_once():
         assert sorted(d["name"] for d in stored) == ["a", "b"], stored
 
 
-# -- 3b. any_stored: a uuid.UUID the codec refuses raises ValueError, not InvalidDocument -------
+# -- a uuid.UUID the codec refuses (ValueError): nothing sent, the reservation released -------
 
 
 class BrReserved(me.Document):
@@ -228,26 +228,17 @@ def test_a_document_the_driver_cannot_encode_releases_its_reservation():
         with pytest.raises(ValueError, match=r"cannot encode native uuid\.UUID"):
             BrReserved.objects.insert([doc])  # nothing sent
         assert list(db.br_reserved.find()) == []
-        assert doc.code is None  # observed: kept
-        assert list(db.br_codes.find()) == []  # observed: the reservation is kept
+        assert doc.code is None
+        assert list(db.br_codes.find()) == []
 
 
 # -- a document written by a failed insert() and deleted since: sent again, and retried ------
 
 
-def refused_at(n_inserted=1, index=1):
-    return pymongo.errors.BulkWriteError(
-        {
-            "nInserted": n_inserted,
-            "writeConcernErrors": [],
-            "writeErrors": [{"index": index, "code": 121, "errmsg": "Document failed validation"}],
-        }
-    )
-
-
 class Script:
     """insert_many on ``collection``: call n follows plan[n] ('first': apply the first doc
-    then refuse the second; 'refuse': refuse the first; anything else: normal)."""
+    then refuse the second; 'refuse': refuse the first; 'lost': raise AutoReconnect, nothing
+    applied; anything else: normal)."""
 
     def __init__(self, collection, plan):
         self.collection, self.plan, self.n = collection, plan, 0
@@ -259,9 +250,11 @@ class Script:
         self.n += 1
         if step == "first":
             call.func(call.args[0][:1], *call.args[1:], **call.keywords)
-            raise refused_at()
+            raise refused()
         if step == "refuse":
-            raise refused_at(n_inserted=0, index=0)
+            raise refused(n_inserted=0, index=0)
+        if step == "lost":
+            raise pymongo.errors.AutoReconnect("reply lost, nothing applied")
         return call()
 
 
@@ -302,7 +295,7 @@ def test_deleted_resent_then_refused_can_be_retried_again():
         with pytest.raises(me.errors.BulkWriteError):
             BrqSeq.objects.insert([a, b])  # a sent again, refused: nothing written
         assert list(db.brq_seq.find()) == []
-        BrqSeq.objects.insert([a, b])  # observed: OperationError "Some documents have ObjectIds"
+        BrqSeq.objects.insert([a, b])  # not refused as saved documents
         assert sorted(d["name"] for d in db.brq_seq.find()) == ["a", "b"]
 
 
@@ -321,20 +314,8 @@ def test_written_to_one_collection_retried_into_another():
         assert len(set(ids)) == 2
 
 
-class Lost(Script):
-    def __call__(self, collection, method, call):
-        if (
-            (collection, method) == (self.collection, "insert_many")
-            and self.n < len(self.plan)
-            and self.plan[self.n] == "lost"
-        ):
-            self.n += 1
-            raise pymongo.errors.AutoReconnect("reply lost, nothing applied")
-        return super().__call__(collection, method, call)
-
-
 def test_deleted_resent_reply_lost_can_be_retried():
-    with connected_threadsafe(hook=Lost("brq_seq", ["first", "lost"])) as connect:
+    with connected_threadsafe(hook=Script("brq_seq", ["first", "lost"])) as connect:
         db = connect()
         a, b = BrqSeq(name="a"), BrqSeq(name="b")
         with pytest.raises(me.errors.BulkWriteError):
@@ -342,20 +323,16 @@ def test_deleted_resent_reply_lost_can_be_retried():
         a.delete()
         with pytest.raises(pymongo.errors.AutoReconnect):
             BrqSeq.objects.insert([a, b])  # a sent again, reply lost (not applied)
-        BrqSeq.objects.insert([a, b])  # observed: OperationError "Some documents have ObjectIds"
+        BrqSeq.objects.insert([a, b])  # not refused as saved documents
         assert sorted(d["name"] for d in db.brq_seq.find()) == ["a", "b"]
 
 
 # -- look-ups after a failed write read on the primary ----------------------------------------
 
 
-class StaleSecondary:
-    """find_one on a non-primary read preference misses what was just written (a lagging
-    secondary); the first insert_many on ``collection`` applies its first document, then
-    ``error``."""
-
-    def __init__(self, collection, error):
-        self.collection, self.error, self.armed = collection, error, True
+class StaleSecondary(FirstThen):
+    """:class:`FirstThen`, and find_one on a non-primary read preference misses what was just
+    written (a lagging secondary)."""
 
     def __call__(self, collection, method, call):
         target = getattr(call.func, "__self__", None)
@@ -365,11 +342,7 @@ class StaleSecondary:
             and target.read_preference != ReadPreference.PRIMARY
         ):
             return None
-        if self.armed and (collection, method) == (self.collection, "insert_many"):
-            self.armed = False
-            call.func(call.args[0][:1], *call.args[1:], **call.keywords)
-            raise self.error
-        return call()
+        return super().__call__(collection, method, call)
 
 
 class BrqSecondary(me.Document):
