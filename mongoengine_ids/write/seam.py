@@ -390,6 +390,8 @@ class Shape:
     pk_left_to_driver: bool
     #: The name of the primary key field ("id" for an embedded document, which has none).
     pk_name: str
+    #: The class this is the shape of (a subclass inherits the attribute, not the shape).
+    of: type[BaseDocument]
 
 
 _SHAPE = "_mongoengine_ids_shape"
@@ -397,8 +399,8 @@ _SHAPE = "_mongoengine_ids_shape"
 
 def shape(document_class: type[BaseDocument]) -> Shape:
     """The :class:`Shape` of ``document_class`` (its fields are fixed once it is made)."""
-    found: Shape | None = document_class.__dict__.get(_SHAPE)  # not a base class's
-    if found is None:
+    found: Shape | None = getattr(document_class, _SHAPE, None)
+    if found is None or found.of is not document_class:  # none yet, or a base class's
         from .field import GeneratedField
 
         fields = document_class._fields
@@ -418,6 +420,7 @@ def shape(document_class: type[BaseDocument]) -> Shape:
             _serialises_itself(document_class),
             issubclass(document_class, Document) and _keeps_object_ids(fields.get(pk or "id")),
             pk or "id",
+            document_class,
         )
         setattr(document_class, _SHAPE, found)
     return found

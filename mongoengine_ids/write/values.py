@@ -141,10 +141,7 @@ def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
 def mark_written(documents: list[BaseDocument]) -> None:
     """The documents and the embedded documents inside them are stored now."""
     seam.mark_written(documents)
-    for kind in set(map(type, documents)):
-        if seam.shape(kind).embedding != ():
-            of_kind = [doc for doc in documents if type(doc) is kind]
-            seam.mark_written([inner for doc in of_kind for inner in embedded(doc)])
+    seam.mark_written(inner for document in documents for inner in embedded(document))
 
 
 def confirm(documents: list[BaseDocument]) -> None:
