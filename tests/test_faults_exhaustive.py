@@ -137,6 +137,10 @@ def _random_field(**kwargs: Any) -> RandomUniqueField:
     )
 
 
+def _reserved_field(**kwargs: Any) -> RandomUniqueField:
+    return _random_field(reserve_in="faults_reserved", **kwargs)
+
+
 CASES = [
     # The counter starts at 1: its first three values are taken (stored before it knew them).
     Case("sequence", True, SequenceField, lambda: [1, 2, 3]),
@@ -146,6 +150,9 @@ CASES = [
     # then 12; insert() draws 5, 1, 12, 9, then new values for the first two.
     Case("random", True, _random_field, lambda: [1, 2, 3, 5, 7, 11]),
     Case("random", False, _random_field, lambda: [1, 2, 3, 5, 7, 11]),
+    # The same, each candidate (and each value assigned) reserved in a proxy collection first.
+    Case("reserved", True, _reserved_field, lambda: [1, 2, 3, 5, 7, 11]),
+    Case("reserved", False, _reserved_field, lambda: [1, 2, 3, 5, 7, 11]),
     Case("locality", True, LocalityUUIDField, _uuids(_locality.generate)),
     Case("locality", False, LocalityUUIDField, _uuids(_locality.generate)),
     Case("uuid4", True, UUID4Field, _uuids(uuid.uuid4)),
@@ -204,6 +211,25 @@ def _insert(model: type[me.Document]) -> Write:
     return Write([document.key for document in documents], call)
 
 
+def _unheld(case: Case) -> Any:
+    """A value of ``case``'s field that no document holds (a UUID made for no document)."""
+    return {"sequence": 500, "random": 4, "reserved": 4}.get(case.kind) or case.existing()[0]
+
+
+def _save_assigned(model: type[me.Document]) -> Write:
+    """A new document given a value no document holds: the field is told of it (a counter
+    moves past it, a proxy reserves it) before the insert."""
+    case = next(case for case in CASES if _model(case) is model)
+    value = _unheld(case)
+    document = model(key="new-0", note="assigned", **{case.name: value})
+
+    def call() -> list[me.Document]:
+        document.save()
+        return [document]
+
+    return Write(["new-0"], call)
+
+
 def _upsert_one(model: type[me.Document]) -> Write:
     def call() -> list[me.Document]:
         return [model.objects(key="up-0").upsert_one(set__note="upserted")]
@@ -215,7 +241,7 @@ def _upsert_by_value(model: type[me.Document]) -> Write:
     """An upsert whose filter fixes the generated field to a value no document holds yet: the
     field is told of it (a counter moves past it) before the upsert inserts it."""
     case = next(case for case in CASES if _model(case) is model)
-    value = {"sequence": 500, "random": 4}.get(case.kind) or case.existing()[0]
+    value = _unheld(case)
 
     def call() -> list[me.Document]:
         found = model.objects(**{case.name: value}).upsert_one(set__key="up-0", set__note="v")
@@ -229,7 +255,7 @@ def _upsert_by_and(model: type[me.Document]) -> Write:
     MongoEngine writes a field filtered twice): a server gives the document it inserts that
     value (mongomock does not: the package sets it on insert as well)."""
     case = next(case for case in CASES if _model(case) is model)
-    value = {"sequence": 500, "random": 4}.get(case.kind) or case.existing()[0]  # no one's
+    value = _unheld(case)
     field_ = model._fields[case.name]
     condition = {"$and": [{field_.db_field: {"$eq": field_.to_mongo(value)}}]}
 
@@ -294,6 +320,7 @@ WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
     "save-edited": _save_edited,
     "save-adopting": _save_adopting,
     "save": _save_new,
+    "save-assigned": _save_assigned,
     "insert": _insert,
     "upsert_one": _upsert_one,
     "upsert-by-value": _upsert_by_value,
@@ -438,6 +465,11 @@ def _run(case: Case, make_write: Callable[[type[me.Document]], Write], faults: F
             for i, value in enumerate(case.existing())
         ]
         collection.insert_many([dict(document) for document in existing])
+        proxy = getattr(generated, "reserve_in", None)
+        if proxy is not None:  # stored through the package: their values are reserved
+            db[proxy].insert_many(
+                [{"_id": generated.to_mongo(value), "ns": "pre"} for value in case.existing()]
+            )
         model._get_collection()  # its indexes: MongoEngine makes them once per process
         write = make_write(model)
         faults.armed = True

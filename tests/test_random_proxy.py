@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import mongoengine as me
+import pymongo.errors
 import pytest
 from mongoengine.errors import NotUniqueError
 from test_random_unique import Script, codes, stored
 
 from mongoengine_ids.errors import BulkNotUniqueError, RetriesExhaustedError
 from mongoengine_ids.random_unique import RandomFieldStats, RandomUniqueField
+from mongoengine_ids.random_unique import field as field_module
 
 
 def proxied(script: Script, **options: Any) -> type[me.Document]:
@@ -225,3 +227,54 @@ def test_a_value_assigned_in_clean_is_the_users_and_never_retried(mongoengine_db
     assert script.draws == 0
     assert voucher.code == 1
     assert codes(mongoengine_db.voucher) == [1]
+
+
+def lose_the_next_reservation_reply(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next reservation is made, and its reply lost (a ConnectionFailure)."""
+    real = field_module._insert_reservations
+
+    def lost(*args: Any) -> Any:
+        monkeypatch.setattr(field_module, "_insert_reservations", real)
+        real(*args)
+        raise pymongo.errors.AutoReconnect("reply lost")
+
+    monkeypatch.setattr(field_module, "_insert_reservations", lost)
+
+
+def test_a_save_retried_after_its_reservation_reply_was_lost_keeps_the_value(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Order = proxied(Script())
+    order = Order(code=7, email="a@example.com")
+    lose_the_next_reservation_reply(monkeypatch)
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        order.save()
+    assert reserved(mongoengine_db) == [7]  # made, but the write did not know
+    order.save()  # the application's retry: the reservation is its own
+    assert stored(mongoengine_db.orders, "code", "email") == [
+        {"_id": order.pk, "code": 7, "email": "a@example.com"}
+    ]
+    # Another document is still refused the value, and nothing of it is written.
+    with pytest.raises(NotUniqueError, match=r"Order.code: \[7\] already reserved"):
+        Order(code=7, email="b@example.com").save()
+    assert codes(mongoengine_db.orders) == [7]
+    assert reserved(mongoengine_db) == [7]
+
+
+def test_an_upsert_retried_after_its_reservation_reply_was_lost_inserts_once(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Order = proxied(Script())
+    lose_the_next_reservation_reply(monkeypatch)
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        Order.objects(email="a@example.com").upsert_one(set__code=7)
+    assert reserved(mongoengine_db) == [7]
+    Order.objects(email="a@example.com").upsert_one(set__code=7)  # the retry
+    assert [
+        {k: v for k, v in doc.items() if k != "_id"} for doc in mongoengine_db.orders.find()
+    ] == [{"code": 7, "email": "a@example.com"}]
+    # Another upsert (another filter) is refused the value, and writes nothing.
+    with pytest.raises(NotUniqueError, match=r"Order.code: \[7\] already reserved"):
+        Order.objects(email="b@example.com").upsert_one(set__code=7)
+    assert codes(mongoengine_db.orders) == [7]
+    assert reserved(mongoengine_db) == [7]

@@ -28,7 +28,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, overload
 
@@ -445,10 +445,11 @@ class RandomUniqueField(GeneratedField):
             return
         proxy = self._proxy(write)
         stored = [self.to_mongo(value) for value in values]
-        taken = _insert_reservations(proxy, stored, _namespace(write, self))
-        held = [value for position, value in enumerate(stored) if position not in taken]
+        taken, own = _insert_reservations(proxy, stored, _namespace(write, self), write.owners)
         if taken:
-            _release(proxy, held)
+            # Those reserved now are released; those an earlier attempt reserved are kept (it
+            # may have written them).
+            _release(proxy, [v for i, v in enumerate(stored) if i not in taken and i not in own])
             shown = [stored[position] for position in sorted(taken)]
             raise NotUniqueError(
                 f"{self._label}: {shown!r} already reserved in {self.reserve_in!r}: "
@@ -579,7 +580,7 @@ class RandomUniqueField(GeneratedField):
         try:
             while pending:
                 candidates = [self.to_mongo(self._draw()) for _ in pending]
-                taken = _insert_reservations(proxy, candidates, namespace)
+                taken, _ = _insert_reservations(proxy, candidates, namespace)
                 self._record(len(pending), len(taken))
                 still: list[int] = []
                 for position, slot in enumerate(pending):
@@ -770,14 +771,23 @@ def _namespace(write: Write, field: RandomUniqueField) -> str:
     return f"{write.collection.name}.{field.db_field}"
 
 
-def _insert_reservations(proxy: Any, values: list[Any], namespace: str) -> set[int]:
-    """Insert a reservation per value; return the positions whose value was already reserved.
+def _insert_reservations(
+    proxy: Any, values: list[Any], namespace: str, owners: Sequence[str] = ()
+) -> tuple[set[int], set[int]]:
+    """Insert a reservation per value, for its owner if ``owners`` are given; return the
+    positions whose value was already reserved, for another, and those whose value was already
+    reserved for the same owner (by an earlier attempt of the same write, whose outcome is
+    unknown: its own).
 
     Raises:
         OperationError: the proxy collection refused a reservation for another reason.
     """
     now = _dt.datetime.now(_dt.timezone.utc)
-    documents = [{"_id": value, "ns": namespace, "at": now} for value in values]
+    by: Sequence[str | None] = owners or [None] * len(values)
+    documents = [
+        {"_id": value, "ns": namespace, "at": now, **({"by": owner} if owner else {})}
+        for value, owner in zip(values, by, strict=True)
+    ]
     try:
         proxy.insert_many(documents, ordered=False)
     except pymongo.errors.BulkWriteError as error:
@@ -791,8 +801,22 @@ def _insert_reservations(proxy: Any, values: list[Any], namespace: str) -> set[i
             raise OperationError(
                 f"could not reserve values in {proxy.name!r} ({details})"
             ) from error
-        return taken
-    return set()
+        own = _reserved_for(proxy, [(i, values[i], by[i]) for i in taken if by[i]])
+        return taken - own, own
+    return set(), set()
+
+
+def _reserved_for(proxy: Any, wanted: list[tuple[int, Any, str | None]]) -> set[int]:
+    """The positions of ``wanted`` (position, value, owner) whose value is reserved for that
+    owner (one look-up)."""
+    if not wanted:
+        return set()
+    found = list(proxy.find({"_id": {"$in": [value for _, value, _ in wanted]}}, {"by": 1}))
+    return {
+        position
+        for position, value, owner in wanted
+        if any(doc["_id"] == value and doc.get("by") == owner for doc in found)
+    }
 
 
 def _verdict_from_details(details: Any, db_field: str) -> bool | None:

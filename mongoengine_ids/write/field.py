@@ -42,11 +42,17 @@ class Write:
         collection: the collection the write goes to (follows ``db_alias``, ``switch_db``,
             ``switch_collection``).
         documents: the documents (or embedded documents) the values are for, in order.
+        owners: see below.
     """
 
     document_class: type[BaseDocument]
     collection: Collection[Any]
     documents: Sequence[BaseDocument] = ()
+    #: Told with assigned values (:meth:`GeneratedField.note_assigned`): whom each document's
+    #: values are for, in order. The same across the application's retries of one write (the
+    #: same document object, or the same upsert), so that what a field recorded for a value
+    #: (a reservation) in an attempt whose outcome is unknown is found to be its own.
+    owners: Sequence[str] = ()
 
     @property
     def database(self) -> Database[Any]:

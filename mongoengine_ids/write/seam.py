@@ -556,6 +556,8 @@ class State:
     #: that may still land, never released.
     generated: list[Any] = dataclasses.field(default_factory=list)
     noted: list[Any] = dataclasses.field(default_factory=list)
+    #: Whom the values assigned to it are for, once it had one (see ``Write.owners``).
+    owner: str | None = None
 
 
 _STATE = "_mongoengine_ids_state"

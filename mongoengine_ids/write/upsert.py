@@ -9,11 +9,13 @@ of a generated value is retried with a fresh one, as for ``save()``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 from mongoengine.errors import InvalidQueryError
 
+from ..resets import on_reset
 from . import seam, values
 from .field import Write
 from .values import Slot
@@ -42,16 +44,36 @@ def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]]
     if not update:
         return run(update)
     query = seam.parts(queryset)
-    update = _own_copy(update)
-    empty, assigned, fixed = _fields_of(
-        query.document_class, query.query, update, query.collection
-    )
+    collection = query.collection
+    key = (id(collection.database.client), collection.full_name, repr(query.query))
+    earlier = _unsettled.pop(key, None)  # atomic: one concurrent retry takes it over
+    owner = earlier or uuid.uuid4().hex
+    try:
+        return _upsert(query, _own_copy(update), run, owner, earlier_may_have_landed=bool(earlier))
+    except BaseException as error:
+        if earlier or values.outcome_unknown(error):
+            _unsettled[key] = owner  # this attempt, or an earlier one, may have landed
+        raise
+
+
+def _upsert(
+    query: seam.QuerySetParts,
+    update: dict[str, Any],
+    run: Callable[[dict[str, Any]], _T],
+    owner: str,
+    *,
+    earlier_may_have_landed: bool,
+) -> _T:
+    """:func:`upsert`, its values assigned for ``owner``."""
+    document_class, collection = query.document_class, query.collection
+    empty, assigned, fixed = _fields_of(document_class, query.query, update, collection, owner)
     update = {**update, **{f"set_on_insert__{name}": value for name, value in fixed.items()}}
     if not empty and not assigned:
         return run(update)
-    write = Write(query.document_class, query.collection)
-    noted = values.note_assigned(write, assigned)
+    write = Write(document_class, collection)
+    noted: list[tuple[Slot, Any]] = []
     try:
+        noted = values.note_assigned(write, assigned)
         filled = values.fill(write, empty)
 
         def attempt() -> _T:
@@ -60,9 +82,16 @@ def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]]
 
         return values.send(write, filled, attempt)
     except BaseException as error:
-        if not values.outcome_unknown(error):  # nothing written: the assigned values are free
-            values.release(write, noted)
+        if not values.outcome_unknown(error) and not earlier_may_have_landed:
+            values.release(write, noted)  # nothing written: the assigned values are free
         raise
+
+
+#: Whom the values of upserts whose outcome is unknown (a lost reply) were reserved for (see
+#: ``Write.owners``), by (client, collection, filter): the application's retry of the same
+#: upsert takes it over, and finds those reservations its own.
+_unsettled: dict[tuple[int, str, str], str] = {}
+on_reset(_unsettled.clear)
 
 
 #: The update operators that write the embedded documents given to them (``pull`` matches).
@@ -134,7 +163,11 @@ def _own_copy(update: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fields_of(
-    document_class: Any, query: dict[str, Any], update: dict[str, Any], collection: Any
+    document_class: Any,
+    query: dict[str, Any],
+    update: dict[str, Any],
+    collection: Any,
+    owner: str,
 ) -> tuple[list[Slot], list[Slot], dict[str, Any]]:
     """The generated fields an upsert must give a value (neither fixed by the filter nor
     written by the update); those the update gives one, or the filter a value no document of
@@ -143,7 +176,7 @@ def _fields_of(
     inserts, which a server does not; the same value, so a server is unaffected)."""
     pipeline = isinstance(update.get("__raw__"), list)
     operations = {} if pipeline or not update else seam.update_operations(document_class, **update)
-    holder = values.Holder(_given(document_class, query, operations))
+    holder = values.Holder(_given(document_class, query, operations), owner)
     empty, assigned, fixed = [], [], {}
     for name, field in seam.generated_fields(document_class):
         path = field.db_field
@@ -208,9 +241,7 @@ def _given(
 
 def _from_update(operations: dict[str, Any], path: str) -> Any:
     """The value the update gives ``path`` (``$set``, ``$setOnInsert``); ``_ABSENT`` if none."""
-    return next(
-        (operations[op][path] for op in _GIVING if path in operations.get(op, {})), _ABSENT
-    )
+    return next((operations[op][path] for op in _GIVING if path in operations.get(op, {})), _ABSENT)
 
 
 def _from_filter(query: dict[str, Any], path: str) -> tuple[Any, bool]:

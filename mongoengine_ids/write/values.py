@@ -9,6 +9,7 @@ its own value colliding, gives that slot a fresh value and sends again.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar, cast
 
@@ -58,10 +59,12 @@ def duplicate_key(error: BaseException) -> pymongo.errors.DuplicateKeyError | No
 
 class Holder:
     """Generated values without a document (an upsert's, a backfill's): what a slot fills, and
-    the values of the document it stands for that the fields read (``depends_on``)."""
+    the values of the document it stands for that the fields read (``depends_on``); ``owner``:
+    whom its assigned values are for (see :attr:`Write.owners`)."""
 
-    def __init__(self, data: dict[str, Any] | None = None) -> None:
+    def __init__(self, data: dict[str, Any] | None = None, owner: str | None = None) -> None:
         self._data: dict[str, Any] = {} if data is None else data
+        self.owner = owner
 
 
 class Slot:
@@ -172,12 +175,27 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
     try:
         for (klass, field), group in _by_field(assigned).items():
             values = [s.value for s in group]
-            field.note_assigned(_share(write, klass, group), values)
+            holders = [s.holder for s in group]
+            owners = [_owner(s.root) for s in group]
+            field.note_assigned(Write(klass, write.collection, holders, owners), values)
             noted.extend(zip(group, values, strict=True))
     except BaseException:
         release(write, noted)
         raise
     return noted
+
+
+def _owner(root: Any) -> str:
+    """Whom the values assigned in ``root`` (a document, or an upsert's :class:`Holder`) are
+    for: the same in every retry of its write (the document's record keeps it)."""
+    if isinstance(root, Holder):
+        if root.owner is None:
+            root.owner = uuid.uuid4().hex
+        return root.owner
+    state = seam.state(root)
+    if state.owner is None:
+        state.owner = uuid.uuid4().hex
+    return state.owner
 
 
 def prepare(
