@@ -518,6 +518,39 @@ class Numbers(GeneratedField):
             self.error(f"{value!r} is not an int")
 
 
+class BackfilledAnimal(me.Document):
+    name = me.StringField()
+    meta = {"allow_inheritance": True, "collection": "backfilled_animals"}
+
+
+class BackfilledDog(BackfilledAnimal):
+    tag = SequenceField(sequence_name="backfilled_dog")
+
+
+class BackfilledPuppy(BackfilledDog):
+    pass
+
+
+def test_backfill_of_a_subclass_fills_its_own_documents_only(mongoengine_db: Any) -> None:
+    from mongoengine_ids import backfill
+
+    collection = mongoengine_db.backfilled_animals
+    collection.insert_many(
+        [
+            {"_cls": "BackfilledAnimal", "name": "generic"},
+            {"_cls": "BackfilledAnimal.BackfilledDog", "name": "rex"},
+            {"_cls": "BackfilledAnimal.BackfilledDog.BackfilledPuppy", "name": "bit"},
+        ]
+    )
+    assert backfill(BackfilledDog) == 2  # a dog and a puppy, as BackfilledDog.objects finds
+    assert {doc["name"]: doc.get("tag") for doc in raw_docs(collection)} == {
+        "generic": None,
+        "rex": 1,
+        "bit": 2,
+    }
+    assert backfill(BackfilledPuppy) == 0
+
+
 def test_backfill_asks_for_at_most_batch_size_values_at_a_time(mongoengine_db: Any) -> None:
     from mongoengine_ids import backfill
 

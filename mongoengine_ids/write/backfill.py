@@ -15,7 +15,9 @@ from .values import Slot
 
 def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: int = 1000) -> int:
     """Fill the named generated fields (all of them by default) of every stored document of
-    ``document_class`` that lacks a value, ``batch_size`` documents at a time.
+    ``document_class`` that lacks a value, ``batch_size`` documents at a time. The documents
+    of the model are those its queries find: with ``allow_inheritance``, its class and its
+    subclasses, not the other classes sharing the collection.
 
     Each document is updated only where the field is still missing or null, so a value stored
     meanwhile (by ``save()`` or another backfill) is never replaced. Interrupted, it can simply
@@ -59,9 +61,10 @@ def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int
         return 0  # every stored document has one
     read = {dep: seam.field_of(write.document_class, dep) for dep in field.depends_on}
     projection = {"_id": 1, **{source.db_field: 1 for source in read.values()}}
+    lacking = {**seam.class_filter(write.document_class), path: None}  # its documents only
     filled_count = 0
     while True:
-        found = list(write.collection.find({path: None}, projection).limit(batch_size))
+        found = list(write.collection.find(lacking, projection).limit(batch_size))
         if not found:
             return filled_count
         ids = [stored["_id"] for stored in found]

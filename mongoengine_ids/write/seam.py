@@ -110,7 +110,8 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (transform, "update", ("_doc_cls",)),
     (transform, "query", ("_doc_cls",)),
 )
-#: Attributes of document instances read as data. Also read: ``_document``, ``_query``,
+#: Attributes of document instances read as data (and ``_subclasses`` of a model). Also read:
+#: ``_document``, ``_query``,
 #: ``_collection`` and ``_loaded_fields`` of querysets, ``ONLY``/``EXCLUDE`` and ``as_dict()``
 #: of QueryFieldList.
 DATA_ATTRIBUTES = (
@@ -291,6 +292,15 @@ def collection_of(document: BaseDocument) -> Any:
 def class_collection(document_class: type[Document]) -> Any:
     """The collection of a model class (follows ``db_alias`` and ``switch_db``)."""
     return document_class._get_collection()
+
+
+def class_filter(document_class: type[Document]) -> dict[str, Any]:
+    """The filter MongoEngine adds to a model's queries to keep to the model and its subclasses
+    (``_cls``, as ``BaseQuerySet.__init__`` builds it); {} for a model without inheritance."""
+    if document_class._meta.get("allow_inheritance") is not True:
+        return {}
+    names = list(document_class._subclasses)
+    return {"_cls": names[0] if len(names) == 1 else {"$in": names}}
 
 
 def field_of(document_class: type[BaseDocument], name: str) -> Any:
