@@ -28,7 +28,8 @@ class IdSpaceExhaustedError(MongoEngineIdsError, RuntimeError):
 
 
 class RetriesExhaustedError(MongoEngineIdsError, NotUniqueError):  # type: ignore[misc]
-    """Every attempt to write a fresh random value collided with an existing one."""
+    """Every attempt to write a fresh value collided with an existing one (a random value, or
+    a counter's value held by documents written without it)."""
 
 
 class CorruptedCounterError(MongoEngineIdsError, ValueError):

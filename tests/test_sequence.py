@@ -15,9 +15,9 @@ import pymongo.errors
 import pytest
 from mongoengine import Document, IntField, StringField
 from mongoengine import fields as me_fields
-from mongoengine.errors import ValidationError
+from mongoengine.errors import NotUniqueError, ValidationError
 
-from mongoengine_ids.errors import IdSpaceExhaustedError, InvalidIdError
+from mongoengine_ids.errors import IdSpaceExhaustedError, InvalidIdError, RetriesExhaustedError
 from mongoengine_ids.resets import reset_process_state
 from mongoengine_ids.sequence.field import (
     DEFAULT_COLLECTION,
@@ -784,6 +784,25 @@ def test_a_value_taken_by_another_process_is_retried(mongoengine_db: Any) -> Non
     doc.save()
     assert doc.id == 11  # collided on 2, dropped the stale block, leased 11..20
     assert sorted(d["_id"] for d in mongoengine_db["ref"].find()) == [1, 2, 11]
+
+
+@pytest.mark.parametrize("write", ["save", "insert"])
+def test_values_held_by_documents_written_without_the_counter_end_in_retries_exhausted(
+    mongoengine_db: Any, write: str
+) -> None:
+    class Imported(Document):
+        id = SequenceField(primary_key=True)
+
+    mongoengine_db["imported"].insert_many([{"_id": n} for n in range(1, 11)])
+    run = Imported().save if write == "save" else lambda: Imported.objects.insert([Imported()])
+    with pytest.raises(RetriesExhaustedError, match=r"Imported\.id: all 4 values") as caught:
+        run()
+    assert isinstance(caught.value, NotUniqueError)
+    assert "Imported.id.set_next_value(" in str(caught.value)
+    assert sorted(d["_id"] for d in mongoengine_db["imported"].find()) == list(range(1, 11))
+    Imported.id.set_next_value(10)  # as the message says
+    Imported().save()
+    assert mongoengine_db["imported"].find_one({"_id": 11}) == {"_id": 11}
 
 
 def test_explicit_values_can_be_rejected(mongoengine_db: Any) -> None:

@@ -55,6 +55,7 @@ from ..errors import (
     ExplicitValueError,
     IdSpaceExhaustedError,
     InvalidIdError,
+    RetriesExhaustedError,
     invalid_id,
 )
 from ..resets import on_reset
@@ -1622,6 +1623,14 @@ class SequenceField(GeneratedField):
         scope = None if first is None else self._scope_of(write.document_class, first)
         self.sequence_for(write.database, write.document_class, scope).discard()
         return True
+
+    def retries_exhausted(self, error: Exception, attempts: int) -> RetriesExhaustedError:
+        """A :class:`~mongoengine_ids.errors.RetriesExhaustedError` naming the field."""
+        return RetriesExhaustedError(
+            f"{self._label}: all {attempts} values the counter gave were held by stored "
+            "documents already (written without it: imported, or with the counter set back); "
+            f"move the counter past them: {self._label}.set_next_value(<highest stored value>)"
+        )
 
     def coerce(self, value: Any) -> Any:
         if self.decorated:
