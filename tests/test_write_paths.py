@@ -299,6 +299,53 @@ def test_a_partially_loaded_document_lacking_the_field_is_not_filled(
     assert counters(mongoengine_db) == []
 
 
+RELOADS: dict[str, Callable[[Any], Any]] = {
+    "reload()": lambda doc: doc.reload(),
+    "reload(code)": lambda doc: doc.reload("code"),
+    "modify()": lambda doc: doc.modify(set__note="m"),
+}
+
+
+@pytest.mark.parametrize("how", list(RELOADS))
+@by_kind
+def test_a_partially_loaded_document_reloaded_is_loaded(
+    mongoengine_db: Any, kind: Kind, how: str
+) -> None:
+    # reload() and modify() load the fields a projection left out: the document is then
+    # fully loaded, and its stored copy lacking the field gets a value on save().
+    mongoengine_db.partial_reloaded.insert_one({"name": "a", "note": "n"})
+    Model = coded(kind, "PartialReloaded", "partial_reloaded", note=me.StringField())
+    loaded = Model.objects.only("name").get()
+    RELOADS[how](loaded)
+    loaded.name = "b"
+    loaded.save()
+    stored = raw_one(mongoengine_db.partial_reloaded)
+    kind.check(stored["code"])
+    assert kind.stored(loaded.code) == stored["code"]
+    assert {k: v for k, v in stored.items() if k not in ("_id", "code")} == {
+        "name": "b",
+        "note": "m" if how == "modify()" else "n",
+    }
+
+
+@by_kind
+def test_a_partially_loaded_document_reloaded_in_part_is_loaded_in_part(
+    mongoengine_db: Any, kind: Kind
+) -> None:
+    # reload("note") loads note only: code is still a field the projection left out.
+    mongoengine_db.partial_half.insert_one({"name": "a", "note": "n"})
+    Model = coded(kind, "PartialHalf", "partial_half", note=me.StringField())
+    loaded = Model.objects.only("name").get()
+    loaded.reload("note")
+    loaded.name = "b"
+    loaded.save()
+    assert {k: v for k, v in raw_one(mongoengine_db.partial_half).items() if k != "_id"} == {
+        "name": "b",
+        "note": "n",
+    }
+    assert counters(mongoengine_db) == []
+
+
 COPIES: dict[str, Callable[[Any], Any]] = {
     "pickle": lambda doc: pickle.loads(pickle.dumps(doc)),
     "copy": copy.copy,

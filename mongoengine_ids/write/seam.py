@@ -641,6 +641,14 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     state(document).unloaded = frozenset(unloaded)
 
 
+def value_set(document: Any, name: str) -> None:
+    """A value was set on field ``name`` of ``document`` (assigned, or loaded into it by
+    ``reload()`` or ``modify()``): it is no longer one a projection left out."""
+    found: State | None = getattr(document, "__dict__", {}).get(_STATE)
+    if found is not None and name in found.unloaded:
+        found.unloaded = found.unloaded - {name}
+
+
 # -- references ---------------------------------------------------------------------------------
 
 # Not in the field's __dict__, which the twin shares (and MongoEngine deep-copies fields).
