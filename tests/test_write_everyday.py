@@ -339,3 +339,48 @@ def test_a_copy_of_a_locality_field_shares_its_generator_made_later(mongoengine_
     DayLocalityB().save()
     assert DayLocalityA._fields["id"].generator is DayLocalityB._fields["id"].generator
     assert len({doc["_id"] for doc in raw(DayLocalityA)}) == 2
+
+
+# -- a SortedListField ordered by a generated field of its embedded documents -----------------
+
+
+class SortedComment(me.EmbeddedDocument):
+    n = SequenceField()
+    at = UUID7Field()
+    text = me.StringField()
+
+
+class SortedPost(me.Document):
+    by_n = me.SortedListField(me.EmbeddedDocumentField(SortedComment), ordering="n")
+    by_at = me.SortedListField(me.EmbeddedDocumentField(SortedComment), ordering="at", reverse=True)
+
+
+def test_a_list_sorted_by_a_generated_field_is_saved_sorted(mongoengine_db: Any) -> None:
+    # save() serialises the document before the values are made: nothing to sort by yet.
+    post = SortedPost(by_n=[SortedComment(text="a"), SortedComment(text="b")])
+    post.save()
+    (stored,) = raw(SortedPost)
+    assert [(c["n"], c["text"]) for c in stored["by_n"]] == [(1, "a"), (2, "b")]
+    # A loaded document given a new item, and an item with a lower value moved last.
+    loaded = SortedPost.objects.get()
+    loaded.by_n.append(SortedComment(text="c"))
+    loaded.by_n.append(SortedComment(n=0, text="z"))
+    loaded.by_at = [SortedComment(text="x"), SortedComment(text="y")]
+    loaded.save()
+    (stored,) = raw(SortedPost)
+    assert [(c["n"], c["text"]) for c in stored["by_n"]] == [(0, "z"), (1, "a"), (2, "b"), (3, "c")]
+    assert [c["text"] for c in stored["by_at"]] == ["y", "x"]  # the later UUID7 first
+    assert stored["by_at"][0]["at"] > stored["by_at"][1]["at"]
+
+
+def test_a_list_sorted_by_a_missing_plain_field_still_fails_as_in_mongoengine(
+    mongoengine_db: Any,
+) -> None:
+    class Note(me.EmbeddedDocument):
+        rank = me.IntField()
+
+    class Board(me.Document):
+        notes = me.SortedListField(me.EmbeddedDocumentField(Note), ordering="rank")
+
+    with pytest.raises(KeyError, match="rank"):
+        Board(notes=[Note()]).save()

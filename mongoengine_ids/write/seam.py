@@ -64,7 +64,9 @@ from mongoengine.fields import (
     CachedReferenceField,
     GenericLazyReferenceField,
     LazyReferenceField,
+    ListField,
     ReferenceField,
+    SortedListField,
 )
 from mongoengine.queryset import QuerySet, QuerySetManager, transform
 from mongoengine.queryset.base import BaseQuerySet
@@ -97,6 +99,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (CachedReferenceField, "prepare_query_value", ("op", "value")),
     (GenericLazyReferenceField, "to_mongo", ("document",)),
     (GenericLazyReferenceField, "build_lazyref", ("value",)),
+    (SortedListField, "to_mongo", ("value", "use_db_field", "fields")),
     (DeReference, "__call__", ("items", "max_depth", "instance", "name")),
     (BaseQuerySet, "insert", ("doc_or_docs", "load_bulk", "write_concern", "signal_kwargs")),
     (BaseQuerySet, "update", ("upsert", "multi", "write_concern", "read_concern")),
@@ -908,8 +911,41 @@ def _embedded_declared(embedded_class: type[EmbeddedDocument]) -> None:
         )
         if first:
             _on_subclass(Document, _hook_if_embeds)
+            _hook_sorted_lists()
         for document_class in list(_document_registry.values()):
             _hook_if_embeds(document_class)
+
+
+def _hook_sorted_lists() -> None:
+    """Wrap ``SortedListField.to_mongo`` (once per process): ``save()`` serialises a document
+    before the write path fills its values in, and a list ordered by a generated field of its
+    embedded documents has no key to sort new ones by yet. That serialisation is left unsorted;
+    the write serialises the document again once the values are made (see ``save.py``)."""
+    own = vars(SortedListField)["to_mongo"]
+    if getattr(own, _REFERENCES_HOOKED, False):
+        return
+
+    @functools.wraps(own)
+    def to_mongo(self: Any, value: Any, use_db_field: bool = True, fields: Any = None) -> Any:
+        try:
+            return own(self, value, use_db_field, fields)
+        except KeyError:
+            if not _orders_by_generated(self):
+                raise
+            return ListField.to_mongo(self, value, use_db_field, fields)
+
+    setattr(to_mongo, _REFERENCES_HOOKED, True)
+    SortedListField.to_mongo = to_mongo
+
+
+def _orders_by_generated(field: Any) -> bool:
+    """Whether a ``SortedListField`` is ordered by a generated field of its embedded documents."""
+    from .field import GeneratedField
+
+    ordering = getattr(field, "_ordering", None)
+    inner = getattr(getattr(field, "field", None), "document_type", None)
+    fields = getattr(inner, "_fields", {}).values()
+    return any(isinstance(f, GeneratedField) and f.db_field == ordering for f in fields)
 
 
 def _hook_if_embeds(cls: type) -> None:
