@@ -643,6 +643,35 @@ def test_a_corrupted_counter_raises_naming_the_document(
     assert isinstance(caught.value, ValueError)
 
 
+@pytest.mark.parametrize(("before", "after"), [(1, 3), (3, 1), (3, 4), (4, 3)])
+def test_shards_changed_on_a_live_sequence_are_refused_before_a_value_is_handed_out(
+    mongoengine_db: Any, before: int, after: int
+) -> None:
+    def sequence(shards: int) -> Sequence:
+        return Sequence(
+            "tickets", database=mongoengine_db, digits=1, shards=shards, rng=random.Random(3)
+        )
+
+    handed = sequence(before).next_values(9)
+    assert sorted(handed) == list(range(1, 10))  # every value, from every counter of the layout
+    stored = counters(mongoengine_db)
+    changed = sequence(after)
+    if 1 < before < after:
+        changed.store()._live = [after - 1]  # a shard the first layout does not have
+    with pytest.raises(CorruptedCounterError, match="cannot change on a live sequence"):
+        changed.next()
+    assert counters(mongoengine_db) == stored  # no counter made, none moved
+
+
+def test_a_new_shard_of_the_same_layout_is_made_beside_the_others(mongoengine_db: Any) -> None:
+    def sequence() -> Sequence:
+        return Sequence("tickets", database=mongoengine_db, digits=2, shards=3, batch_size=1)
+
+    values = [sequence().next() for _ in range(30)]  # a new Sequence each time: shards at random
+    assert len(set(values)) == 30
+    assert len(counters(mongoengine_db)) == 3
+
+
 # -- formatting ---------------------------------------------------------------------------------
 
 

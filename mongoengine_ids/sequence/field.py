@@ -454,9 +454,14 @@ class CounterStore:
 
         Creating before the first ``$inc`` (instead of ``$setOnInsert``, which a real server
         rejects together with ``$inc`` on the same field) works the same on every server and on
-        mongomock; it costs two extra round trips once per counter.
+        mongomock; with the look for counters of another layout (:meth:`_check_layout`), it
+        costs three extra round trips once per counter.
+
+        Raises:
+            CorruptedCounterError: the sequence has counters of another layout.
         """
         document_id = counter.document_id
+        self._check_layout(counter)
         with _leased_lock:
             by_counter = _leased_to.get(id(self.collection.database.client), {})
             highest, held = by_counter.get((self.collection_name, document_id), (None, False))
@@ -484,6 +489,43 @@ class CounterStore:
                 RuntimeWarning,
                 stacklevel=2,
             )
+
+    def _check_layout(self, counter: _Counter) -> None:
+        """Refuse to create ``counter`` beside counters of the same sequence (and scope) laid
+        out otherwise: its other layout's counter (``shards`` changed from or to 1), or a
+        shard this configuration does not have or bounds it does not give (``shards``,
+        ``start`` or ``digits`` changed). Its values would be handed out a second time.
+
+        Raises:
+            CorruptedCounterError: such a counter exists.
+        """
+        scope = None if self._scope is None else self._scope
+        plain = counter_id(self.name, scope=None if scope is None else scope[0])
+        shards = {"sequence": self.name, "shard": {"$exists": True}}
+        shards["scope"] = {"$exists": False} if scope is None else scope[1]
+        collection = self.collection
+        found = self._call(lambda: list(collection.find({"$or": [{"_id": plain}, shards]})))
+        for other in found:
+            shard = other.get("shard")
+            if other["_id"] == counter.document_id:
+                continue
+            if self.space.shards == 1:
+                fits = other["_id"] == plain
+            else:
+                fits = (
+                    isinstance(shard, int)
+                    and 0 <= shard < self.space.shards
+                    and (other.get("low"), other.get("high")) == self.space.bounds(shard)
+                )
+            if not fits:
+                raise _corrupted(
+                    other["_id"],
+                    self.collection_name,
+                    f"it belongs to sequence {self.name!r} laid out otherwise than this one "
+                    f"(shards={self.space.shards}, values {self.space.start}.."
+                    f"{self.space.high}), whose counter {counter.document_id!r} would hand out "
+                    "its values again: start, digits and shards cannot change on a live sequence",
+                )
 
     def _validate(self, document: Mapping[str, Any], counter: _Counter) -> int:
         current = _check_next(document, self.collection_name)
