@@ -384,3 +384,45 @@ def test_a_list_sorted_by_a_missing_plain_field_still_fails_as_in_mongoengine(
 
     with pytest.raises(KeyError, match="rank"):
         Board(notes=[Note()]).save()
+
+
+# -- doc.update(upsert=True) of a document without a key: upserted by itself -----------------
+
+
+class UpsertedPart(me.EmbeddedDocument):
+    n = SequenceField()
+    name = me.StringField()
+
+
+class UpsertedOrder(me.Document):
+    number = SequenceField()
+    name = me.StringField()
+    status = me.StringField()
+    main = me.EmbeddedDocumentField(UpsertedPart)
+    parts = me.ListField(me.EmbeddedDocumentField(UpsertedPart))
+
+
+def test_an_unsaved_document_upserted_by_itself_stores_its_embedded_values(
+    mongoengine_db: Any,
+) -> None:
+    # MongoEngine upserts by the document's to_mongo(): the inserted document takes its
+    # embedded documents from that filter, so their values are made before it is built.
+    order = UpsertedOrder(
+        name="a", main=UpsertedPart(name="m"), parts=[UpsertedPart(name="p"), UpsertedPart()]
+    )
+    assert order.update(upsert=True, set__status="new") == 1
+    (stored,) = raw(UpsertedOrder)
+    assert {k: v for k, v in stored.items() if k != "_id"} == {
+        "number": 1,  # the upsert's own, set on insert
+        "name": "a",
+        "status": "new",
+        "main": {"n": 1, "name": "m"},
+        "parts": [{"n": 2, "name": "p"}, {"n": 3}],
+    }
+    assert [order.main.n, *(part.n for part in order.parts)] == [1, 2, 3]
+    # Run again, the same filter matches that document: nothing new, no value spent.
+    assert order.update(upsert=True, set__status="again") == 1
+    (stored,) = raw(UpsertedOrder)
+    assert stored["status"] == "again"
+    assert [stored["main"]["n"], *(part["n"] for part in stored["parts"])] == [1, 2, 3]
+    assert UpsertedOrder(main=UpsertedPart()).save().main.n == 4

@@ -85,6 +85,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (Document, "_get_collection_name", ()),
     (Document, "_get_db", ()),
     (Document, "_mark_as_changed", ("key",)),
+    (Document, "update", ("kwargs",)),
     (BaseDocument, "_get_changed_fields", ()),
     (Document, "to_dbref", ()),
     (BaseDocument, "to_mongo", ("use_db_field", "fields")),
@@ -795,7 +796,7 @@ def hook_reference_fields() -> None:
 
 def hook(document_class: type[Document]) -> None:
     """Install the write path on ``document_class`` (idempotent; inherited by subclasses)."""
-    from . import save
+    from . import save, upsert
 
     with _lock:
         _hook_querysets(document_class)
@@ -804,6 +805,7 @@ def hook(document_class: type[Document]) -> None:
         for name, wrap in (
             ("_save_create", save.wrap_save_create),
             ("_save_update", save.wrap_save_update),
+            ("update", upsert.wrap_document_update),
             ("__getstate__", _wrap_getstate),
             ("__setstate__", _wrap_setstate),
         ):

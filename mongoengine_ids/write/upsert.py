@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+from mongoengine.document import Document
 from mongoengine.errors import InvalidQueryError
 
 from ..resets import on_reset
@@ -132,7 +133,11 @@ def with_embedded(
             f"{query.document_class.__name__} documents would give each new embedded document "
             "the same value; use update_one(), or filter by the key"
         )
-    write = Write(query.document_class, query.collection)
+    return _filled(Write(query.document_class, query.collection), empty, run)
+
+
+def _filled(write: Write, empty: list[Slot], run: Callable[[], _T]) -> _T:
+    """Run ``run()`` once the ``empty`` slots have values; given back if nothing was written."""
     filled = values.fill(write, empty)
     try:
         return run()
@@ -140,6 +145,31 @@ def with_embedded(
         if not values.outcome_unknown(error):
             values.give_back(write, filled)
         raise
+
+
+DocumentUpdate = Callable[..., Any]
+
+
+def wrap_document_update(owner: type[Document], own: DocumentUpdate | None) -> DocumentUpdate:
+    """``Document.update`` for ``owner``, calling ``own`` (the class's own) or the parent's.
+
+    ``doc.update(upsert=True)`` of a document without a key upserts by the document itself:
+    MongoEngine's filter is its ``to_mongo()``, from which the document it inserts takes its
+    embedded documents. Their empty values are made first, so that they are stored with them
+    (the document's own are the upsert's to set on insert, as for any upsert)."""
+
+    def update(self: Document, **kwargs: Any) -> Any:
+        def run() -> Any:
+            if own is not None:
+                return own(self, **kwargs)
+            return super(owner, self).update(**kwargs)
+
+        if seam.key(self) is not None or not kwargs.get("upsert", False):
+            return run()
+        empty = [s for s in values.slots(self) if s.holder is not self and s.value is None]
+        return _filled(Write(type(self), seam.collection_of(self)), empty, run)
+
+    return update
 
 
 def _may_match_several(query: seam.QuerySetParts) -> bool:
