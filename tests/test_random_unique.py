@@ -454,6 +454,22 @@ def test_missing_index_without_auto_create_is_an_error(mongoengine_db: Any) -> N
     assert codes(mongoengine_db.manual) == [1]
 
 
+def test_the_index_check_is_made_again_after_drop_collection(mongoengine_db: Any) -> None:
+    class Dropped(me.Document):
+        code = RandomUniqueField(digits=1, rng=Script(4, 4, 4), max_retries=1)
+        meta = {"collection": "dropped", "auto_create_index": False}
+
+    mongoengine_db.dropped.create_index([("code", pymongo.ASCENDING)], unique=True)
+    Dropped().save()
+    Dropped.drop_collection()  # its indexes go with it
+    with pytest.raises(UniqueIndexMissingError):
+        Dropped().save()
+    assert mongoengine_db.dropped.count_documents({}) == 0
+    Dropped.ensure_indexes()
+    Dropped().save()
+    assert codes(mongoengine_db.dropped) == [5]
+
+
 def test_the_index_check_follows_the_documents_collection(mongoengine_db: Any) -> None:
     from mongoengine.context_managers import switch_collection
 

@@ -41,7 +41,7 @@ from pymongo.write_concern import WriteConcern
 
 from .._checks import check_collection_name
 from ..errors import RetriesExhaustedError, UniqueIndexMissingError
-from ..resets import on_reset
+from ..resets import on_drop, on_reset
 from ..write import seam
 from ..write.field import GeneratedField, Write
 from .space import (
@@ -234,6 +234,15 @@ _index_names: dict[_IndexKey, frozenset[str]] = {}
 def _forget_indexes() -> None:
     with _index_lock:
         _index_names.clear()
+
+
+@on_drop
+def _forget_indexes_of(database: Any, name: str) -> None:
+    with _index_lock:
+        for key in [
+            key for key in _index_names if key[:3] == (id(database.client), database.name, name)
+        ]:
+            del _index_names[key]
 
 
 _all_counters: weakref.WeakSet[_Counters] = weakref.WeakSet()

@@ -72,6 +72,8 @@ from mongoengine.queryset import QuerySet, QuerySetManager, transform
 from mongoengine.queryset.base import BaseQuerySet
 from mongoengine.queryset.field_list import QueryFieldList
 
+from ..resets import collection_dropped
+
 if TYPE_CHECKING:
     from .field import GeneratedField
 
@@ -86,6 +88,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (Document, "_get_db", ()),
     (Document, "_mark_as_changed", ("key",)),
     (Document, "update", ("kwargs",)),
+    (Document, "drop_collection", ()),
     (BaseDocument, "_get_changed_fields", ()),
     (Document, "to_dbref", ()),
     (BaseDocument, "to_mongo", ("use_db_field", "fields")),
@@ -625,6 +628,20 @@ def _wrap_setstate(owner: type[Document], own: Callable[[Any, Any], None] | None
     return __setstate__
 
 
+def _wrap_drop_collection(owner: type[Document], own: Any) -> Any:
+    """``drop_collection`` for ``owner`` (a classmethod): what the package cached of the
+    collection (its indexes, which the drop removes) is forgotten after it."""
+
+    def drop_collection(cls: type[Document]) -> None:
+        if own is not None:
+            own.__func__(cls)
+        else:
+            super(owner, cls).drop_collection()
+        collection_dropped(cls._get_db(), cls._get_collection_name())
+
+    return classmethod(drop_collection)
+
+
 def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     """Record which generated fields a projection left out of a document it loaded."""
     if not isinstance(document, Document) or not loaded:
@@ -808,6 +825,7 @@ def hook(document_class: type[Document]) -> None:
             ("update", upsert.wrap_document_update),
             ("__getstate__", _wrap_getstate),
             ("__setstate__", _wrap_setstate),
+            ("drop_collection", _wrap_drop_collection),
         ):
             own = vars(document_class).get(name)
             setattr(document_class, name, wrap(document_class, own))
