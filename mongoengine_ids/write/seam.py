@@ -776,7 +776,7 @@ def hook_key(document_class: type[Document]) -> None:
 
     hook_reference_fields()
     with _lock:
-        if any(_KEY_HOOKED in vars(klass) for klass in document_class.__mro__):
+        if getattr(document_class, _KEY_HOOKED, False):  # itself, or a base class
             return
         for name, wrap in (
             ("to_mongo", references.wrap_to_mongo),
@@ -817,7 +817,7 @@ def hook(document_class: type[Document]) -> None:
 
     with _lock:
         _hook_querysets(document_class)
-        if any(_HOOKED in vars(klass) for klass in document_class.__mro__):
+        if getattr(document_class, _HOOKED, False):  # itself, or a base class
             return
         for name, wrap in (
             ("_save_create", save.wrap_save_create),
@@ -858,8 +858,8 @@ def makes_generating_querysets(document_class: Any) -> bool:
     ancestor sharing its collection with a hooked model), or it is a hooked model or inherits
     from one (also where an ``__init_subclass__`` of a mixin kept the hook from seeing it made).
     A plain subclass of a marked ancestor keeps MongoEngine's."""
-    return bool(vars(document_class).get(_QUERYSETS, False)) or any(
-        _HOOKED in vars(klass) for klass in document_class.__mro__
+    return bool(
+        vars(document_class).get(_QUERYSETS, False) or getattr(document_class, _HOOKED, False)
     )
 
 
