@@ -1454,3 +1454,71 @@ def test_a_bulk_insert_refuses_a_junk_assigned_value_before_writing(
         JunkNumbered.objects.insert([JunkNumbered(), JunkNumbered(number=junk)])
     assert repr(junk) in str(raised.value)
     assert mongoengine_db["junk_numbered"].count_documents({}) == 0
+
+
+# -- values in queries and updates ------------------------------------------------------------
+
+
+class Queried(Document):
+    seq = SequenceField(sequence_name="queried_seq")
+    luhn = SequenceField(luhn=True, sequence_name="queried_luhn")
+    ri = RandomUniqueField(digits=6)
+    rs = RandomUniqueField(length=8)
+    u4 = UUID4Field()
+    u7 = UUID7Field()
+    loc = LocalityUUIDField()
+
+
+@pytest.mark.parametrize("field", ["seq", "ri", "rs", "u4", "u7", "loc"])
+def test_a_query_by_a_bool_is_refused(mongoengine_db: Any, field: str) -> None:
+    Queried().save()
+    with pytest.raises(ValidationError, match=rf"Queried\.{field}.*True|True.*Queried\.{field}"):
+        list(Queried.objects(**{field: True}))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("seq", True),
+        ("seq", -5),
+        ("seq", 2**64),
+        ("seq", {"x": 1}),
+        ("ri", 5),
+        ("ri", -5),
+        ("rs", "0000000!"),
+        ("rs", ""),
+        ("u4", True),
+        ("u4", {"x": 1}),
+        ("loc", True),
+    ],
+)
+@pytest.mark.parametrize("operator", ["set", "set_on_insert"])
+def test_an_update_refuses_what_save_refuses(
+    mongoengine_db: Any, field: str, value: Any, operator: str
+) -> None:
+    document = Queried().save()
+    with pytest.raises(ValidationError):  # save() refuses it
+        Queried(**{field: value}).validate()
+    before = mongoengine_db["queried"].find_one({"_id": document.id})
+    with pytest.raises(ValidationError, match=rf"Queried\.{field}") as caught:
+        Queried.objects(id=document.id).update(**{f"{operator}__{field}": value})
+    assert repr(value) in str(caught.value)
+    assert mongoengine_db["queried"].find_one({"_id": document.id}) == before
+    assert mongoengine_db["queried"].count_documents({}) == 1
+
+
+def test_a_query_keeps_values_outside_the_space_and_operators(mongoengine_db: Any) -> None:
+    # A value of the field's kind outside its space, or an operator, finds what it finds.
+    stored = Queried().save()
+    assert list(Queried.objects(ri=5)) == []
+    assert list(Queried.objects(seq=-5)) == []
+    assert [d.id for d in Queried.objects(seq__gt=-1)] == [stored.id]
+    assert [d.id for d in Queried.objects(seq__exists=True)] == [stored.id]
+    assert [d.id for d in Queried.objects(ri__in=[stored.ri, 5])] == [stored.id]
+
+
+def test_a_formatted_sequence_queried_by_a_negative_number_names_the_field(
+    mongoengine_db: Any,
+) -> None:
+    with pytest.raises(ValidationError, match=r"cannot query Queried\.luhn by -5: expected"):
+        list(Queried.objects(luhn=-5))

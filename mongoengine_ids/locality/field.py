@@ -146,15 +146,13 @@ class UUIDValueField(GeneratedField):
         else:  # pragma: no cover - coerce() would have converted it on assignment
             self.error(f"{self._label}: {value!r} is not a {self.kind}")
 
-    def prepare_query_value(self, op: str, value: Any) -> Any:
+    def query_value(self, value: Any) -> Any:
         """The stored form of a query value; a value that is no UUID at all raises
         ``ValidationError`` naming the field.
 
         A UUID of another version is accepted (it matches nothing the field wrote, but finds
         documents stored before the field replaced another kind of id); assigning one is refused.
         """
-        if value is None or isinstance(value, (bool, dict)):
-            return value  # e.g. __exists=True, or a raw operator document
         try:
             number = _int_from_uuid_value(value, self.kind)
         except (ValueError, TypeError) as error:

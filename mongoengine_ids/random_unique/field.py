@@ -635,16 +635,14 @@ class RandomUniqueField(GeneratedField):
                 f"{self._space.description}"
             )
 
-    def prepare_query_value(self, op: str, value: Any) -> Any:
-        """Query values in stored form.
+    def query_value(self, value: Any) -> Any:
+        """A query value in stored form.
 
         A value of the space's kind that is not in the space simply matches nothing (documents
         stored before the space changed can still be found); a value that cannot be one at all
         (``"--5"`` or ``"²"`` for integers, an int for strings) raises ``ValidationError``
         naming the field and quoting it.
         """
-        if value is None or isinstance(value, (bool, dict)):
-            return value
         if isinstance(value, (list, tuple, set)):
             return [self._query_value(item) for item in value]
         return self._query_value(value)

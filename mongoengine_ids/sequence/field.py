@@ -1728,11 +1728,11 @@ class SequenceField(GeneratedField):
         elif isinstance(value, int) and not isinstance(value, bool):
             number = value
         else:
-            self.error(f"{value!r} is not a sequence value: expected {accepted}")
+            self.error(f"{self._label}: {value!r} is not a sequence value: expected {accepted}")
         if not 0 <= number <= self.space.high:
-            self.error(f"{value!r} is out of range: expected {accepted}")
+            self.error(f"{self._label}: {value!r} is out of range: expected {accepted}")
 
-    def prepare_query_value(self, op: str, value: Any) -> Any:
+    def query_value(self, value: Any) -> Any:
         """The stored form of a query value: a number is formatted (or decorated); a formatted
         value is checked.
 
@@ -1740,13 +1740,11 @@ class SequenceField(GeneratedField):
         and decorated, as MongoEngine does; anything else is taken as a value already in the
         decorator's form and sent unchanged (MongoEngine decorates it again: its issue 975).
         """
-        if value is None or isinstance(value, (bool, dict)):
-            return value
         if self.decorated:
             number = self.number_of(value)
             return value if number is None else self.value_decorator(number)
         number = self.number_of(value)
-        if number is None:
+        if number is None or (self.format.active and number < 0):
             accepted = self.format.describe() if self.format.active else "an int"
             self.error(f"cannot query {self._label} by {value!r}: expected {accepted}")
             raise AssertionError("unreachable: self.error() raises")

@@ -85,6 +85,9 @@ BASE_FIELD_OPTIONS: Final = frozenset(keyword_names(BaseField.__init__))
 #: MongoEngine would store a typo (``batchsize=``) silently and the setting would be lost.
 FIELD_METADATA: Final = frozenset({"verbose_name", "help_text"})
 _FLAG_OPTIONS: Final = ("required", "unique", "primary_key", "null", "sparse")
+#: MongoEngine's update operators that write the value given, as ``transform.update`` names them
+#: when it asks ``prepare_query_value()``.
+_WRITING_OPS: Final = frozenset({"set", "setOnInsert", "push", "pushAll", "addToSet"})
 
 
 _own_options_cache: dict[type, frozenset[str]] = {}
@@ -269,6 +272,31 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     def _copied(self) -> None:
         """Called on a copy just made: give it the runtime state it must not share with the
         field it was copied from. Default: nothing (a generator is shared: one per process)."""
+
+    def prepare_query_value(self, op: str, value: Any) -> Any:
+        """A value of this field in a query or an update, in stored form (MongoEngine asks).
+
+        An update that writes the value (``set__``, ``set_on_insert__``, ``push__``...) gets
+        it checked as ``save()`` checks a value you assign; a bool is never a value (MongoEngine
+        asks for none with ``__exists``); a query value goes to :meth:`query_value`.
+
+        Raises:
+            ValidationError: the value is not one the field accepts, quoted, saying what is.
+        """
+        if value is None:
+            return value
+        if op in _WRITING_OPS or isinstance(value, bool):
+            self.validate(value)
+            return self.to_mongo(value)
+        if isinstance(value, dict):
+            return value  # an operator document, given as it is
+        return self.query_value(value)
+
+    def query_value(self, value: Any) -> Any:
+        """A query value (not None, not a bool, not a dict) in stored form. Default: its stored
+        form if it is a value of the field, else a ``ValidationError``."""
+        self.validate(value)
+        return self.to_mongo(value)
 
     def generate(self) -> None:
         """MongoEngine's generation hook, called by ``to_mongo()``: never produces a value.
