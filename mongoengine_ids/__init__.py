@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .errors import (
     BulkNotUniqueError,
+    BulkRetriesExhaustedError,
     CorruptedCounterError,
     ExplicitValueError,
     IdSpaceExhaustedError,
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BulkNotUniqueError",
+    "BulkRetriesExhaustedError",
     "CorruptedCounterError",
     "ExplicitValueError",
     "GeneratedField",

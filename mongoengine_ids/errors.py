@@ -57,3 +57,8 @@ def invalid_id(value: object, kind: str, accepted: str) -> InvalidIdError:
 class BulkNotUniqueError(MongoEngineIdsError, NotUniqueError, BulkWriteError):  # type: ignore[misc]
     """A bulk insert hit duplicate keys; caught as NotUniqueError and as MongoEngine's
     BulkWriteError (what ``QuerySet.insert`` raised for it)."""
+
+
+class BulkRetriesExhaustedError(RetriesExhaustedError, BulkNotUniqueError):
+    """Every attempt to give a document of a bulk insert a fresh value collided; caught as
+    RetriesExhaustedError, NotUniqueError and MongoEngine's BulkWriteError."""

@@ -262,6 +262,8 @@ class CounterStore:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._live: list[int] = list(range(space.shards))
+        #: Counters whose layout was checked (see :meth:`_check_layout`).
+        self._layout_checked: set[str] = set()
         self._counters = [self._make_counter(shard) for shard in range(min(space.shards, 1))]
 
     def _make_counter(self, shard: int) -> _Counter:
@@ -496,9 +498,13 @@ class CounterStore:
         shard this configuration does not have or bounds it does not give (``shards``,
         ``start`` or ``digits`` changed). Its values would be handed out a second time.
 
+        Looked up once per counter and store: a layout changes with a restart.
+
         Raises:
             CorruptedCounterError: such a counter exists.
         """
+        if counter.document_id in self._layout_checked:
+            return
         scope = None if self._scope is None else self._scope
         plain = counter_id(self.name, scope=None if scope is None else scope[0])
         shards = {"sequence": self.name, "shard": {"$exists": True}}
@@ -526,6 +532,7 @@ class CounterStore:
                     f"{self.space.high}), whose counter {counter.document_id!r} would hand out "
                     "its values again: start, digits and shards cannot change on a live sequence",
                 )
+        self._layout_checked.add(counter.document_id)
 
     def _validate(self, document: Mapping[str, Any], counter: _Counter) -> int:
         current = _check_next(document, self.collection_name)
@@ -590,6 +597,7 @@ class CounterStore:
             ValueError: the sequence is sharded.
         """
         counter = self._single("counter to set")
+        self._check_layout(counter)
         update: dict[str, Any] = {"$set": {"next": value}}
         if counter.extra:
             update["$setOnInsert"] = dict(counter.extra)
@@ -620,6 +628,7 @@ class CounterStore:
                 )
             )
             return
+        self._check_layout(counter)
         # Upsert: {_id} equality upserts are retried by the server itself when they race.
         update: dict[str, Any] = {"$max": {"next": value}}
         if counter.extra:

@@ -26,7 +26,7 @@ from mongoengine import signals
 from mongoengine.base import BaseDocument
 from mongoengine.errors import BulkWriteError, NotUniqueError, OperationError
 
-from ..errors import BulkNotUniqueError
+from ..errors import BulkNotUniqueError, BulkRetriesExhaustedError, RetriesExhaustedError
 from . import landed, seam, values
 from .field import Write
 from .save import clear_made_pk, make_pk
@@ -215,9 +215,14 @@ class Batch:
         if tried > slot.field.collision_retries:
             self.filled.remove(slot)
             slot.value = None  # taken by another document: not released
-            raise slot.field.retries_exhausted(
+            exhausted = slot.field.retries_exhausted(
                 BulkNotUniqueError(f"Could not save document ({duplicate})"), tried
-            ) from duplicate
+            )
+            if isinstance(exhausted, RetriesExhaustedError) and not isinstance(
+                exhausted, BulkNotUniqueError
+            ):  # what insert() raises for a duplicate key is a BulkWriteError, and stays one
+                exhausted = BulkRetriesExhaustedError(*exhausted.args)
+            raise exhausted from duplicate
         self.attempts[id(slot)] = tried + 1
         values.refill(self.write, slot)
 

@@ -232,10 +232,14 @@ def set_key(document: BaseDocument, stored: Any) -> None:
 
 
 def mark_written(documents: Iterable[BaseDocument]) -> None:
-    """The documents are in the database now: a later ``save()`` updates each."""
+    """The documents are in the database now: a later ``save()`` updates each, and the values
+    assigned to them are theirs by being stored (no longer by a reservation for their write)."""
     for document in documents:
         # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
         object.__setattr__(document, "_created", False)
+        found: State | None = getattr(document, "__dict__", {}).get(_STATE)
+        if found is not None:
+            found.owner = None
 
 
 def mark_new(document: BaseDocument) -> None:
@@ -628,20 +632,6 @@ def _wrap_setstate(owner: type[Document], own: Callable[[Any, Any], None] | None
     return __setstate__
 
 
-def _wrap_drop_collection(owner: type[Document], own: Any) -> Any:
-    """``drop_collection`` for ``owner`` (a classmethod): what the package cached of the
-    collection (its indexes, which the drop removes) is forgotten after it."""
-
-    def drop_collection(cls: type[Document]) -> None:
-        if own is not None:
-            own.__func__(cls)
-        else:
-            super(owner, cls).drop_collection()
-        collection_dropped(cls._get_db(), cls._get_collection_name())
-
-    return classmethod(drop_collection)
-
-
 def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     """Record which generated fields a projection left out of a document it loaded."""
     if not isinstance(document, Document) or not loaded:
@@ -817,6 +807,7 @@ def hook(document_class: type[Document]) -> None:
 
     with _lock:
         _hook_querysets(document_class)
+        _hook_drop_collection()
         if getattr(document_class, _HOOKED, False):  # itself, or a base class
             return
         for name, wrap in (
@@ -825,7 +816,6 @@ def hook(document_class: type[Document]) -> None:
             ("update", upsert.wrap_document_update),
             ("__getstate__", _wrap_getstate),
             ("__setstate__", _wrap_setstate),
-            ("drop_collection", _wrap_drop_collection),
         ):
             own = vars(document_class).get(name)
             setattr(document_class, name, wrap(document_class, own))
@@ -897,6 +887,26 @@ def hook_queryset_makers() -> None:
         Document._qs = property(_qs)
 
 
+_DROP_HOOKED = "_mongoengine_ids_drop_hooked"
+
+
+def _hook_drop_collection() -> None:
+    """Wrap ``Document.drop_collection`` (once per process): whatever model drops a collection
+    (one without generated fields too, sharing it with one that has some), what the package
+    cached of it is forgotten (the indexes a field found, which the drop removes)."""
+    function = vars(Document)["drop_collection"].__func__
+    if getattr(function, _DROP_HOOKED, False):
+        return
+
+    @functools.wraps(function)
+    def drop_collection(cls: type[Document]) -> None:
+        function(cls)
+        collection_dropped(cls._get_db(), cls._get_collection_name())
+
+    setattr(drop_collection, _DROP_HOOKED, True)
+    Document.drop_collection = classmethod(drop_collection)
+
+
 def _on_subclass(klass: type, callback: Callable[[type], None]) -> None:
     """Run ``callback(subclass)`` for every subclass of ``klass`` created from now on, after the
     ``__init_subclass__`` that ``klass`` (or its bases) already had."""
@@ -950,7 +960,7 @@ def _hook_sorted_lists() -> None:
         try:
             return own(self, value, use_db_field, fields)
         except KeyError:
-            if not _orders_by_generated(self):
+            if not _to_be_filled(self, value):
                 raise
             return ListField.to_mongo(self, value, use_db_field, fields)
 
@@ -958,14 +968,22 @@ def _hook_sorted_lists() -> None:
     SortedListField.to_mongo = to_mongo
 
 
-def _orders_by_generated(field: Any) -> bool:
-    """Whether a ``SortedListField`` is ordered by a generated field of its embedded documents."""
+def _to_be_filled(field: Any, items: Any) -> bool:
+    """Whether ``items``, a ``SortedListField``'s list, lacks values of its ordering field only
+    in new embedded documents whose field is a generated one (the write fills them)."""
     from .field import GeneratedField
 
     ordering = getattr(field, "_ordering", None)
     inner = getattr(getattr(field, "field", None), "document_type", None)
-    fields = getattr(inner, "_fields", {}).values()
-    return any(isinstance(f, GeneratedField) and f.db_field == ordering for f in fields)
+    found = [f for f in getattr(inner, "_fields", {}).values() if f.db_field == ordering]
+    if inner is None or len(found) != 1 or not isinstance(found[0], GeneratedField):
+        return False
+    name = found[0].name
+    return all(
+        is_new(item) and isinstance(item, inner)
+        for item in items
+        if not isinstance(item, BaseDocument) or item._data.get(name) is None
+    )
 
 
 def _hook_if_embeds(cls: type) -> None:

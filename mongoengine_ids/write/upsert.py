@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 from mongoengine.document import Document
-from mongoengine.errors import InvalidQueryError
+from mongoengine.errors import InvalidQueryError, NotUniqueError
 
 from ..resets import on_reset
 from . import seam, values
@@ -72,6 +72,8 @@ def _upsert(
     if not empty and not assigned:
         return run(update)
     write = Write(document_class, collection)
+    if earlier_may_have_landed:
+        _refuse_held(collection, assigned)
     noted: list[tuple[Slot, Any]] = []
     try:
         noted = values.note_assigned(write, assigned)
@@ -86,6 +88,25 @@ def _upsert(
         if not values.outcome_unknown(error) and not earlier_may_have_landed:
             values.release(write, noted)  # nothing written: the assigned values are free
         raise
+
+
+def _refuse_held(collection: Any, assigned: list[Slot]) -> None:
+    """The retry of an upsert whose earlier attempt may have landed: a value it gives that a
+    document holds (one its filter does not match: see :func:`_fields_of`) may be the earlier
+    attempt's, and the retry would store it a second time. (The reservation made for the
+    earlier attempt is this upsert's own: it cannot tell.)
+
+    Raises:
+        NotUniqueError: such a value, quoted (nothing written).
+    """
+    for slot in assigned:
+        stored = slot.field.to_mongo(slot.value)
+        if collection.find_one({slot.field.db_field: stored}, {"_id": 1}) is not None:
+            raise NotUniqueError(
+                f"{slot.field._label}: {slot.value!r} is held by a stored document that this "
+                "upsert's filter does not match; an earlier attempt of it, whose reply was lost, "
+                "may have stored it there, and this one would store it twice"
+            )
 
 
 #: Whom the values of upserts whose outcome is unknown (a lost reply) were reserved for (see
@@ -158,11 +179,11 @@ def wrap_document_update(owner: type[Document], own: DocumentUpdate | None) -> D
     embedded documents. Their empty values are made first, so that they are stored with them
     (the document's own are the upsert's to set on insert, as for any upsert)."""
 
-    def update(self: Document, **kwargs: Any) -> Any:
+    def update(self: Document, *args: Any, **kwargs: Any) -> Any:
         def run() -> Any:
             if own is not None:
-                return own(self, **kwargs)
-            return super(owner, self).update(**kwargs)
+                return own(self, *args, **kwargs)
+            return super(owner, self).update(*args, **kwargs)
 
         if seam.key(self) is not None or not kwargs.get("upsert", False):
             return run()

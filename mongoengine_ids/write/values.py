@@ -176,7 +176,7 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
         for (klass, field), group in _by_field(assigned).items():
             values = [s.value for s in group]
             holders = [s.holder for s in group]
-            owners = [_owner(s.root) for s in group]
+            owners = [_owner(s.holder) for s in group]
             field.note_assigned(Write(klass, write.collection, holders, owners), values)
             noted.extend(zip(group, values, strict=True))
     except BaseException:
@@ -185,14 +185,15 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
     return noted
 
 
-def _owner(root: Any) -> str:
-    """Whom the values assigned in ``root`` (a document, or an upsert's :class:`Holder`) are
-    for: the same in every retry of its write (the document's record keeps it)."""
-    if isinstance(root, Holder):
-        if root.owner is None:
-            root.owner = uuid.uuid4().hex
-        return root.owner
-    state = seam.state(root)
+def _owner(holder: Any) -> str:
+    """Whom the values assigned in ``holder`` (a document, an embedded document, or an upsert's
+    :class:`Holder`) are for, until its write is settled: the same in every retry of that write
+    (the document's record keeps it), never another document's."""
+    if isinstance(holder, Holder):
+        if holder.owner is None:
+            holder.owner = uuid.uuid4().hex
+        return holder.owner
+    state = seam.state(holder)
     if state.owner is None:
         state.owner = uuid.uuid4().hex
     return state.owner
