@@ -33,6 +33,7 @@ from typing import Any
 import mongoengine
 from mongoengine.connection import DEFAULT_CONNECTION_NAME
 
+from ._checks import check_callable
 from .instrumented import Hook, instrumented_client_class
 from .resets import reset_process_state
 
@@ -181,6 +182,8 @@ def connected_threadsafe(uri: str | None = None, *, hook: Hook | None = None) ->
             raise. ``call`` is a :func:`functools.partial`: ``call.args`` and ``call.keywords``
             are what the call sends (a filter, a document, a DBRef to dereference).
     """
+    if hook is not None:
+        check_callable("hook", hook, "a callable hook(collection_name, method_name, call)")
     connections = _ThreadSafeConnections(uri, hook)
     try:
         yield connections.connect

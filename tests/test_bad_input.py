@@ -8,6 +8,7 @@ message quotes the bad value with ``repr()``; some rows also check a suggestion 
 from __future__ import annotations
 
 import random
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -1522,3 +1523,88 @@ def test_a_formatted_sequence_queried_by_a_negative_number_names_the_field(
 ) -> None:
     with pytest.raises(ValidationError, match=r"cannot query Queried\.luhn by -5: expected"):
         list(Queried.objects(luhn=-5))
+
+
+# -- options and arguments that would write wrong things ---------------------------------------
+
+
+def test_reserve_in_the_models_own_collection_is_refused(mongoengine_db: Any) -> None:
+    class OwnReserved(Document):
+        number = RandomUniqueField(digits=6, reserve_in="own_reserved")
+
+    with pytest.raises(ValueError, match=r"OwnReserved\.number: reserve_in='own_reserved' is"):
+        OwnReserved().save()
+    with pytest.raises(ValueError, match="reserve_in='own_reserved'"):
+        OwnReserved(number=123456).save()
+    assert mongoengine_db["own_reserved"].count_documents({}) == 0
+
+
+def test_counters_in_the_models_own_collection_are_refused(mongoengine_db: Any) -> None:
+    class OwnCounted(Document):
+        number = SequenceField(collection_name="own_counted")
+        meta = {"collection": "own_counted"}
+
+    with pytest.raises(ValueError, match=r"OwnCounted\.number: collection_name='own_counted'"):
+        OwnCounted().save()
+    with pytest.raises(ValueError, match="collection_name='own_counted'"):
+        OwnCounted(number=5).save()
+    assert mongoengine_db["own_counted"].count_documents({}) == 0
+
+
+def test_backfill_of_an_abstract_model_is_refused(mongoengine_db: Any) -> None:
+    class AbstractNumbered(Document):
+        number = SequenceField()
+        meta = {"abstract": True}
+
+    for model in (AbstractNumbered, Document):
+        with pytest.raises(TypeError, match=rf"not {model.__name__} \(abstract\)"):
+            backfill(model)
+
+
+@pytest.mark.parametrize(
+    ("count", "error"),
+    [(-1, ValueError), ("3", TypeError), (1.5, TypeError), (True, TypeError)],
+)
+def test_generate_many_checks_its_count(count: Any, error: type[Exception]) -> None:
+    with pytest.raises(error, match=re.escape(repr(count))):
+        UUID7Generator().generate_many(count)
+
+
+class IntScoped(Document):
+    tenant = mongoengine.IntField()
+    number = SequenceField(scope="tenant")
+
+
+class TextScoped(Document):
+    tenant = StringField()
+    number = SequenceField(scope="tenant")
+
+
+@pytest.mark.parametrize(("model", "scope"), [(IntScoped, "abc"), (TextScoped, [1])])
+def test_set_next_value_refuses_a_scope_no_document_can_hold(
+    mongoengine_db: Any, model: Any, scope: Any
+) -> None:
+    with pytest.raises(ValidationError, match=re.escape(f"scope={scope!r} is not a value of")):
+        model.number.set_next_value(10, scope=scope)
+    assert mongoengine_db["mongoengine.counters"].count_documents({}) == 0
+
+
+def test_set_next_value_takes_a_scope_as_documents_store_it(mongoengine_db: Any) -> None:
+    # An IntField stores 5.5 as 5: the counter is the one documents with tenant=5.5 use.
+    IntScoped.number.set_next_value(10, scope=5.5)
+    assert IntScoped(tenant=5.5).save().number == 11
+
+
+@pytest.mark.parametrize("option", [{"default": 5}, {"choices": [100, 200]}])
+def test_default_and_choices_are_refused_on_a_generated_field(option: dict[str, Any]) -> None:
+    ((name, value),) = option.items()
+    with pytest.raises(ValueError, match=re.escape(f"{name}={value!r}: a generated field")):
+        SequenceField(**option)
+
+
+def test_connected_threadsafe_checks_its_hook() -> None:
+    from mongoengine_ids.testing import connected_threadsafe
+
+    threadsafe = connected_threadsafe(hook=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"hook must be a callable .*, not 5"):
+        threadsafe.__enter__()

@@ -652,3 +652,27 @@ def test_demo_on_a_real_server_drops_its_collections(capsys: pytest.CaptureFixtu
         mongoengine.disconnect("demo_check")
     assert [name for name in names if name.endswith(f"_{run_id}")] == []
     assert "raised NotUniqueError" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "quoted"),
+    [
+        (["counters", "set", "order.id", "-5"], "'-5'"),
+        (["counters", "set", "order.id", "0"], "'0'"),
+        (["counters", "set", "order.id", "\uff15"], "'\uff15'"),  # a full-width 5
+        (["counters", "show", "order.id", "--digits", "0"], "'0'"),
+        (["counters", "show", "order.id", "--digits", "25"], "'25'"),
+        (["counters", "--collection", "system.counters", "list"], "'system.counters'"),
+    ],
+)
+def test_counters_refuses_bad_input_with_status_2(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    quoted: str,
+) -> None:
+    monkeypatch.delenv("MONGOENGINE_IDS_URI", raising=False)
+    assert cli.main(argv) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert quoted in err
+    assert "Traceback" not in err

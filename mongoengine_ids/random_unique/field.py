@@ -576,6 +576,11 @@ class RandomUniqueField(GeneratedField):
 
     def _proxy(self, write: Write) -> Any:
         assert self.reserve_in is not None
+        if self.reserve_in == write.collection.name:
+            raise ValueError(
+                f"{self._label}: reserve_in={self.reserve_in!r} is the collection of the "
+                "documents themselves; the reservations need a collection of their own"
+            )
         return write.database.get_collection(self.reserve_in, write_concern=RESERVE_WRITE_CONCERN)
 
     def _reserve(self, write: Write, count: int) -> list[Any]:

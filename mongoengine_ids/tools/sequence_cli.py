@@ -24,6 +24,7 @@ from typing import Any, Final, TextIO
 
 from ..sequence import DEFAULT_COLLECTION
 from ..sequence.admin import CounterInfo, list_counters, set_next_value, show_counter
+from ..sequence.field import INT64_MAX
 from . import uri
 from .cli import EXIT_USAGE, CommandError
 
@@ -157,7 +158,7 @@ def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_
     show.add_argument("--scope", default=None, help="the scope value of a scoped sequence")
     show.add_argument(
         "--digits",
-        type=int,
+        type=_ascii_int(1, 18),
         default=None,
         help="the field's digits, for the headroom of an unsharded counter (default: int64)",
     )
@@ -165,7 +166,9 @@ def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_
     set_help = "set the next value (upwards only unless --force)"
     set_ = actions.add_parser("set", help=set_help, description=set_help.capitalize())
     set_.add_argument("name", help='the sequence name, e.g. "order.id"')
-    set_.add_argument("value", type=int, help="the next value a lease hands out")
+    set_.add_argument(
+        "value", type=_ascii_int(1, INT64_MAX), help="the next value a lease hands out"
+    )
     set_.add_argument("--scope", default=None, help="the scope value of a scoped sequence")
     set_.add_argument(
         "--force",
@@ -177,6 +180,20 @@ def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_
         return run(args, open_database=open_database)
 
     parser.set_defaults(func=handler)
+
+
+def _ascii_int(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type``: an int written in ASCII digits from ``low`` to ``high`` (``int()``
+    would read any Unicode digit, which no id of the package holds)."""
+
+    def parse(text: str) -> int:
+        if not (text.isascii() and text.isdigit()) or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a number from {low} to {high} (ASCII digits)"
+            )
+        return int(text)
+
+    return parse
 
 
 def run(

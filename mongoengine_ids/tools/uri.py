@@ -140,8 +140,8 @@ def check_collection_name(name: str, *, source: str = "--collection") -> str:
     """Return ``name`` if MongoDB accepts it as a collection name, else raise a usage error.
 
     Raises:
-        CommandError: (status 2) ``name`` is empty, holds ``$`` or NUL, or has an empty part
-            between dots.
+        CommandError: (status 2) ``name`` is empty, holds ``$`` or NUL, has an empty part
+            between dots, or starts with ``system.``.
     """
     problem = None
     if not name:
@@ -150,6 +150,8 @@ def check_collection_name(name: str, *, source: str = "--collection") -> str:
         problem = "it contains '$' or NUL"
     elif name.startswith(".") or name.endswith(".") or ".." in name:
         problem = "a part between dots is empty"
+    elif name.startswith("system."):
+        problem = "names starting with 'system.' are MongoDB's own"
     if problem is not None:
         raise CommandError(
             f"{source} {shorten(name)} is not a valid collection name: {problem}",

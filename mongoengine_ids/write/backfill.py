@@ -27,13 +27,18 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
         How many documents were given a value (summed over the fields).
 
     Raises:
-        TypeError: ``document_class`` is not a Document class, ``batch_size`` is not an int or
-            a field name is not a str.
+        TypeError: ``document_class`` is not a Document class (or is abstract), ``batch_size``
+            is not an int or a field name is not a str.
         ValueError: ``batch_size`` is below 1, or a name is not a generated field of
             ``document_class``.
     """
     if not (isinstance(document_class, type) and issubclass(document_class, Document)):
         raise TypeError(f"document_class must be a Document subclass, not {document_class!r}")
+    if document_class._meta.get("abstract"):  # Document itself too
+        raise TypeError(
+            f"document_class must be a model with a collection, not {document_class.__name__} "
+            "(abstract): backfill each concrete model made from it"
+        )
     if not isinstance(batch_size, int) or isinstance(batch_size, bool):
         raise TypeError(f"batch_size must be an int, not {batch_size!r}")
     if batch_size < 1:

@@ -149,6 +149,14 @@ def _check_base_options(options: dict[str, Any]) -> None:
         raise TypeError(
             f"choices must be a list, tuple or set of values (or None), not {choices!r}"
         )
+    # MongoEngine validates before the write path makes the values: a default or choices would
+    # apply to no generated value (a default would even replace every one with itself).
+    for name in ("default", "choices"):
+        if options.get(name) is not None:
+            raise ValueError(
+                f"{name}={options[name]!r}: a generated field makes its own values, which no "
+                f"{name} applies to; leave it out (give a value to a document instead)"
+            )
 
 
 class GeneratedField(BaseField):  # type: ignore[misc]
