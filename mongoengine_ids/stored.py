@@ -66,6 +66,7 @@ class StoredUUID(_ComparesAsUUID, Binary):
     """
 
     def __new__(cls, value: uuid.UUID) -> StoredUUID:
+        _check(value)
         self = super().__new__(cls, value.bytes, C.BSON_UUID_SUBTYPE)
         self._value = value
         return self
@@ -85,12 +86,18 @@ class StoredUUIDText(_ComparesAsUUID, str):
     """
 
     def __new__(cls, value: uuid.UUID) -> StoredUUIDText:
+        _check(value)
         self = super().__new__(cls, str(value))
         self._value = value
         return self
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})"
+
+
+def _check(value: object) -> None:
+    if not isinstance(value, uuid.UUID):
+        raise TypeError(f"value must be a uuid.UUID (a key of the model), not {value!r}")
 
 
 __all__ = ["StoredUUID", "StoredUUIDText"]

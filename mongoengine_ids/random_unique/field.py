@@ -440,6 +440,11 @@ class RandomUniqueField(GeneratedField):
         return [self._draw() for _ in range(count)]
 
     @property
+    def values_unique(self) -> bool:
+        """Always: by its unique index, or by its reservations (``reserve_in``)."""
+        return True
+
+    @property
     def tracks_assigned(self) -> bool:
         """With ``reserve_in``: an assigned value is reserved."""
         return self.reserve_in is not None
@@ -813,7 +818,9 @@ def _insert_reservations(
             raise OperationError(
                 f"could not reserve values in {proxy.name!r} ({details})"
             ) from error
-        own = _reserved_for(proxy, [(i, values[i], by[i]) for i in taken if by[i]])
+        # A value a position before it in this call holds is taken by that one, whoever for.
+        repeated = {i for i in taken if values[i] in values[:i]}
+        own = _reserved_for(proxy, [(i, values[i], by[i]) for i in taken - repeated if by[i]])
         return taken - own, own
     return set(), set()
 

@@ -18,7 +18,9 @@ MongoEngine's behaviour otherwise: the same checks, signals, ``load_bulk`` and o
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pymongo.errors
@@ -32,6 +34,18 @@ from .field import Write
 from .save import clear_made_pk, make_pk
 
 _DUPLICATE_KEY_CODES = (11000, 11001)
+
+
+@contextlib.contextmanager
+def _as_bulk_error() -> Iterator[None]:
+    """What ``insert()`` raises for a duplicate key is MongoEngine's ``BulkWriteError``: a
+    field's retries running out in a bulk insert stay one (``BulkRetriesExhaustedError``)."""
+    try:
+        yield
+    except RetriesExhaustedError as error:
+        if isinstance(error, BulkNotUniqueError):
+            raise
+        raise BulkRetriesExhaustedError(*error.args) from error
 
 
 def insert(
@@ -62,16 +76,17 @@ def insert(
     signal_kwargs = signal_kwargs or {}
     signals.pre_bulk_insert.send(document_class, documents=docs, **signal_kwargs)
 
-    batch = Batch(Write(document_class, query.collection, docs), docs)
-    try:
-        ids = batch.insert(write_concern or {})
-        results = _reload(queryset, ids) if load_bulk else []
-    except BaseException:
-        # The documents it wrote are stored: the application's retry of this call (it failed)
-        # counts them so, instead of refusing them as saved documents.
-        for doc in batch.written:
-            seam.state(doc).stored_by_failed_insert = True
-        raise
+    with _as_bulk_error():
+        batch = Batch(Write(document_class, query.collection, docs), docs)
+        try:
+            ids = batch.insert(write_concern or {})
+            results = _reload(queryset, ids) if load_bulk else []
+        except BaseException:
+            # The documents it wrote are stored: the application's retry of this call (it
+            # failed) counts them so, instead of refusing them as saved documents.
+            for doc in batch.written:
+                seam.state(doc).stored_by_failed_insert = True
+            raise
     values.confirm(batch.landed)
     if not load_bulk:
         signals.post_bulk_insert.send(document_class, documents=docs, loaded=False, **signal_kwargs)
@@ -215,14 +230,9 @@ class Batch:
         if tried > slot.field.collision_retries:
             self.filled.remove(slot)
             slot.value = None  # taken by another document: not released
-            exhausted = slot.field.retries_exhausted(
+            raise slot.field.retries_exhausted(
                 BulkNotUniqueError(f"Could not save document ({duplicate})"), tried
-            )
-            if isinstance(exhausted, RetriesExhaustedError) and not isinstance(
-                exhausted, BulkNotUniqueError
-            ):  # what insert() raises for a duplicate key is a BulkWriteError, and stays one
-                exhausted = BulkRetriesExhaustedError(*exhausted.args)
-            raise exhausted from duplicate
+            ) from duplicate
         self.attempts[id(slot)] = tried + 1
         values.refill(self.write, slot)
 

@@ -205,7 +205,13 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     def _label(self) -> str:
         """``Model.field`` for messages (the field's name alone before it is bound)."""
         owner = getattr(self, "owner_document", None)
-        name = getattr(self, "name", None) or f"<unbound {type(self).__name__}>"
+        name = getattr(self, "name", None)
+        if name is None and owner is not None:  # the items' field of a list or map field
+            name = next(
+                (f"{key}[*]" for key, f in owner._fields.items() if getattr(f, "field", 0) is self),
+                None,
+            )
+        name = name or f"<unbound {type(self).__name__}>"
         return f"{owner.__name__}.{name}" if owner is not None else name
 
     @property
@@ -218,6 +224,12 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     def new_values(self, write: Write, count: int) -> list[Any]:
         """Return ``count`` new values, in Python form, for ``write.documents``."""
         raise NotImplementedError
+
+    @property
+    def values_unique(self) -> bool:
+        """Whether no two documents may hold one value of the field (a key, ``unique``).
+        Default: MongoEngine's ``primary_key`` or ``unique``."""
+        return bool(self.primary_key or self.unique)
 
     @property
     def tracks_assigned(self) -> bool:
@@ -293,10 +305,11 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """
         if value is None:
             return value
-        if op in _WRITING_OPS or isinstance(value, bool):
-            self.validate(value)
-            return self.to_mongo(value)
-        if isinstance(value, dict):
+        if isinstance(value, bool):
+            self.error(f"{self._label}: {value!r} is not a value of this field (a bool)")
+        if op in _WRITING_OPS:
+            self.validate(self.coerce(value))  # as an assignment coerces it, then save() checks
+        elif isinstance(value, dict):
             return value  # an operator document, given as it is
         return self.query_value(value)
 

@@ -807,7 +807,7 @@ def hook(document_class: type[Document]) -> None:
 
     with _lock:
         _hook_querysets(document_class)
-        _hook_drop_collection()
+        _hook_drop_collection(document_class)
         if getattr(document_class, _HOOKED, False):  # itself, or a base class
             return
         for name, wrap in (
@@ -890,21 +890,28 @@ def hook_queryset_makers() -> None:
 _DROP_HOOKED = "_mongoengine_ids_drop_hooked"
 
 
-def _hook_drop_collection() -> None:
-    """Wrap ``Document.drop_collection`` (once per process): whatever model drops a collection
-    (one without generated fields too, sharing it with one that has some), what the package
-    cached of it is forgotten (the indexes a field found, which the drop removes)."""
-    function = vars(Document)["drop_collection"].__func__
-    if getattr(function, _DROP_HOOKED, False):
-        return
+def _hook_drop_collection(document_class: type[Document]) -> None:
+    """Wrap ``Document.drop_collection`` (once per process), and ``document_class``'s own if it
+    has one (it may drop the collection without MongoEngine's): whatever model drops a
+    collection (one without generated fields too, sharing it with one that has some), what the
+    package cached of it is forgotten (the indexes a field found, which the drop removes)."""
+    for klass in {Document, document_class}:
+        own = vars(klass).get("drop_collection")
+        function = getattr(own, "__func__", None)
+        if function is None or getattr(function, _DROP_HOOKED, False):
+            continue
+        klass.drop_collection = classmethod(_dropping(function))
 
+
+def _dropping(function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)
-    def drop_collection(cls: type[Document]) -> None:
-        function(cls)
+    def drop_collection(cls: type[Document], *args: Any, **kwargs: Any) -> Any:
+        result = function(cls, *args, **kwargs)
         collection_dropped(cls._get_db(), cls._get_collection_name())
+        return result
 
     setattr(drop_collection, _DROP_HOOKED, True)
-    Document.drop_collection = classmethod(drop_collection)
+    return drop_collection
 
 
 def _on_subclass(klass: type, callback: Callable[[type], None]) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 from mongoengine.document import Document
-from mongoengine.errors import InvalidQueryError, NotUniqueError
+from mongoengine.errors import InvalidQueryError, NotUniqueError, ValidationError
 
 from ..resets import on_reset
 from . import seam, values
@@ -100,6 +100,8 @@ def _refuse_held(collection: Any, assigned: list[Slot]) -> None:
         NotUniqueError: such a value, quoted (nothing written).
     """
     for slot in assigned:
+        if not slot.field.values_unique:
+            continue  # another document may hold it as well
         stored = slot.field.to_mongo(slot.value)
         if collection.find_one({slot.field.db_field: stored}, {"_id": 1}) is not None:
             raise NotUniqueError(
@@ -242,8 +244,11 @@ def _fields_of(
         if given is _ABSENT and in_filter is not _ABSENT:
             if inside_and:
                 fixed[name] = field.to_python(in_filter)
-            if not field.tracks_assigned or collection.find_one(query, {"_id": 1}) is not None:
-                continue  # nothing to tell, or the upsert finds the document holding it
+            if not field.tracks_assigned:
+                _check_fixed(field, in_filter, query, collection)
+                continue  # nothing to tell
+            if collection.find_one(query, {"_id": 1}) is not None:
+                continue  # the upsert finds the document holding it
             given = in_filter
         elif (
             given is not _ABSENT
@@ -270,6 +275,25 @@ def _fields_of(
             )
         empty.append(Slot(holder, holder, name, field, document_class))
     return empty, assigned, fixed
+
+
+def _check_fixed(field: Any, stored: Any, query: dict[str, Any], collection: Any) -> None:
+    """Refuse a value the filter fixes that ``save()`` would refuse, unless the filter matches a
+    document (a value of the field's kind outside its space finds documents stored before the
+    space changed; the upsert inserts it only when it matches none).
+
+    Raises:
+        ValidationError: the value is not one the field accepts, and the upsert would insert it.
+    """
+    try:
+        field.validate(field.to_python(stored))
+    except ValidationError as error:
+        if collection.find_one(query, {"_id": 1}) is None:
+            raise ValidationError(
+                f"{field._label}: the upsert would insert {stored!r}, which its filter fixes "
+                f"({error})",
+                field_name=field.name,
+            ) from error
 
 
 def _given(
