@@ -1608,3 +1608,11 @@ def test_connected_threadsafe_checks_its_hook() -> None:
     threadsafe = connected_threadsafe(hook=5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"hook must be a callable .*, not 5"):
         threadsafe.__enter__()
+
+
+def test_stored_uuid_keys_are_made_of_uuids_only() -> None:
+    from mongoengine_ids import StoredUUID, StoredUUIDText
+
+    for kind in (StoredUUID, StoredUUIDText):
+        with pytest.raises(TypeError, match=r"value must be a uuid\.UUID .*, not 5"):
+            kind(5)  # type: ignore[arg-type]

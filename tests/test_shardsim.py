@@ -242,6 +242,19 @@ def test_make_burst_rejects_unknown_strategies_and_bad_counts() -> None:
         make_burst("ObjectId", history=-1)
     with pytest.raises(TypeError, match=r"processes must be an int"):
         make_burst("ObjectId", processes="4")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"history must be an int, not str: '5'"):
+        make_burst("ObjectId", history="5")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"start_ms must be an int, not str: 'x'"):
+        make_burst("UUIDv4", ids=10, windows=2, start_ms="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"start_ms=-5 leaves no room for the history"):
+        make_burst("ObjectId", ids=10, windows=2, start_ms=-5)
+
+
+def test_run_rejects_one_name_and_a_bad_config() -> None:
+    with pytest.raises(TypeError, match=r"not one name: 'UUIDv4' \(write \['UUIDv4'\]\)"):
+        shardsim.run("UUIDv4", ids=10, windows=2)
+    with pytest.raises(TypeError, match=r"config must be a ClusterConfig, not 'x'"):
+        shardsim.run(["UUIDv4"], ids=10, windows=2, config="x")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("strategy", shardsim.STRATEGIES)

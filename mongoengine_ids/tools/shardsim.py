@@ -618,8 +618,9 @@ def make_burst(
         The burst, ids in stored form.
 
     Raises:
-        ValueError: ``strategy`` is unknown, or a count is out of range.
-        TypeError: a count is not an int.
+        ValueError: ``strategy`` is unknown, a count is out of range, or ``start_ms`` leaves
+            the history before 1970.
+        TypeError: a count or ``start_ms`` is not an int.
     """
     factory = _FACTORIES.get(strategy)
     if factory is None:
@@ -628,12 +629,21 @@ def make_burst(
     _positive("windows", windows)
     _positive("processes", processes)
     _positive("window_ms", window_ms)
-    if isinstance(history, bool) or not isinstance(history, int) or history < 0:
-        raise ValueError(f"history={history!r} must be an int >= 0")
+    if isinstance(history, bool) or not isinstance(history, int):
+        raise TypeError(f"history must be an int, not {type(history).__name__}: {history!r}")
+    if history < 0:
+        raise ValueError(f"history={history!r} must be >= 0")
+    if isinstance(start_ms, bool) or not isinstance(start_ms, int):
+        raise TypeError(f"start_ms must be an int, not {type(start_ms).__name__}: {start_ms!r}")
     if windows > ids:
         raise ValueError(f"windows={windows!r} exceeds ids={ids!r}: some windows would be empty")
     span = windows * window_ms
     history_start = start_ms - history * span // ids
+    if history_start < 0:
+        raise ValueError(
+            f"start_ms={start_ms!r} leaves no room for the history ({history!r} ids before it, "
+            f"from {history_start!r}): expected a time after 1970 for every id"
+        )
     clock = _Clock(history_start)
     makers = factory(random.Random(seed), clock, processes)
 
@@ -864,8 +874,16 @@ def run(
         One report per strategy, in order.
 
     Raises:
+        TypeError: ``strategies`` is one name, ``config`` no ClusterConfig, a count no int.
         ValueError: an unknown strategy or a bad count (see :func:`make_burst`).
     """
+    if isinstance(strategies, str):
+        raise TypeError(
+            f"strategies must be a list of names, not one name: {strategies!r} (write "
+            f"[{strategies!r}])"
+        )
+    if config is not None and not isinstance(config, ClusterConfig):
+        raise TypeError(f"config must be a ClusterConfig, not {config!r}")
     reports: list[ShardReport] = []
     for strategy in strategies:
         if progress is not None:
