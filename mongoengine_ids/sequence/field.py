@@ -1634,8 +1634,11 @@ class SequenceField(GeneratedField):
 
     def _check_apart(self, write: Write) -> None:
         """Raise ``ValueError`` if the counters would be written among the documents."""
-        if self.collection_name == write.collection.name and (
-            self.db_alias is None or get_db(self.db_alias).name == write.database.name
+        counters = write.database if self.db_alias is None else get_db(self.db_alias)
+        if (
+            self.collection_name == write.collection.name
+            and counters.name == write.database.name
+            and counters.client is write.database.client
         ):
             raise ValueError(
                 f"{self._label}: collection_name={self.collection_name!r} is the collection of "

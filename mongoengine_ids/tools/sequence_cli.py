@@ -26,7 +26,7 @@ from ..sequence import DEFAULT_COLLECTION
 from ..sequence.admin import CounterInfo, list_counters, set_next_value, show_counter
 from ..sequence.field import INT64_MAX
 from . import uri
-from .cli import EXIT_USAGE, CommandError
+from .cli import EXIT_USAGE, CommandError, shorten
 
 #: Environment variable read when ``--uri`` is not given.
 URI_ENV_VAR: Final = "MONGOENGINE_IDS_URI"
@@ -187,9 +187,10 @@ def _ascii_int(low: int, high: int) -> Callable[[str], int]:
     would read any Unicode digit, which no id of the package holds)."""
 
     def parse(text: str) -> int:
-        if not (text.isascii() and text.isdigit()) or not low <= int(text) <= high:
+        digits = text.isascii() and text.isdigit() and len(text.lstrip("0")) <= len(str(high))
+        if not digits or not low <= int(text) <= high:
             raise argparse.ArgumentTypeError(
-                f"{text!r} is not a number from {low} to {high} (ASCII digits)"
+                f"{shorten(text)} is not a number from {low} to {high} (ASCII digits)"
             )
         return int(text)
 

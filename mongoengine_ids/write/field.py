@@ -227,9 +227,9 @@ class GeneratedField(BaseField):  # type: ignore[misc]
 
     @property
     def values_unique(self) -> bool:
-        """Whether no two documents may hold one value of the field (a key, ``unique``).
-        Default: MongoEngine's ``primary_key`` or ``unique``."""
-        return bool(self.primary_key or self.unique)
+        """Whether no two documents may hold one value of the field (a key, ``unique``; not
+        ``unique_with``, which makes the value unique with others only)."""
+        return bool(self.primary_key or (self.unique and not self.unique_with))
 
     @property
     def tracks_assigned(self) -> bool:

@@ -890,12 +890,16 @@ def hook_queryset_makers() -> None:
 _DROP_HOOKED = "_mongoengine_ids_drop_hooked"
 
 
-def _hook_drop_collection(document_class: type[Document]) -> None:
-    """Wrap ``Document.drop_collection`` (once per process), and ``document_class``'s own if it
-    has one (it may drop the collection without MongoEngine's): whatever model drops a
-    collection (one without generated fields too, sharing it with one that has some), what the
-    package cached of it is forgotten (the indexes a field found, which the drop removes)."""
-    for klass in {Document, document_class}:
+def _hook_drop_collection(document_class: Any) -> None:
+    """Wrap every ``drop_collection`` of ``document_class`` and its bases, ``Document``'s
+    included: a model's own may drop the collection without MongoEngine's. From the first call
+    on, each ``Document`` made is wrapped so too. Whatever model drops a collection (one without
+    generated fields too, sharing it with one that has some), what the package cached of it is
+    forgotten (the indexes a field found, which the drop removes)."""
+    if not vars(Document).get(_DROP_HOOKED, False):
+        setattr(Document, _DROP_HOOKED, True)
+        _on_subclass(Document, _hook_drop_collection)
+    for klass in document_class.__mro__:
         own = vars(klass).get("drop_collection")
         function = getattr(own, "__func__", None)
         if function is None or getattr(function, _DROP_HOOKED, False):

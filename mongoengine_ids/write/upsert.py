@@ -9,10 +9,12 @@ of a generated value is retried with a fresh one, as for ``save()``.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+from bson.regex import Regex
 from mongoengine.document import Document
 from mongoengine.errors import InvalidQueryError, NotUniqueError, ValidationError
 
@@ -68,7 +70,7 @@ def _upsert(
     """:func:`upsert`, its values assigned for ``owner``."""
     document_class, collection = query.document_class, query.collection
     empty, assigned, fixed = _fields_of(document_class, query.query, update, collection, owner)
-    update = {**update, **{f"set_on_insert__{name}": value for name, value in fixed.items()}}
+    update = _set_on_insert(update, fixed)
     if not empty and not assigned:
         return run(update)
     write = Write(document_class, collection)
@@ -80,14 +82,26 @@ def _upsert(
         filled = values.fill(write, empty)
 
         def attempt() -> _T:
-            given = {f"set_on_insert__{slot.name}": slot.value for slot in filled}
-            return run({**update, **given})
+            made = {slot.field.db_field: slot.field.to_mongo(slot.value) for slot in filled}
+            return run(_set_on_insert(update, made))
 
         return values.send(write, filled, attempt)
     except BaseException as error:
         if not values.outcome_unknown(error) and not earlier_may_have_landed:
             values.release(write, noted)  # nothing written: the assigned values are free
         raise
+
+
+def _set_on_insert(update: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """``update`` with the ``stored`` values (by db field, in stored form: the package's own,
+    not values of yours for MongoEngine to read) set on insert, through ``__raw__``, which goes
+    first: MongoEngine merges the other operators into it (0.27 replaces what came before)."""
+    raw = update.get("__raw__")
+    if not stored or isinstance(raw, list):  # a pipeline has no $setOnInsert
+        return update
+    raw = dict(raw or {})
+    raw["$setOnInsert"] = {**raw.get("$setOnInsert", {}), **stored}
+    return {"__raw__": raw, **{key: value for key, value in update.items() if key != "__raw__"}}
 
 
 def _refuse_held(collection: Any, assigned: list[Slot]) -> None:
@@ -224,9 +238,10 @@ def _fields_of(
 ) -> tuple[list[Slot], list[Slot], dict[str, Any]]:
     """The generated fields an upsert must give a value (neither fixed by the filter nor
     written by the update); those the update gives one, or the filter a value no document of
-    ``collection`` holds yet, with it; and the values, by field name, that the filter fixes only
-    inside ``$and``, to set on insert as well (mongomock leaves them out of the document it
-    inserts, which a server does not; the same value, so a server is unaffected)."""
+    ``collection`` holds yet, with it; and the values, by db field and as the filter gives them,
+    that the filter fixes only inside ``$and``, to set on insert as well (mongomock leaves them
+    out of the document it inserts, which a server does not; the same value, so a server is
+    unaffected)."""
     pipeline = isinstance(update.get("__raw__"), list)
     operations = {} if pipeline or not update else seam.update_operations(document_class, **update)
     holder = values.Holder(_given(document_class, query, operations), owner)
@@ -243,7 +258,7 @@ def _fields_of(
         in_filter, inside_and = _from_filter(query, path)
         if given is _ABSENT and in_filter is not _ABSENT:
             if inside_and:
-                fixed[name] = field.to_python(in_filter)
+                fixed[path] = in_filter
             if not field.tracks_assigned:
                 _check_fixed(field, in_filter, query, collection)
                 continue  # nothing to tell
@@ -327,6 +342,8 @@ def _from_filter(query: dict[str, Any], path: str) -> tuple[Any, bool]:
     condition = query.get(path, _ABSENT)
     if isinstance(condition, dict) and any(str(key).startswith("$") for key in condition):
         condition = condition.get("$eq", _ABSENT)
+    if isinstance(condition, (re.Pattern, Regex)):
+        condition = _ABSENT  # a match, not an equality: the document inserted does not get it
     if condition is not _ABSENT and condition is not None and condition != {}:
         return condition, False
     clauses = query.get("$and")

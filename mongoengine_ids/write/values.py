@@ -176,7 +176,7 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
         for (klass, field), group in _by_field(assigned).items():
             values = [s.value for s in group]
             holders = [s.holder for s in group]
-            owners = [_owner(s.holder) for s in group]
+            owners = [_owner(s.root, s.holder) for s in group]
             field.note_assigned(Write(klass, write.collection, holders, owners), values)
             noted.extend(zip(group, values, strict=True))
     except BaseException:
@@ -185,10 +185,17 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
     return noted
 
 
-def _owner(holder: Any) -> str:
-    """Whom the values assigned in ``holder`` (a document, an embedded document, or an upsert's
-    :class:`Holder`) are for, until its write is settled: the same in every retry of that write
-    (the document's record keeps it), never another document's."""
+def _owner(root: Any, holder: Any) -> str:
+    """Whom the values assigned in ``holder`` (a document, an embedded document in ``root``, or
+    an upsert's :class:`Holder`) are for, until its write is settled: the same in every retry of
+    that write (the records of the objects keep it), never another's (another document, another
+    embedded document, the same one in another document)."""
+    if holder is root:
+        return _token(root)
+    return f"{_token(root)}/{_token(holder)}"
+
+
+def _token(holder: Any) -> str:
     if isinstance(holder, Holder):
         if holder.owner is None:
             holder.owner = uuid.uuid4().hex
