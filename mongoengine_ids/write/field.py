@@ -77,6 +77,19 @@ class Write:
         return Write(document_class, self.collection, documents)
 
 
+class Stored:
+    """A value of a generated field in stored form, made by the write path and given to
+    MongoEngine in an update (an upsert's ``set_on_insert__``): sent as it is."""
+
+    __slots__ = ("stored",)
+
+    def __init__(self, stored: Any) -> None:
+        self.stored = stored
+
+    def __repr__(self) -> str:
+        return f"Stored({self.stored!r})"
+
+
 #: The options MongoEngine's ``BaseField.__init__`` takes by name (read from its signature, so
 #: a MongoEngine that adds one is followed).
 BASE_FIELD_OPTIONS: Final = frozenset(keyword_names(BaseField.__init__))
@@ -305,6 +318,8 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """
         if value is None:
             return value
+        if isinstance(value, Stored):
+            return value.stored  # the write path's own, in stored form
         if isinstance(value, bool):
             self.error(f"{self._label}: {value!r} is not a value of this field (a bool)")
         if op in _WRITING_OPS:

@@ -901,9 +901,9 @@ def _hook_drop_collection(document_class: Any) -> None:
         _on_subclass(Document, _hook_drop_collection)
     for klass in document_class.__mro__:
         own = vars(klass).get("drop_collection")
-        function = getattr(own, "__func__", None)
-        if function is None or getattr(function, _DROP_HOOKED, False):
-            continue
+        if not isinstance(own, classmethod) or getattr(own.__func__, _DROP_HOOKED, False):
+            continue  # none, already wrapped, or not MongoEngine's kind (a staticmethod)
+        function = own.__func__
         klass.drop_collection = classmethod(_dropping(function))
 
 

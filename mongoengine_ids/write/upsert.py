@@ -20,7 +20,7 @@ from mongoengine.errors import InvalidQueryError, NotUniqueError, ValidationErro
 
 from ..resets import on_reset
 from . import seam, values
-from .field import Write
+from .field import Stored, Write
 from .values import Slot
 
 _T = TypeVar("_T")
@@ -82,7 +82,7 @@ def _upsert(
         filled = values.fill(write, empty)
 
         def attempt() -> _T:
-            made = {slot.field.db_field: slot.field.to_mongo(slot.value) for slot in filled}
+            made = {slot.name: slot.field.to_mongo(slot.value) for slot in filled}
             return run(_set_on_insert(update, made))
 
         return values.send(write, filled, attempt)
@@ -93,15 +93,13 @@ def _upsert(
 
 
 def _set_on_insert(update: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
-    """``update`` with the ``stored`` values (by db field, in stored form: the package's own,
-    not values of yours for MongoEngine to read) set on insert, through ``__raw__``, which goes
-    first: MongoEngine merges the other operators into it (0.27 replaces what came before)."""
-    raw = update.get("__raw__")
-    if not stored or isinstance(raw, list):  # a pipeline has no $setOnInsert
+    """``update`` with the ``stored`` values (by field name, in stored form) set on insert
+    (``set_on_insert__<name>``, after the caller's own operators, whose order is kept). They are
+    the package's own: sent as they are (:class:`~.field.Stored`), not read as values of yours
+    (a ``value_decorator`` would decorate them again)."""
+    if not stored or isinstance(update.get("__raw__"), list):  # a pipeline has no $setOnInsert
         return update
-    raw = dict(raw or {})
-    raw["$setOnInsert"] = {**raw.get("$setOnInsert", {}), **stored}
-    return {"__raw__": raw, **{key: value for key, value in update.items() if key != "__raw__"}}
+    return {**update, **{f"set_on_insert__{name}": Stored(v) for name, v in stored.items()}}
 
 
 def _refuse_held(collection: Any, assigned: list[Slot]) -> None:
@@ -238,10 +236,10 @@ def _fields_of(
 ) -> tuple[list[Slot], list[Slot], dict[str, Any]]:
     """The generated fields an upsert must give a value (neither fixed by the filter nor
     written by the update); those the update gives one, or the filter a value no document of
-    ``collection`` holds yet, with it; and the values, by db field and as the filter gives them,
-    that the filter fixes only inside ``$and``, to set on insert as well (mongomock leaves them
-    out of the document it inserts, which a server does not; the same value, so a server is
-    unaffected)."""
+    ``collection`` holds yet, with it; and the values, by field name and as the filter gives
+    them, that the filter fixes only inside ``$and``, to set on insert as well (mongomock
+    leaves them out of the document it inserts, which a server does not; the same value, so a
+    server is unaffected)."""
     pipeline = isinstance(update.get("__raw__"), list)
     operations = {} if pipeline or not update else seam.update_operations(document_class, **update)
     holder = values.Holder(_given(document_class, query, operations), owner)
@@ -258,7 +256,7 @@ def _fields_of(
         in_filter, inside_and = _from_filter(query, path)
         if given is _ABSENT and in_filter is not _ABSENT:
             if inside_and:
-                fixed[path] = in_filter
+                fixed[name] = in_filter
             if not field.tracks_assigned:
                 _check_fixed(field, in_filter, query, collection)
                 continue  # nothing to tell

@@ -1,0 +1,128 @@
+"""Upserts combining keywords and a caller's ``__raw__``: the order MongoEngine applies them in is
+kept, and the value a field is told of is the value stored; a model's staticmethod
+drop_collection. Plain MongoEngine is the reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mongoengine as me
+import pytest
+
+from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
+
+# -- the caller's __raw__, given after keywords, wins as in MongoEngine -----------------------
+
+
+@pytest.mark.parametrize(
+    ("update", "field", "expected_field"),
+    [
+        # the same path in a keyword and in __raw__ given after it
+        ({"set__other": "kw", "__raw__": {"$set": {"other": "raw"}}}, "other", "other"),
+        ({"inc__cnt": 5, "__raw__": {"$inc": {"cnt": 1}}}, "cnt", "cnt"),
+    ],
+)
+def test_x_upsert_raw_after_keywords_wins_as_in_plain_mongoengine(
+    mongoengine_db: Any, update: dict[str, Any], field: str, expected_field: str
+) -> None:
+    """MongoEngine applies the update keywords in the order given: a ``__raw__`` after a keyword
+    writing the same path wins (0.29 merges it in last; 0.27 replaces the operator). The values
+    the package adds on insert leave that order as it is."""
+
+    class XPlain(me.Document):
+        name = me.StringField()
+        other = me.StringField()
+        cnt = me.IntField()
+        meta = {"collection": "x_plain"}
+
+    class XGen(me.Document):
+        number = SequenceField(sequence_name="x_gen")
+        name = me.StringField()
+        other = me.StringField()
+        cnt = me.IntField()
+        meta = {"collection": "x_gen"}
+
+    results = {}
+    for model in (XPlain, XGen):
+        model(name="a", other="before", cnt=10).save()
+        model.objects(name="a").update_one(upsert=True, **dict(update))
+        stored = model._get_collection().find_one({"name": "a"})
+        results[model.__name__] = stored[field]
+    assert results["XGen"] == results["XPlain"]
+
+
+# -- the value told to a reserve_in field is the value written ---------------------------------
+
+
+def test_x_upsert_reserve_in_stores_the_value_it_reserved(mongoengine_db: Any) -> None:
+    """An upsert giving a reserve_in field a value both by keyword and by a later ``__raw__``: the
+    value reserved is the one stored (the ``__raw__``'s, as plain MongoEngine stores), never
+    drawn again later."""
+
+    class XRes(me.Document):
+        code = RandomUniqueField(digits=1, reserve_in="x_res_proxy")
+        token = UUID4Field()  # empty: the package adds it, moving __raw__ first
+        name = me.StringField()
+        meta = {"collection": "x_res"}
+
+    XRes.objects(name="up").update_one(upsert=True, set__code=7, __raw__={"$set": {"code": 9}})
+    stored = mongoengine_db.x_res.find_one({"name": "up"})
+    reserved = {d["_id"] for d in mongoengine_db.x_res_proxy.find()}
+    assert stored["code"] in reserved, (stored["code"], reserved)
+    # fill the rest of the space: every value must be held once
+    for i in range(8):
+        try:
+            XRes(name=f"s{i}").save()
+        except Exception:
+            break
+    codes = [d["code"] for d in mongoengine_db.x_res.find()]
+    assert len(codes) == len(set(codes)), sorted(codes)
+
+
+def test_x_upsert_scope_counted_is_the_scope_written(mongoengine_db: Any) -> None:
+    """The same for a scoped counter: the scope whose counter numbers the document is the scope
+    stored (tenant b, the ``__raw__`` given last): no number of a tenant twice."""
+
+    class XTicket(me.Document):
+        tenant = me.StringField()
+        number = SequenceField(scope="tenant", sequence_name="x_ticket")
+        name = me.StringField()
+        meta = {"collection": "x_tickets"}
+
+    for i in range(3):
+        XTicket(tenant="a", name=f"a{i}").save()  # tenant a's counter at 3
+        XTicket(tenant="b", name=f"b{i}").save()  # tenant b's counter at 3
+    XTicket.objects(name="up").update_one(
+        upsert=True, set__tenant="a", __raw__={"$set": {"tenant": "b"}}
+    )
+    XTicket(tenant=mongoengine_db.x_tickets.find_one({"name": "up"})["tenant"], name="next").save()
+    by_tenant: dict[str, list[int]] = {}
+    for d in mongoengine_db.x_tickets.find():
+        by_tenant.setdefault(d["tenant"], []).append(d["number"])
+    for tenant, numbers in by_tenant.items():
+        assert len(numbers) == len(set(numbers)), (tenant, sorted(numbers))
+
+
+# -- a model's drop_collection written as a staticmethod -------------------------------------
+
+
+def test_x_staticmethod_drop_collection_of_a_model_without_generated_fields(
+    mongoengine_db: Any,
+) -> None:
+    """A model (with no generated field) whose drop_collection is a staticmethod (refusing to
+    drop in production, say) is called as written."""
+
+    class XWithIds(me.Document):
+        number = SequenceField(sequence_name="x_with_ids")
+        meta = {"collection": "x_with_ids"}
+
+    class XGuarded(me.Document):
+        name = me.StringField()
+        meta = {"collection": "x_guarded"}
+
+        @staticmethod
+        def drop_collection() -> str:  # type: ignore[override]
+            return "refused"
+
+    assert XWithIds._fields["number"] is not None
+    assert XGuarded.drop_collection() == "refused"
