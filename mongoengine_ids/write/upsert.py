@@ -255,7 +255,7 @@ def _fields_of(
             )
         in_filter, inside_and = _from_filter(query, path)
         if given is _ABSENT and in_filter is not _ABSENT:
-            if inside_and:
+            if inside_and and not _written(operations, path):  # ($inc then works on the filter's)
                 fixed[name] = in_filter
             if not field.tracks_assigned:
                 _check_fixed(field, in_filter, query, collection)
@@ -274,7 +274,7 @@ def _fields_of(
             assigned.append(Slot(holder, holder, name, field, document_class))
             continue
         for op, fields in operations.items():
-            if any(key == path or key.startswith(f"{path}.") for key in fields):
+            if _written({op: fields}, path):
                 raise InvalidQueryError(
                     f"{document_class.__name__}.{name} is generated: an upsert cannot write it "
                     f"with {op} (the document it inserts would lack its value); use set__{name} "
@@ -288,6 +288,16 @@ def _fields_of(
             )
         empty.append(Slot(holder, holder, name, field, document_class))
     return empty, assigned, fixed
+
+
+def _written(operations: dict[str, Any], path: str) -> bool:
+    """Whether an operator of the update writes ``path`` (or a path inside it)."""
+    return any(
+        key == path or key.startswith(f"{path}.")
+        for fields in operations.values()
+        if isinstance(fields, dict)
+        for key in fields
+    )
 
 
 def _check_fixed(field: Any, stored: Any, query: dict[str, Any], collection: Any) -> None:
