@@ -232,14 +232,10 @@ def set_key(document: BaseDocument, stored: Any) -> None:
 
 
 def mark_written(documents: Iterable[BaseDocument]) -> None:
-    """The documents are in the database now: a later ``save()`` updates each, and the values
-    assigned to them are theirs by being stored (no longer by a reservation for their write)."""
+    """The documents are in the database now: a later ``save()`` updates each."""
     for document in documents:
         # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
         object.__setattr__(document, "_created", False)
-        found: State | None = getattr(document, "__dict__", {}).get(_STATE)
-        if found is not None:
-            found.owner = None
 
 
 def mark_new(document: BaseDocument) -> None:

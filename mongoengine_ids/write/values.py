@@ -144,16 +144,28 @@ def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
 def mark_written(documents: list[BaseDocument]) -> None:
     """The documents and the embedded documents inside them are stored now."""
     seam.mark_written(documents)
-    seam.mark_written(inner for document in documents for inner in embedded(document))
+    for kind in set(map(type, documents)):
+        if seam.shape(kind).embedding != ():
+            of_kind = [doc for doc in documents if type(doc) is kind]
+            seam.mark_written([inner for doc in of_kind for inner in embedded(doc)])
 
 
 def confirm(documents: list[BaseDocument]) -> None:
-    """The documents are known to be stored: nothing of an earlier lost reply is pending."""
+    """The documents are known to be stored: nothing of an earlier lost reply is pending, and
+    the values assigned to them (and to their embedded documents) are theirs by being stored,
+    no longer by a reservation made for their write (:func:`_owner`)."""
     for document in documents:
         state = seam.state(document, create=False)
         if state is not None:
             state.unconfirmed = state.made_pk = state.stored_by_failed_insert = False
             state.sent, state.sent_before, state.generated, state.noted = None, [], [], []
+            state.owner = None
+    for kind in set(map(type, documents)):
+        if seam.shape(kind).embedding != ():
+            for inner in (i for doc in documents if type(doc) is kind for i in embedded(doc)):
+                state = seam.state(inner, create=False)
+                if state is not None:
+                    state.owner = None
     mark_written(documents)
 
 
