@@ -505,7 +505,7 @@ class CounterStore:
         """
         if counter.document_id in self._layout_checked:
             return
-        scope = None if self._scope is None else self._scope
+        scope = self._scope
         plain = counter_id(self.name, scope=None if scope is None else scope[0])
         shards = {"sequence": self.name, "shard": {"$exists": True}}
         shards["scope"] = {"$exists": False} if scope is None else scope[1]

@@ -109,11 +109,8 @@ def save_create(
                 clear_made_pk(document)
             values.release(write, noted)
         raise
-    if earlier is not None or seam.state(document, create=False) is not None:
-        values.confirm([document])  # nothing of the earlier attempts (or of a reservation)
-    else:
-        values.mark_written([document])  # a record is made only when a write fails, or for
-    return written  # the values you assigned (see values._owner)
+    values.confirm([document])  # nothing of earlier attempts, or of reservations, is pending
+    return written
 
 
 @dataclass(slots=True)

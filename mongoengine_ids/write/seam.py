@@ -651,7 +651,7 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
 def value_set(document: Any, name: str) -> None:
     """A value was set on field ``name`` of ``document`` (assigned, or loaded into it by
     ``reload()`` or ``modify()``): it is no longer one a projection left out."""
-    found: State | None = getattr(document, "__dict__", {}).get(_STATE)
+    found = state(document, create=False)
     if found is not None and name in found.unloaded:
         found.unloaded = found.unloaded - {name}
 
@@ -773,7 +773,8 @@ def hook_key(document_class: type[Document]) -> None:
         setattr(document_class, _KEY_HOOKED, True)
 
 
-_REFERENCES_HOOKED = "_mongoengine_ids_wrapper"
+#: Set on the package's wrappers of MongoEngine's own methods (installed once per process).
+_WRAPPER = "_mongoengine_ids_wrapper"
 
 
 def hook_reference_fields() -> None:
@@ -791,9 +792,9 @@ def hook_reference_fields() -> None:
             (DeReference, "__call__", references.wrap_dereference),
         ):
             own = vars(owner)[name]
-            if not getattr(own, _REFERENCES_HOOKED, False):
+            if not getattr(own, _WRAPPER, False):
                 wrapper = wrap(own)
-                setattr(wrapper, _REFERENCES_HOOKED, True)
+                setattr(wrapper, _WRAPPER, True)
                 setattr(owner, name, wrapper)
 
 
@@ -959,7 +960,7 @@ def _hook_sorted_lists() -> None:
     embedded documents has no key to sort new ones by yet. That serialisation is left unsorted;
     the write serialises the document again once the values are made (see ``save.py``)."""
     own = vars(SortedListField)["to_mongo"]
-    if getattr(own, _REFERENCES_HOOKED, False):
+    if getattr(own, _WRAPPER, False):
         return
 
     @functools.wraps(own)
@@ -971,7 +972,7 @@ def _hook_sorted_lists() -> None:
                 raise
             return ListField.to_mongo(self, value, use_db_field, fields)
 
-    setattr(to_mongo, _REFERENCES_HOOKED, True)
+    setattr(to_mongo, _WRAPPER, True)
     SortedListField.to_mongo = to_mongo
 
 

@@ -255,7 +255,7 @@ def _fields_of(
             )
         in_filter, inside_and = _from_filter(query, path)
         if given is _ABSENT and in_filter is not _ABSENT:
-            if inside_and and not _written(operations, path):  # ($inc then works on the filter's)
+            if inside_and and _writer(operations, path) is None:  # ($inc works on the filter's)
                 fixed[name] = in_filter
             if not field.tracks_assigned:
                 _check_fixed(field, in_filter, query, collection)
@@ -273,13 +273,13 @@ def _fields_of(
             holder._data[name] = field.to_python(given)
             assigned.append(Slot(holder, holder, name, field, document_class))
             continue
-        for op, fields in operations.items():
-            if _written({op: fields}, path):
-                raise InvalidQueryError(
-                    f"{document_class.__name__}.{name} is generated: an upsert cannot write it "
-                    f"with {op} (the document it inserts would lack its value); use set__{name} "
-                    f"or set_on_insert__{name}, or leave it to be generated"
-                )
+        op = _writer(operations, path)
+        if op is not None:
+            raise InvalidQueryError(
+                f"{document_class.__name__}.{name} is generated: an upsert cannot write it "
+                f"with {op} (the document it inserts would lack its value); use set__{name} "
+                f"or set_on_insert__{name}, or leave it to be generated"
+            )
         if pipeline:
             raise InvalidQueryError(
                 f"{document_class.__name__}.{name} is generated: an upsert with a pipeline "
@@ -290,13 +290,16 @@ def _fields_of(
     return empty, assigned, fixed
 
 
-def _written(operations: dict[str, Any], path: str) -> bool:
-    """Whether an operator of the update writes ``path`` (or a path inside it)."""
-    return any(
-        key == path or key.startswith(f"{path}.")
-        for fields in operations.values()
-        if isinstance(fields, dict)
-        for key in fields
+def _writer(operations: dict[str, Any], path: str) -> str | None:
+    """The first operator of the update that writes ``path`` (or a path inside it), if any."""
+    return next(
+        (
+            op
+            for op, fields in operations.items()
+            if isinstance(fields, dict)
+            and any(key == path or key.startswith(f"{path}.") for key in fields)
+        ),
+        None,
     )
 
 

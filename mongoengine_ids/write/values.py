@@ -141,13 +141,17 @@ def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
             yield from embedded(inner)
 
 
+def _embedded_in(documents: list[BaseDocument]) -> list[BaseDocument]:
+    """The embedded documents inside ``documents``, looked for only in the classes that may
+    hold some."""
+    kinds = {kind for kind in set(map(type, documents)) if seam.shape(kind).embedding != ()}
+    return [inner for doc in documents if type(doc) in kinds for inner in embedded(doc)]
+
+
 def mark_written(documents: list[BaseDocument]) -> None:
     """The documents and the embedded documents inside them are stored now."""
     seam.mark_written(documents)
-    for kind in set(map(type, documents)):
-        if seam.shape(kind).embedding != ():
-            of_kind = [doc for doc in documents if type(doc) is kind]
-            seam.mark_written([inner for doc in of_kind for inner in embedded(doc)])
+    seam.mark_written(_embedded_in(documents))
 
 
 def confirm(documents: list[BaseDocument]) -> None:
@@ -160,13 +164,13 @@ def confirm(documents: list[BaseDocument]) -> None:
             state.unconfirmed = state.made_pk = state.stored_by_failed_insert = False
             state.sent, state.sent_before, state.generated, state.noted = None, [], [], []
             state.owner = None
-    for kind in set(map(type, documents)):
-        if seam.shape(kind).embedding != ():
-            for inner in (i for doc in documents if type(doc) is kind for i in embedded(doc)):
-                state = seam.state(inner, create=False)
-                if state is not None:
-                    state.owner = None
-    mark_written(documents)
+    inner = _embedded_in(documents)
+    for holder in inner:
+        state = seam.state(holder, create=False)
+        if state is not None:
+            state.owner = None
+    seam.mark_written(documents)
+    seam.mark_written(inner)
 
 
 def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
