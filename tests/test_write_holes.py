@@ -38,16 +38,18 @@ def test_reserve_in_a_saved_document_inserted_again_as_new_is_refused_its_value(
     assert _codes(mongoengine_db.tickets) == [7]
 
 
+class RtPart(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=1, rng=Script(), reserve_in="part_codes")
+
+
+class RtKit(me.Document):
+    parts = me.ListField(me.EmbeddedDocumentField(RtPart))
+    meta = {"collection": "kits"}
+
+
 def test_reserve_in_two_embedded_documents_assigned_the_same_value_are_refused(
     mongoengine_db: Any,
 ) -> None:
-    class RtPart(me.EmbeddedDocument):
-        code = RandomUniqueField(digits=1, rng=Script(), reserve_in="part_codes")
-
-    class RtKit(me.Document):
-        parts = me.ListField(me.EmbeddedDocumentField(RtPart))
-        meta = {"collection": "kits"}
-
     with pytest.raises(NotUniqueError):
         RtKit(parts=[RtPart(code=7), RtPart(code=7)]).save()
     stored = [p["code"] for doc in mongoengine_db.kits.find() for p in doc.get("parts", [])]
@@ -57,18 +59,11 @@ def test_reserve_in_two_embedded_documents_assigned_the_same_value_are_refused(
 def test_reserve_in_an_embedded_document_appended_with_a_value_its_document_holds_is_refused(
     mongoengine_db: Any,
 ) -> None:
-    class RtPart2(me.EmbeddedDocument):
-        code = RandomUniqueField(digits=1, rng=Script(), reserve_in="part2_codes")
-
-    class RtKit2(me.Document):
-        parts = me.ListField(me.EmbeddedDocumentField(RtPart2))
-        meta = {"collection": "kits2"}
-
-    kit = RtKit2(parts=[RtPart2(code=7)]).save()
-    kit.parts.append(RtPart2(code=7))
+    kit = RtKit(parts=[RtPart(code=7)]).save()
+    kit.parts.append(RtPart(code=7))
     with pytest.raises(NotUniqueError):
         kit.save()
-    stored = [p["code"] for doc in mongoengine_db.kits2.find() for p in doc.get("parts", [])]
+    stored = [p["code"] for doc in mongoengine_db.kits.find() for p in doc.get("parts", [])]
     assert stored == [7]
 
 

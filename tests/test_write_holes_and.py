@@ -50,7 +50,7 @@ def _conflicting_paths(update: dict[str, Any]) -> set[str]:
     ],
 )
 @pytest.mark.parametrize("kind", ["sequence", "random"])
-def test_y_upsert_fixed_inside_and_with_caller_operator_sends_no_conflict(
+def test_upsert_fixed_inside_and_with_caller_operator_sends_no_conflict(
     mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch, update: dict[str, Any], kind: str
 ) -> None:
     """A filter fixing a generated field inside ``$and`` (``Q(number=500) & Q(number__ne=None)``)

@@ -22,7 +22,7 @@ from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
         ({"inc__cnt": 5, "__raw__": {"$inc": {"cnt": 1}}}, "cnt", "cnt"),
     ],
 )
-def test_x_upsert_raw_after_keywords_wins_as_in_plain_mongoengine(
+def test_upsert_raw_after_keywords_wins_as_in_plain_mongoengine(
     mongoengine_db: Any, update: dict[str, Any], field: str, expected_field: str
 ) -> None:
     """MongoEngine applies the update keywords in the order given: a ``__raw__`` after a keyword
@@ -54,7 +54,7 @@ def test_x_upsert_raw_after_keywords_wins_as_in_plain_mongoengine(
 # -- the value told to a reserve_in field is the value written ---------------------------------
 
 
-def test_x_upsert_reserve_in_stores_the_value_it_reserved(mongoengine_db: Any) -> None:
+def test_upsert_reserve_in_stores_the_value_it_reserved(mongoengine_db: Any) -> None:
     """An upsert giving a reserve_in field a value both by keyword and by a later ``__raw__``: the
     value reserved is the one stored (the ``__raw__``'s, as plain MongoEngine stores), never
     drawn again later."""
@@ -79,7 +79,7 @@ def test_x_upsert_reserve_in_stores_the_value_it_reserved(mongoengine_db: Any) -
     assert len(codes) == len(set(codes)), sorted(codes)
 
 
-def test_x_upsert_scope_counted_is_the_scope_written(mongoengine_db: Any) -> None:
+def test_upsert_scope_counted_is_the_scope_written(mongoengine_db: Any) -> None:
     """The same for a scoped counter: the scope whose counter numbers the document is the scope
     stored (tenant b, the ``__raw__`` given last): no number of a tenant twice."""
 
@@ -106,7 +106,7 @@ def test_x_upsert_scope_counted_is_the_scope_written(mongoengine_db: Any) -> Non
 # -- a model's drop_collection written as a staticmethod -------------------------------------
 
 
-def test_x_staticmethod_drop_collection_of_a_model_without_generated_fields(
+def test_staticmethod_drop_collection_of_a_model_without_generated_fields(
     mongoengine_db: Any,
 ) -> None:
     """A model (with no generated field) whose drop_collection is a staticmethod (refusing to

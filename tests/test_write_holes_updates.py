@@ -27,7 +27,7 @@ def _part_codes(collection: Any) -> list[Any]:
 # -- GeneratedField.prepare_query_value ------------------------------------------------------
 
 
-def test_v_decorated_sequence_set_update_stores_the_decorated_value(mongoengine_db: Any) -> None:
+def test_decorated_sequence_set_update_stores_the_decorated_value(mongoengine_db: Any) -> None:
     """MongoEngine's SequenceField decorates a value given to set__ (prepare_query_value ->
     value_decorator): so does this one."""
 
@@ -49,7 +49,7 @@ def test_v_decorated_sequence_set_update_stores_the_decorated_value(mongoengine_
     assert _codes(mongoengine_db.v_decorated) == ["A5"]
 
 
-def test_v_decorated_sequence_upsert_set_stores_the_decorated_value(mongoengine_db: Any) -> None:
+def test_decorated_sequence_upsert_set_stores_the_decorated_value(mongoengine_db: Any) -> None:
     def tag(n: int) -> str:
         return f"A{n}"
 
@@ -62,7 +62,7 @@ def test_v_decorated_sequence_upsert_set_stores_the_decorated_value(mongoengine_
     assert _codes(mongoengine_db.v_decorated_up) == ["A5"]
 
 
-def test_v_set_update_takes_a_digit_string_as_save_does(mongoengine_db: Any) -> None:
+def test_set_update_takes_a_digit_string_as_save_does(mongoengine_db: Any) -> None:
     """save() takes seq="5" (the field coerces it to 5), as MongoEngine's SequenceField
     (value_decorator=int) does: set__ and push_all__ take it too (coerced, then checked)."""
 
@@ -78,7 +78,7 @@ def test_v_set_update_takes_a_digit_string_as_save_does(mongoengine_db: Any) -> 
     assert (stored["seq"], stored["nums"]) == (5, [4, 5])
 
 
-def test_v_an_update_of_a_list_of_sequence_values_names_the_field(mongoengine_db: Any) -> None:
+def test_an_update_of_a_list_of_sequence_values_names_the_field(mongoengine_db: Any) -> None:
     """The error quotes the value but names '<unbound SequenceField>', not the model's field."""
 
     class VListed(me.Document):
@@ -91,7 +91,7 @@ def test_v_an_update_of_a_list_of_sequence_values_names_the_field(mongoengine_db
     assert "VListed.nums" in str(caught.value), str(caught.value)
 
 
-def test_v_a_query_by_a_bool_is_refused_for_a_decorated_sequence(mongoengine_db: Any) -> None:
+def test_a_query_by_a_bool_is_refused_for_a_decorated_sequence(mongoengine_db: Any) -> None:
     """A bool is refused in queries, for a value_decorator SequenceField too."""
 
     class VDecoratedBool(me.Document):
@@ -103,7 +103,7 @@ def test_v_a_query_by_a_bool_is_refused_for_a_decorated_sequence(mongoengine_db:
         list(VDecoratedBool.objects(code=True))
 
 
-def test_v_a_query_by_a_bool_is_refused_in_set_of_a_decorated_sequence(
+def test_a_query_by_a_bool_is_refused_in_set_of_a_decorated_sequence(
     mongoengine_db: Any,
 ) -> None:
     class VDecoratedBoolSet(me.Document):
@@ -121,7 +121,7 @@ def test_v_a_query_by_a_bool_is_refused_in_set_of_a_decorated_sequence(
     [("ri", 5), ("rs", "!!"), ("u4", "00000000-0000-1000-8000-000000000000")],
     ids=["int-outside-space", "str-not-in-alphabet", "uuid-version-1"],
 )
-def test_v_an_upsert_refuses_a_filter_value_that_save_refuses(
+def test_an_upsert_refuses_a_filter_value_that_save_refuses(
     mongoengine_db: Any, field: str, value: Any
 ) -> None:
     """A value fixed by the filter is written by the upsert; save() refuses it, and so does the
@@ -149,18 +149,20 @@ def test_v_an_upsert_refuses_a_filter_value_that_save_refuses(
 # -- reserve_in owners ---------------------------------------------------------------------
 
 
-def test_v_reserve_in_one_embedded_object_in_two_documents_of_a_bulk_insert_is_refused(
+class VPart(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=3, reserve_in="v_part_codes")
+
+
+class VKit(me.Document):
+    parts = me.ListField(me.EmbeddedDocumentField(VPart))
+    meta = {"collection": "v_kits"}
+
+
+def test_reserve_in_one_embedded_object_in_two_documents_of_a_bulk_insert_is_refused(
     mongoengine_db: Any,
 ) -> None:
     """One embedded object held by two documents of one bulk insert: its reservation is made
     once, the second is refused (the same owner, but the same call)."""
-
-    class VPart(me.EmbeddedDocument):
-        code = RandomUniqueField(digits=3, reserve_in="v_part_codes")
-
-    class VKit(me.Document):
-        parts = me.ListField(me.EmbeddedDocumentField(VPart))
-        meta = {"collection": "v_kits"}
 
     part = VPart(code=777)
     with pytest.raises(NotUniqueError):
@@ -168,26 +170,19 @@ def test_v_reserve_in_one_embedded_object_in_two_documents_of_a_bulk_insert_is_r
     assert _part_codes(mongoengine_db.v_kits) == []
 
 
-def test_v_reserve_in_one_embedded_object_twice_in_a_document_is_refused(
+def test_reserve_in_one_embedded_object_twice_in_a_document_is_refused(
     mongoengine_db: Any,
 ) -> None:
     """The same embedded object twice in one document is refused its value the second time,
     as two objects given one value are."""
 
-    class VPart2(me.EmbeddedDocument):
-        code = RandomUniqueField(digits=3, reserve_in="v_part2_codes")
-
-    class VKit2(me.Document):
-        parts = me.ListField(me.EmbeddedDocumentField(VPart2))
-        meta = {"collection": "v_kits2"}
-
-    part = VPart2(code=778)
+    part = VPart(code=778)
     with pytest.raises(NotUniqueError):
-        VKit2(parts=[part, part]).save()
-    assert _part_codes(mongoengine_db.v_kits2) == []
+        VKit(parts=[part, part]).save()
+    assert _part_codes(mongoengine_db.v_kits) == []
 
 
-def test_v_sequence_upsert_retry_that_never_landed_is_not_refused(
+def test_sequence_upsert_retry_that_never_landed_is_not_refused(
     mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A SequenceField's explicit value may be held by other documents: an upsert's retry is
@@ -224,7 +219,7 @@ def test_v_sequence_upsert_retry_that_never_landed_is_not_refused(
 # -- a model's own drop_collection -------------------------------------------------------
 
 
-def test_v_a_models_own_drop_collection_still_resets_the_index_check(mongoengine_db: Any) -> None:
+def test_a_models_own_drop_collection_still_resets_the_index_check(mongoengine_db: Any) -> None:
     """An override that drops the collection itself (without MongoEngine's drop_collection)
     drops the indexes too: the field looks for its unique index again."""
     from mongoengine_ids.random_unique.field import UniqueIndexMissingError
@@ -249,7 +244,7 @@ def test_v_a_models_own_drop_collection_still_resets_the_index_check(mongoengine
 # -- BulkRetriesExhaustedError -------------------------------------------------------------
 
 
-def test_v_bulk_insert_reserve_in_exhausted_is_a_bulk_retries_exhausted_error(
+def test_bulk_insert_reserve_in_exhausted_is_a_bulk_retries_exhausted_error(
     mongoengine_db: Any,
 ) -> None:
     """docs/guarantees.md: 'RetriesExhaustedError (...; in a bulk insert

@@ -35,7 +35,7 @@ def _lose_first_update_one(monkeypatch: pytest.MonkeyPatch, collection: str) -> 
 
 
 @pytest.mark.parametrize("field", ["ri", "seq", "u4"])
-def test_w_and_filter_upsert_matching_an_old_value_updates_it(
+def test_and_filter_upsert_matching_an_old_value_updates_it(
     mongoengine_db: Any, field: str
 ) -> None:
     """An upsert whose filter fixes, inside $and, a value outside the field's space that a stored
@@ -65,7 +65,7 @@ def test_w_and_filter_upsert_matching_an_old_value_updates_it(
 # -- values_unique and _refuse_held: unique_with -------------------------------------------
 
 
-def test_w_upsert_retry_of_a_unique_with_sequence_is_not_refused(
+def test_upsert_retry_of_a_unique_with_sequence_is_not_refused(
     mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A SequenceField unique_with another field (one counter per tenant) may hold a value another
@@ -104,7 +104,7 @@ def test_w_upsert_retry_of_a_unique_with_sequence_is_not_refused(
 # -- _hook_drop_collection: a drop_collection the model inherits ---------------------------
 
 
-def test_w_an_inherited_own_drop_collection_still_resets_the_index_check(
+def test_an_inherited_own_drop_collection_still_resets_the_index_check(
     mongoengine_db: Any,
 ) -> None:
     """A base class (abstract, shared by its models) that overrides drop_collection to drop the
@@ -136,7 +136,7 @@ def test_w_an_inherited_own_drop_collection_still_resets_the_index_check(
 # -- collection_name naming "the documents' own collection" --------------------------------
 
 
-def test_w_counters_in_a_database_of_the_same_name_elsewhere_are_not_refused(
+def test_counters_in_a_database_of_the_same_name_elsewhere_are_not_refused(
     mongoengine_connect: Any,
 ) -> None:
     """Counters kept on another alias (another server) whose database and collection have the
@@ -182,7 +182,7 @@ def _offset(n: int) -> int:
 
 
 @pytest.mark.parametrize("how", ["update_one", "upsert_one", "modify", "and-filter"])
-def test_w_decorated_sequence_upsert_stores_the_value_decorated_once(
+def test_decorated_sequence_upsert_stores_the_value_decorated_once(
     mongoengine_db: Any, how: str
 ) -> None:
     """An upsert of a SequenceField with a value_decorator stores the decorated value once, as
@@ -218,7 +218,7 @@ def test_w_decorated_sequence_upsert_stores_the_value_decorated_once(
     ],
     ids=["set-value", "show-digits"],
 )
-def test_w_counters_a_very_long_number_is_refused_saying_what_is_accepted(
+def test_counters_a_very_long_number_is_refused_saying_what_is_accepted(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
     """A number of thousands of digits on the command line is refused as any number out of range
@@ -236,7 +236,7 @@ def test_w_counters_a_very_long_number_is_refused_saying_what_is_accepted(
 # -- _check_fixed: a regex is no value the filter fixes -------------------------------------
 
 
-def test_w_upsert_filtered_by_a_regex_generates_the_value(mongoengine_db: Any) -> None:
+def test_upsert_filtered_by_a_regex_generates_the_value(mongoengine_db: Any) -> None:
     """A regex in the filter is a match, not an equality: the document an upsert inserts does not
     get it, and the field's value is generated."""
     import re
@@ -256,7 +256,7 @@ def test_w_upsert_filtered_by_a_regex_generates_the_value(mongoengine_db: Any) -
 # -- reserve_in owners: an embedded object whose write's reply was lost --------------------
 
 
-def test_w_reserve_in_embedded_object_moved_to_another_document_after_a_lost_reply(
+def test_reserve_in_embedded_object_moved_to_another_document_after_a_lost_reply(
     mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A reservation made for an embedded document in one document (whose insert landed, its
