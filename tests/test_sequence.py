@@ -354,6 +354,62 @@ def test_a_dropped_counter_shared_by_two_fields_never_repeats_a_value(
     assert sorted(handed) == [*range(1, 15), 21]
 
 
+class CountedElsewhere(Document):
+    meta = {"db_alias": "counted_docs"}
+    number = SequenceField(db_alias="counted_counters", batch_size=10)
+
+
+def test_counters_on_an_alias_reconnected_elsewhere_are_leased_there() -> None:
+    # The documents' collection stays the same object; the counters' alias moves to another
+    # server: the next value is leased there, and the first server's counter is left alone.
+    documents, first, second = (mongomock.MongoClient() for _ in range(3))
+    try:
+        for alias, server in (("counted_docs", documents), ("counted_counters", first)):
+            mongoengine.connect(
+                "app",
+                alias=alias,
+                mongo_client_class=lambda *args, server=server, **kwargs: server,
+                uuidRepresentation="standard",
+            )
+        assert [CountedElsewhere().save().number for _ in range(2)] == [1, 2]
+        mongoengine.disconnect("counted_counters")
+        mongoengine.connect(
+            "app",
+            alias="counted_counters",
+            mongo_client_class=lambda *args, **kwargs: second,
+            uuidRepresentation="standard",
+        )
+        assert CountedElsewhere().save().number == 1  # the second server's own counter
+    finally:
+        for alias in ("counted_docs", "counted_counters"):
+            mongoengine.disconnect(alias)
+        CountedElsewhere._collection = None
+        reset_process_state()
+    assert first.app[DEFAULT_COLLECTION].find_one() == {
+        "_id": "counted_elsewhere.number",
+        "next": 10,
+    }
+    assert second.app[DEFAULT_COLLECTION].find_one() == {
+        "_id": "counted_elsewhere.number",
+        "next": 10,
+    }
+    assert [d["number"] for d in documents.app.counted_elsewhere.find()] == [1, 2, 1]
+
+
+def test_a_switch_to_the_counters_collection_is_refused(mongoengine_db: Any) -> None:
+    from mongoengine.context_managers import switch_collection
+
+    class Switched(Document):
+        number = SequenceField(batch_size=10)
+
+    assert Switched().save().number == 1
+    with switch_collection(Switched, DEFAULT_COLLECTION):
+        with pytest.raises(ValueError, match=f"collection_name={DEFAULT_COLLECTION!r}"):
+            Switched().save()
+    assert Switched().save().number == 2
+    assert counters(mongoengine_db) == [{"_id": "switched.number", "next": 10}]
+
+
 class OnTwoServers(Document):
     meta = {"db_alias": "two_servers"}
     number = SequenceField()

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, overload
 
 import pymongo.errors
 from mongoengine.connection import get_db
@@ -1250,6 +1250,15 @@ class SequenceFormat:
 _live_fields: weakref.WeakSet[SequenceField] = weakref.WeakSet()
 
 
+class _Found(NamedTuple):
+    """The sequence an unscoped field uses for one collection object (and, with ``db_alias``,
+    one database of the counters)."""
+
+    collection: weakref.ref[Any]
+    counters: weakref.ref[Any] | None
+    sequence: Sequence
+
+
 def _field_options(
     value_decorator: Callable[[int], Any] | None,
     *,
@@ -1419,6 +1428,9 @@ class SequenceField(GeneratedField):
         self._sequences: dict[
             tuple[int, str, str, str | None], tuple[weakref.ref[Any], Sequence]
         ] = {}
+        #: The sequence of an unscoped field by the collection object its documents are written
+        #: to (see :meth:`_sequence_of`).
+        self._by_collection: dict[tuple[int, type], _Found] = {}
         self._sequences_lock = threading.Lock()
         super().__init__(**kwargs)
         _live_fields.add(self)
@@ -1498,6 +1510,7 @@ class SequenceField(GeneratedField):
         with self._sequences_lock:
             entries = list(self._sequences.values())
             self._sequences.clear()
+            self._by_collection = {}
         for _, sequence in entries:
             sequence.discard()
 
@@ -1507,6 +1520,7 @@ class SequenceField(GeneratedField):
     def _copied(self) -> None:
         # Its own sequences (by its own counter name) and lock, reached by resets and fork().
         self._sequences = {}
+        self._by_collection = {}
         self._sequences_lock = threading.Lock()
         _live_fields.add(self)
 
@@ -1612,13 +1626,13 @@ class SequenceField(GeneratedField):
 
     def new_values(self, write: Write, count: int) -> list[Any]:
         """``count`` values for ``write.documents`` (one lease per scope)."""
-        self._check_apart(write)
         if self.scope is None:
-            sequence = self.sequence_for(write.database, write.document_class)
+            sequence = self._sequence_of(write)
             # One value (a save()): next() waits for a block being prefetched instead of leasing
             # another beside it, which would leave values of one block unused.
             numbers = [sequence.next()] if count == 1 else sequence.next_values(count)
             return numbers if self.value_decorator is int else self._present(numbers)
+        self._check_apart(write)
         groups: dict[str, tuple[Any, list[int]]] = {}
         for position, document in enumerate(write.documents):
             scope = self._scope_of(write.document_class, document)
@@ -1631,6 +1645,34 @@ class SequenceField(GeneratedField):
             ):
                 numbers[position] = number
         return self._present(numbers)
+
+    def _sequence_of(self, write: Write) -> Sequence:
+        """The sequence of an unscoped field for the documents of ``write``.
+
+        Found by the collection object they are written to, which MongoEngine makes anew on a
+        reconnect, ``switch_db`` and ``switch_collection`` (and by the counters' database, with
+        ``db_alias``): :meth:`sequence_for` and the check that the counters live apart run once
+        per collection, not at every save.
+        """
+        collection = write.collection
+        counters = None if self.db_alias is None else get_db(self.db_alias)
+        found = self._by_collection.get((id(collection), write.document_class))
+        if found is not None and found.collection() is collection:
+            known = found.counters
+            if (None if known is None else known()) is counters:
+                return found.sequence
+        self._check_apart(write)
+        sequence = self.sequence_for(write.database, write.document_class)
+        with self._sequences_lock:
+            # The entries of collections gone (a with_options() copy, an ended switch_db).
+            live = {key: entry for key, entry in self._by_collection.items() if entry.collection()}
+            live[id(collection), write.document_class] = _Found(
+                weakref.ref(collection),
+                None if counters is None else weakref.ref(counters),
+                sequence,
+            )
+            self._by_collection = live
+        return sequence
 
     def _check_apart(self, write: Write) -> None:
         """Raise ``ValueError`` if the counters would be written among the documents."""

@@ -136,12 +136,11 @@ class Batch:
         self.noted, self.filled = values.prepare(write, docs_left, states)
         #: The documents not yet written whose key (left to the driver) is made here, now or
         #: by an earlier attempt.
-        classes = set(map(type, docs))
-        kinds = {kind for kind in classes if seam.shape(kind).pk_left_to_driver}
+        shapes = {kind: seam.shape(kind) for kind in set(map(type, docs))}
         self.made_pk = {
             id(doc)
             for doc, earlier in zip(docs_left, states, strict=True)
-            if (type(doc) in kinds and make_pk(doc)) or getattr(earlier, "made_pk", False)
+            if make_pk(doc, shapes[type(doc)]) or getattr(earlier, "made_pk", False)
         }
         for doc in not_landed:
             # Not before: if making the values failed, an earlier insert may still land, and
@@ -159,7 +158,9 @@ class Batch:
         self.written: list[Any] = list(self.landed)
         #: The classes whose unset key the driver makes, not this package (see ``make_pk``).
         self.keyed_by_driver = {
-            kind for kind in classes - kinds if not seam.shape(kind).generates_pk
+            kind
+            for kind, shape in shapes.items()
+            if not shape.pk_left_to_driver and not shape.generates_pk
         }
 
     def insert(self, write_concern: dict[str, Any]) -> list[Any]:

@@ -81,13 +81,14 @@ def save_create(
     may_write_more: bool = False,
 ) -> Any:
     """Fill the document's values and insert it; returns what the write step returned."""
+    shape = seam.shape(type(document))
     write = Write(type(document), seam.collection_of(document), (document,))
     earlier = seam.state(document, create=False)
     retrying = earlier is not None and earlier.unconfirmed  # an insert whose reply was lost
     # Values changed since an earlier attempt are told to the fields (a counter moves past
     # them), values cleared are made again: whether or not the earlier insert landed.
     noted, filled = values.prepare(write, [document], [earlier])
-    made_pk = make_pk(document) or (earlier is not None and earlier.made_pk)
+    made_pk = make_pk(document, shape) or (earlier is not None and earlier.made_pk)
     if retrying and _landed(document, write, made_pk, filled, noted):
         return _over_own_copy(document, write_next)
     if earlier is not None:
@@ -96,8 +97,10 @@ def save_create(
         earlier.unconfirmed = False
     # A key of a generated field is inserted, never written over a document holding it (also
     # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
-    insert = made_pk or force_insert or seam.shape(type(document)).generates_pk
-    step = _Insert(document, write, son, insert, filled, noted, made_pk, write_next, may_write_more)
+    insert = made_pk or force_insert or shape.generates_pk
+    step = _Insert(
+        document, shape, write, son, insert, filled, noted, made_pk, write_next, may_write_more
+    )
     try:
         written = step.send(retrying)
     except values.EarlierInsertLanded:
@@ -119,6 +122,7 @@ class _Insert:
     retries it after a collision of a value it filled)."""
 
     document: Document
+    shape: seam.Shape
     write: Write
     #: MongoEngine's serialisation of the document, made before its values were.
     son: Any
@@ -163,7 +167,7 @@ class _Insert:
         collision serialises afresh (a model's own step may have changed the SON it got)."""
         document = self.document
         if self.sent is None:
-            self.sent = with_values(document, seam.shape(type(document)), self.son, self.filled)
+            self.sent = with_values(document, self.shape, self.son, self.filled)
         else:
             self.sent = document.to_mongo()
         try:
@@ -233,7 +237,7 @@ def with_values(document: Document, shape: seam.Shape, son: Any, filled: list[Sl
     return son
 
 
-def make_pk(document: Document) -> bool:
+def make_pk(document: Document, shape: seam.Shape) -> bool:
     """Give a new document whose key is left to the driver one now; True if made.
 
     The driver would put an ObjectId in its ``_id`` inside ``insert_one()`` and forget it if
@@ -241,10 +245,10 @@ def make_pk(document: Document) -> bool:
     cannot store a copy. The key holds that ObjectId, as it would hold the driver's after the
     insert (whatever its field: MongoEngine sets it from the ``_id`` inserted).
     """
-    shape = seam.shape(type(document))
-    if not shape.pk_left_to_driver or seam.key(document) is not None:
+    data = seam.data(document)
+    if not shape.pk_left_to_driver or data.get(shape.pk_name) is not None:
         return False
-    seam.data(document)[shape.pk_name] = ObjectId()
+    data[shape.pk_name] = ObjectId()
     return True
 
 

@@ -576,6 +576,13 @@ class State:
     #: Whom the values assigned to it are for, once it had one (see ``Write.owners``).
     owner: str | None = None
 
+    def settle(self) -> None:
+        """The document is known to be stored: nothing of an earlier attempt is pending, and
+        its assigned values are its own by being stored, no longer by a reservation."""
+        self.unconfirmed = self.made_pk = self.stored_by_failed_insert = False
+        self.sent, self.sent_before, self.generated, self.noted = None, [], [], []
+        self.owner = None
+
 
 _STATE = "_mongoengine_ids_state"
 

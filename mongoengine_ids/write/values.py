@@ -141,36 +141,30 @@ def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
             yield from embedded(inner)
 
 
-def _embedded_in(documents: list[BaseDocument]) -> list[BaseDocument]:
-    """The embedded documents inside ``documents``, looked for only in the classes that may
-    hold some."""
-    kinds = {kind for kind in set(map(type, documents)) if seam.shape(kind).embedding != ()}
-    return [inner for doc in documents if type(doc) in kinds for inner in embedded(doc)]
+def _with_embedded(documents: list[BaseDocument]) -> list[BaseDocument]:
+    """``documents`` and the embedded documents inside them."""
+    found = list(documents)
+    for document in documents:
+        if seam.shape(type(document)).embedding != ():
+            found.extend(embedded(document))
+    return found
 
 
 def mark_written(documents: list[BaseDocument]) -> None:
     """The documents and the embedded documents inside them are stored now."""
-    seam.mark_written(documents)
-    seam.mark_written(_embedded_in(documents))
+    seam.mark_written(_with_embedded(documents))
 
 
 def confirm(documents: list[BaseDocument]) -> None:
     """The documents are known to be stored: nothing of an earlier lost reply is pending, and
     the values assigned to them (and to their embedded documents) are theirs by being stored,
     no longer by a reservation made for their write (:func:`_owner`)."""
-    for document in documents:
-        state = seam.state(document, create=False)
-        if state is not None:
-            state.unconfirmed = state.made_pk = state.stored_by_failed_insert = False
-            state.sent, state.sent_before, state.generated, state.noted = None, [], [], []
-            state.owner = None
-    inner = _embedded_in(documents)
-    for holder in inner:
+    stored = _with_embedded(documents)
+    for holder in stored:
         state = seam.state(holder, create=False)
         if state is not None:
-            state.owner = None
-    seam.mark_written(documents)
-    seam.mark_written(inner)
+            state.settle()
+    seam.mark_written(stored)
 
 
 def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
@@ -232,12 +226,12 @@ def prepare(
     found: list[Slot] = []
     for document in documents:
         _collect(document, document, False, found)
-    kept, kept_noted, others = split_kept(found, states)
+    kept, kept_noted, others = split_kept(found, states) if any(states) else ([], [], found)
     assigned: list[Slot] = []
     empty: list[Slot] = []
     for slot in others:
         (empty if slot.holder._data.get(slot.name) is None else assigned).append(slot)
-    noted = note_assigned(write, assigned)
+    noted = note_assigned(write, assigned) if assigned else []
     try:
         filled = fill(write, empty)
     except BaseException:
