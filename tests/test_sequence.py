@@ -403,9 +403,9 @@ def test_a_switch_to_the_counters_collection_is_refused(mongoengine_db: Any) -> 
         number = SequenceField(batch_size=10)
 
     assert Switched().save().number == 1
-    with switch_collection(Switched, DEFAULT_COLLECTION):
-        with pytest.raises(ValueError, match=f"collection_name={DEFAULT_COLLECTION!r}"):
-            Switched().save()
+    refused = pytest.raises(ValueError, match=f"collection_name={DEFAULT_COLLECTION!r}")
+    with switch_collection(Switched, DEFAULT_COLLECTION), refused:
+        Switched().save()
     assert Switched().save().number == 2
     assert counters(mongoengine_db) == [{"_id": "switched.number", "next": 10}]
 

@@ -152,3 +152,30 @@ def test_the_threadsafe_hook_sees_what_each_call_sends() -> None:
         # a round trip on a server (a find), so the hook sees it too
         ("", "dereference", (DBRef("things", 1),), {}),
     ]
+
+
+def test_the_threadsafe_client_keeps_each_objects_own_options_and_names() -> None:
+    """The identity attributes a proxy reads once (name, database, client, write_concern...)
+    are each object's own: a with_options() copy has its own, and reads no database call."""
+    from pymongo import WriteConcern
+
+    calls: list[str] = []
+
+    def hook(collection: str, method: str, call: Any) -> Any:
+        calls.append(method)
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        things = db.things
+        quiet = things.with_options(write_concern=WriteConcern(w=0))
+        assert (things.name, things.full_name) == ("things", f"{db.name}.things")
+        assert things.database is db
+        assert things.database.client is db.client
+        assert things.write_concern.document == {}
+        assert quiet.write_concern.document == {"w": 0}
+        assert things.write_concern.document == {}  # not the copy's
+        assert db.other.name == "other"
+        assert calls == []
+        quiet.insert_one({"_id": 1})
+        assert calls == ["insert_one"]
