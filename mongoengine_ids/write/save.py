@@ -61,6 +61,13 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
     """``_save_update`` for ``owner``, calling ``own`` (the class's own) or the parent's."""
 
     def _save_update(self: Document, doc: Any, save_condition: Any, write_concern: Any) -> Any:
+        if save_condition is None and seam.shape(owner).generates_pk and seam.never_stored(self):
+            # A generated key assigned after the document was built (or by pre_save): MongoEngine
+            # takes the document as stored and would upsert it over the holder of that key. It is
+            # new: inserted, as when the key is given to the constructor. (MongoEngine's step
+            # returns the key and whether the document was created.)
+            return self._save_create(doc, True, write_concern), True
+
         def write_next() -> Any:
             # What MongoEngine writes is computed from the changed fields, not from ``doc``.
             if own is not None:
@@ -296,8 +303,9 @@ class _Existing:
         state = seam.state(document, create=False)
         unloaded = state.unloaded if state is not None else frozenset()
         changed = seam.changed(document)
-        #: Whether MongoEngine's update writes anything (the user changed a field).
-        self.updating = bool(changed)
+        #: Whether MongoEngine's update writes anything: the fields the user changed, or all
+        #: it holds (a document never loaded nor stored, whose key was assigned).
+        self.updating = bool(changed) or seam.writes_whole(document)
         # Values of an earlier attempt whose outcome is unknown (it may have landed): still the
         # document's own, never given back here.
         kept, self.kept_noted, others = values.split_kept(values.slots(document), [state])

@@ -231,11 +231,29 @@ def set_key(document: BaseDocument, stored: Any) -> None:
     document._data[shape(type(document)).pk_name] = stored
 
 
+#: Set on a document the write path stored (see :func:`never_stored`).
+_WRITTEN = "_mongoengine_ids_written"
+
+
 def mark_written(documents: Iterable[BaseDocument]) -> None:
     """The documents are in the database now: a later ``save()`` updates each."""
     for document in documents:
         # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
         object.__setattr__(document, "_created", False)
+        object.__setattr__(document, _WRITTEN, True)
+
+
+def writes_whole(document: BaseDocument) -> bool:
+    """Whether MongoEngine's update of ``document`` writes all it holds, not what changed: a
+    document it never loaded nor saved (its ``insert()`` does not mark them), which it takes as
+    stored once its key is assigned."""
+    return not hasattr(document, "_changed_fields")
+
+
+def never_stored(document: BaseDocument) -> bool:
+    """Whether ``document`` was never loaded nor stored: MongoEngine takes it as stored only
+    because its key was assigned after it was built (or it was made with ``_created=False``)."""
+    return writes_whole(document) and _WRITTEN not in document.__dict__
 
 
 def mark_new(document: BaseDocument) -> None:

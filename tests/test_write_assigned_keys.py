@@ -1,0 +1,172 @@
+"""A key assigned to a document after it was built (``doc.id = 5``, also by a ``pre_save``
+handler), which makes MongoEngine take the document as stored (``_created`` becomes False) and
+``save()`` an upsert of everything it holds. A generated key is inserted all the same (never
+written over the document holding it), and a document of any key is stored with its generated
+values. Each test checks the stored documents."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import mongoengine as me
+import pytest
+from bson import ObjectId
+from mongoengine import signals
+from mongoengine.errors import NotUniqueError
+
+from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
+
+
+class KeyedBySequence(me.Document):
+    id = SequenceField(primary_key=True)
+    code = RandomUniqueField(digits=6)
+    owner = me.StringField()
+    meta = {"collection": "keyed_by_sequence"}
+
+
+class KeyedByRandom(me.Document):
+    id = RandomUniqueField(primary_key=True, digits=6)
+    number = SequenceField()
+    owner = me.StringField()
+    meta = {"collection": "keyed_by_random"}
+
+
+class KeyedByUUID(me.Document):
+    id = UUID4Field(primary_key=True)
+    number = SequenceField()
+    owner = me.StringField()
+    meta = {"collection": "keyed_by_uuid"}
+
+
+class KeyedByObjectId(me.Document):
+    number = SequenceField()
+    code = RandomUniqueField(digits=6)
+    owner = me.StringField()
+    meta = {"collection": "keyed_by_object_id"}
+
+
+GENERATED_KEYS = [KeyedBySequence, KeyedByRandom, KeyedByUUID]
+
+
+def _stored(model: type[me.Document]) -> list[dict[str, Any]]:
+    return list(model._get_collection().find())
+
+
+@pytest.mark.parametrize("model", GENERATED_KEYS, ids=lambda m: m.__name__)
+def test_a_generated_key_assigned_after_building_is_not_written_over_its_holder(
+    mongoengine_db: Any, model: type[me.Document]
+) -> None:
+    first = model(owner="Ada").save()
+    before = _stored(model)
+    intruder = model(owner="Mallory")
+    intruder.id = first.id
+    with pytest.raises(NotUniqueError):
+        intruder.save()
+    assert _stored(model) == before
+
+
+@pytest.mark.parametrize("model", GENERATED_KEYS, ids=lambda m: m.__name__)
+def test_a_generated_key_assigned_after_building_is_inserted_with_its_values(
+    mongoengine_db: Any, model: type[me.Document]
+) -> None:
+    first = model(owner="Ada").save()
+    other = model(owner="Bo")
+    other.id = model(owner="spare").save().id  # a key the field made
+    model.objects(id=other.id).delete()
+    other.save()
+    (stored,) = [doc for doc in _stored(model) if doc["owner"] == "Bo"]
+    generated = [name for name in ("code", "number") if name in model._fields]
+    assert all(stored.get(name) is not None for name in generated)
+    assert stored["_id"] != model._fields["id"].to_mongo(first.id)
+    assert other.to_mongo().to_dict() == stored
+    # Saved: the next save() updates it.
+    other.owner = "Bo 2"
+    other.save()
+    assert model.objects(owner="Bo 2").count() == 1
+
+
+def test_a_sequence_key_assigned_after_building_moves_the_counter_past_it(
+    mongoengine_db: Any,
+) -> None:
+    KeyedBySequence(owner="Ada").save()
+    late = KeyedBySequence(owner="Bo")
+    late.id = 2
+    late.save()
+    assert KeyedBySequence(owner="Cy").save().id == 3
+    assert sorted(doc["_id"] for doc in _stored(KeyedBySequence)) == [1, 2, 3]
+
+
+@pytest.fixture
+def key_set_before_save() -> Iterator[list[Any]]:
+    """A pre_save handler giving each KeyedBySequence the next key of a list."""
+    keys: list[Any] = []
+
+    def assign(sender: Any, document: Any, **kwargs: Any) -> None:
+        if keys:
+            document.id = keys.pop(0)
+
+    signals.pre_save.connect(assign, sender=KeyedBySequence)
+    try:
+        yield keys
+    finally:
+        signals.pre_save.disconnect(assign, sender=KeyedBySequence)
+
+
+def test_a_generated_key_assigned_by_pre_save_is_inserted_never_written_over(
+    mongoengine_db: Any, key_set_before_save: list[Any]
+) -> None:
+    KeyedBySequence(owner="Ada").save()  # key 1
+    key_set_before_save.extend([50, 50])
+    bo = KeyedBySequence(owner="Bo").save()
+    assert bo.id == 50
+    with pytest.raises(NotUniqueError):
+        KeyedBySequence(owner="Cy").save()
+    stored = {doc["_id"]: doc for doc in _stored(KeyedBySequence)}
+    assert sorted(stored) == [1, 50]
+    assert stored[50]["owner"] == "Bo"
+    assert stored[50]["code"] == bo.code is not None
+
+
+def test_a_key_of_another_kind_assigned_after_building_gets_the_generated_values(
+    mongoengine_db: Any,
+) -> None:
+    # The key is not this package's: MongoEngine's upsert of what the document holds stays,
+    # with the generated values among what it holds.
+    ticket = KeyedByObjectId(owner="Ada")
+    ticket.id = ObjectId()
+    ticket.save()
+    (stored,) = _stored(KeyedByObjectId)
+    assert stored == {"_id": ticket.id, "number": 1, "code": ticket.code, "owner": "Ada"}
+    assert isinstance(ticket.code, int)
+
+
+def test_a_key_of_another_kind_assigned_to_a_stored_documents_keeps_its_values(
+    mongoengine_db: Any,
+) -> None:
+    # Saved over the stored document (MongoEngine's upsert): its generated values stay its own.
+    stored = KeyedByObjectId(owner="Ada").save()
+    blind = KeyedByObjectId(owner="Ada 2")
+    blind.id = stored.id
+    blind.save()
+    assert _stored(KeyedByObjectId) == [
+        {"_id": stored.id, "number": 1, "code": stored.code, "owner": "Ada 2"}
+    ]
+    assert (blind.number, blind.code) == (1, stored.code)
+    later = KeyedByObjectId(owner="Cy").save()  # the value made for the blind save is spent
+    assert sorted(doc["number"] for doc in _stored(KeyedByObjectId)) == [1, later.number]
+    assert later.number > 1
+
+
+@pytest.mark.parametrize("model", [*GENERATED_KEYS, KeyedByObjectId], ids=lambda m: m.__name__)
+def test_documents_of_a_bulk_insert_saved_later_are_updated(
+    mongoengine_db: Any, model: type[me.Document]
+) -> None:
+    documents = [model(owner="a"), model(owner="b")]
+    model.objects.insert(documents, load_bulk=False)
+    before = {doc["owner"]: doc for doc in _stored(model)}
+    documents[0].owner = "a 2"
+    documents[0].save()
+    after = {doc["owner"]: doc for doc in _stored(model)}
+    assert sorted(after) == ["a 2", "b"]
+    assert after["a 2"] == {**before["a"], "owner": "a 2"}
