@@ -11,9 +11,10 @@ from typing import Any
 
 import mongoengine as me
 import pytest
-from bson import ObjectId
+from bson import ObjectId, json_util
 from mongoengine import signals
 from mongoengine.errors import NotUniqueError
+from test_random_unique import Script
 
 from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
 
@@ -170,3 +171,45 @@ def test_documents_of_a_bulk_insert_saved_later_are_updated(
     after = {doc["owner"]: doc for doc in _stored(model)}
     assert sorted(after) == ["a 2", "b"]
     assert after["a 2"] == {**before["a"], "owner": "a 2"}
+
+
+# -- a collision of a value MongoEngine's update writes is retried -------------------------------
+
+
+DRAWS = Script()
+
+
+class BlindCoded(me.Document):
+    code = RandomUniqueField(digits=1, rng=DRAWS)
+    owner = me.StringField()
+    meta = {"collection": "blind_coded"}
+
+
+def test_a_value_written_by_a_key_assigned_upsert_is_drawn_again_on_a_collision(
+    mongoengine_db: Any,
+) -> None:
+    DRAWS.then(2)
+    taken = BlindCoded(owner="Ada").save()  # code 3
+    blind = BlindCoded(owner="Bo")
+    blind.id = ObjectId()
+    DRAWS.then(2, 4)  # 3 collides (in MongoEngine's upsert), then 5
+    blind.save()
+    stored = {doc["owner"]: doc["code"] for doc in _stored(BlindCoded)}
+    assert stored == {"Ada": taken.code, "Bo": 5}
+    assert blind.code == 5
+
+
+def test_a_value_added_to_the_upsert_of_a_document_built_as_stored_is_drawn_again(
+    mongoengine_db: Any,
+) -> None:
+    DRAWS.then(0)
+    BlindCoded(owner="Ada").save()  # code 1
+    built = BlindCoded.from_json(
+        f'{{"_id": {{"$oid": "{ObjectId()}"}}, "owner": "Bo"}}',
+        json_options=json_util.RELAXED_JSON_OPTIONS,
+    )
+    built.owner = "Bo 2"  # changed: MongoEngine upserts it
+    DRAWS.then(0, 0, 6)
+    built.save()
+    stored = {doc["owner"]: doc["code"] for doc in _stored(BlindCoded)}
+    assert stored == {"Ada": 1, "Bo 2": 7}

@@ -286,7 +286,9 @@ def save_update(document: Document, save_condition: Any, write_next: Callable[[]
         for slot in plan.missing:
             if _fill_missing(write, document, slot, save_condition, plan.updating):
                 plan.stored.append(slot)
-        result = write_next()
+        # The values made here that MongoEngine's update writes: a collision of one is retried
+        # with a fresh value (the update is computed again from the document).
+        result = values.send(write, [s for s in plan.made if s not in plan.stored], write_next)
     except BaseException as error:
         plan.failed(error)
         raise
