@@ -317,13 +317,19 @@ class _Existing:
         self.kept = [slot for slot in kept if slot.holder is not document]
         assigned: list[Slot] = []
         empty: list[Slot] = []
+        rewritten = _Rewritten(document, changed)
         for slot in others:
             own_field = slot.holder is document
             value = slot.value
             if not own_field and not seam.is_new(slot.holder):
-                # A loaded embedded document: its fields may not have been loaded; a value
-                # the user assigned to it is noted.
-                if value is not None and slot.field.db_field in seam.changed_here(slot.holder):
+                # A loaded embedded document: its fields may not have been loaded. A value the
+                # user assigned to it is noted, and so is one of a field that tracks its values
+                # that the update writes again (the embedded document may come from another
+                # document): unless the stored copy holds it (see _new_values).
+                if value is not None and (
+                    slot.field.db_field in seam.changed_here(slot.holder)
+                    or (slot.field.tracks_assigned and rewritten.holds(slot.holder))
+                ):
                     assigned.append(slot)
             elif value is None:
                 if not own_field:
@@ -365,40 +371,71 @@ class _Existing:
             values.pending(self.document, kept, self.kept_noted)
 
 
+class _Rewritten:
+    """The embedded documents of ``document`` that MongoEngine's update writes again: those
+    under a path it saw change (all of them, for a document it writes whole). Found on the
+    first question."""
+
+    def __init__(self, document: Document, changed: list[str]) -> None:
+        self.document = document
+        self.changed = changed
+        self.found: set[int] | None = None
+
+    def holds(self, embedded: BaseDocument) -> bool:
+        if self.found is None:
+            whole = seam.writes_whole(self.document)
+            self.found = {
+                id(inner)
+                for path, _, inner in seam.embedded_places(self.document)
+                if whole or any(path == c or path.startswith(f"{c}.") for c in self.changed)
+            }
+        return id(embedded) in self.found
+
+
 def _new_values(write: Write, document: Document, assigned: list[Slot]) -> list[Slot]:
     """The slots of ``assigned`` whose value is new to ``document``: not one its stored copy
     already holds in that field (set back after a change, kept in a replaced, rebuilt or
     reordered embedded document), unless the document now holds it twice. Only the fields that
-    track assigned values are looked up."""
-    if not any(slot.field.tracks_assigned for slot in assigned):
+    track assigned values are looked up, in one read of the stored copy."""
+    tracked = [slot for slot in assigned if slot.field.tracks_assigned]
+    if not tracked:
         return assigned
     held = Counter(
         (id(slot.field), slot.value) for slot in values.slots(document) if slot.value is not None
     )
+    looked_up = [slot for slot in tracked if held[(id(slot.field), slot.value)] == 1]
+    stored = _stored_values(write, document, looked_up)
     return [
         slot
         for slot in assigned
-        if not slot.field.tracks_assigned
-        or held[(id(slot.field), slot.value)] > 1
-        or not _stored_in(write, document, slot)
+        if slot not in looked_up or slot.field.to_mongo(slot.value) not in stored[id(slot)]
     ]
 
 
-def _stored_in(write: Write, document: Document, slot: Slot) -> bool:
-    """Whether the stored copy of ``document`` holds ``slot``'s value in that field: the
-    document's own, or that of an embedded document anywhere the holder could sit in the same
-    top-level field (any list item, any map key)."""
-    name = slot.field.db_field
-    if slot.holder is document:
-        steps: tuple[str, ...] = ()
-    else:
-        places = seam.embedded_places(document)
-        found = next((way for _, way, inner in places if inner is slot.holder), None)
-        if found is None:
-            return False
-        steps = found
-    stored = write.collection.find_one({"_id": seam.stored_pk(document)}, {(*steps, name)[0]: 1})
-    return slot.field.to_mongo(slot.value) in _values_at(stored or {}, steps, name)
+def _stored_values(write: Write, document: Document, slots: list[Slot]) -> dict[int, list[Any]]:
+    """For each slot (by id), the values of its field in the stored copy of ``document`` where
+    its holder could sit: the document itself, or anywhere in the same top-level field (any
+    list item, any map key) for an embedded document (none if it is not in ``document``).
+    One read."""
+    ways = {id(inner): way for _, way, inner in seam.embedded_places(document)}
+    steps_of = {
+        id(slot): () if slot.holder is document else ways.get(id(slot.holder)) for slot in slots
+    }
+    tops = {
+        (*steps, slot.field.db_field)[0]
+        for slot in slots
+        if (steps := steps_of[id(slot)]) is not None
+    }
+    stored = (
+        write.collection.find_one({"_id": seam.stored_pk(document)}, dict.fromkeys(tops, 1))
+        if tops
+        else None
+    )
+    return {
+        id(slot): [] if steps is None else _values_at(stored or {}, steps, slot.field.db_field)
+        for slot in slots
+        for steps in [steps_of[id(slot)]]
+    }
 
 
 def _values_at(value: Any, steps: tuple[str, ...], name: str) -> list[Any]:
