@@ -552,6 +552,14 @@ def _places_in(
             yield from _places_in(item, f"{path}.{key}", (*steps, "*"))
 
 
+def embedded_places_in(
+    value: Any, path: str
+) -> Iterator[tuple[str, tuple[str, ...], BaseDocument]]:
+    """Every embedded document inside ``value`` (a field's value written at the dotted db
+    ``path``), at any depth, as :func:`embedded_places` gives them."""
+    return _places_in(value, path, tuple(path.split(".")))
+
+
 def embedded_documents(value: Any) -> Iterator[BaseDocument]:
     """The embedded documents directly inside a field value (lists and dicts searched)."""
     if isinstance(value, EmbeddedDocument):

@@ -146,29 +146,64 @@ def with_embedded(
             the filter is no key): each would hold the same values.
     """
     empty: list[Slot] = []
+    assigned: list[tuple[Slot, str]] = []  # with the path the update writes the value at
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
+    query = seam.parts(queryset)
     for key, value in update.items():
         operator = seam.update_operator(key) if key != "__raw__" else None
         if operator not in _WRITING:
             continue
-        found = [
-            slot
-            for embedded in seam.embedded_documents(value)
-            for slot in values.slots(embedded)
-            if slot.value is None
-        ]
-        empty += found
-        on_insert_only = on_insert_only and (not found or operator == "set_on_insert")
-    if not empty:
+        found = _embedded_slots(query.document_class, key, value)
+        empty += [slot for slot, _ in found if slot.value is None]
+        assigned += [(slot, path) for slot, path in found if slot.value is not None]
+        on_insert_only = on_insert_only and (
+            all(slot.value is not None for slot, _ in found) or operator == "set_on_insert"
+        )
+    if not empty and not assigned:
         return run()
-    query = seam.parts(queryset)
-    if not single and not on_insert_only and _may_match_several(query):
+    if empty and not single and not on_insert_only and _may_match_several(query):
         raise InvalidQueryError(
             f"{empty[0].kind.__name__}.{empty[0].name} is generated: an update of several "
             f"{query.document_class.__name__} documents would give each new embedded document "
             "the same value; use update_one(), or filter by the key"
         )
-    return _filled(Write(query.document_class, query.collection), empty, run)
+    write = Write(query.document_class, query.collection)
+    noted = values.note_assigned(write, _new_to_match(query, assigned))
+    try:
+        return _filled(write, empty, run)
+    except BaseException as error:
+        if not values.outcome_unknown(error):
+            values.release(write, noted)  # nothing written: the assigned values are free
+        raise
+
+
+def _embedded_slots(document_class: Any, key: str, value: Any) -> list[tuple[Slot, str]]:
+    """The generated fields of the embedded documents that the update keyword ``key`` writes
+    (``value``), each with the dotted path of its value in a stored document (a query path:
+    list items are passed through)."""
+    (written,) = seam.update_operations(document_class, **{key: value}).values()
+    (path,) = written
+    return [
+        (Slot(embedded, embedded, name, field), ".".join([*way, field.db_field]))
+        for _, steps, embedded in seam.embedded_places_in(value, path)
+        for way in [[step for step in steps if step != "*"]]
+        for name, field in seam.shape(type(embedded)).generated
+    ]
+
+
+def _new_to_match(query: seam.QuerySetParts, assigned: list[tuple[Slot, str]]) -> list[Slot]:
+    """The slots of ``assigned`` whose value is new to the documents the update matches: a
+    value of a field that tracks assigned values is looked up there (set again, a document's
+    own is not a new one); the others are all new (to be checked)."""
+    return [
+        slot
+        for slot, path in assigned
+        if not slot.field.tracks_assigned
+        or query.collection.find_one(
+            {"$and": [query.query, {path: slot.field.to_mongo(slot.value)}]}, {"_id": 1}
+        )
+        is None
+    ]
 
 
 def _filled(write: Write, empty: list[Slot], run: Callable[[], _T]) -> _T:

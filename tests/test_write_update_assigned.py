@@ -1,0 +1,99 @@
+"""Values assigned inside the embedded documents an update writes (``set__``,
+``set_on_insert__``, ``push__``..., upsert or not) are told to their fields as a new document's
+are: a ``reserve_in`` value taken is refused before anything is written, a counter moves past
+a number given; a value the matched document already holds there is its own. Each test checks
+the stored documents (found by review Y)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mongoengine as me
+import pytest
+from mongoengine.errors import NotUniqueError
+
+from mongoengine_ids import RandomUniqueField, SequenceField
+
+
+class UaPart(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=6, reserve_in="ua_part_codes")
+    n = SequenceField(sequence_name="ua_part_n")
+
+
+class UaBox(me.Document):
+    name = me.StringField()
+    part = me.EmbeddedDocumentField(UaPart)
+    parts = me.ListField(me.EmbeddedDocumentField(UaPart))
+    meta = {"collection": "ua_boxes"}
+
+
+def _stored() -> dict[str, Any]:
+    return {doc["name"]: doc for doc in UaBox._get_collection().find()}
+
+
+@pytest.fixture
+def first(mongoengine_db: Any) -> UaBox:
+    return UaBox(name="first", part=UaPart()).save()
+
+
+@pytest.mark.parametrize(
+    "how", ["upsert-set", "upsert-set-on-insert", "update-push", "update-set-list", "modify"]
+)
+def test_a_taken_reserve_in_value_given_inside_an_update_is_refused(first: UaBox, how: str) -> None:
+    UaBox(name="other").save()
+    before = _stored()
+    taken = UaPart(code=first.part.code)
+    updates = {
+        "upsert-set": lambda: UaBox.objects(name="up").update_one(upsert=True, set__part=taken),
+        "upsert-set-on-insert": lambda: UaBox.objects(name="up").update_one(
+            upsert=True, set_on_insert__part=taken
+        ),
+        "update-push": lambda: UaBox.objects(name="other").update_one(push__parts=taken),
+        "update-set-list": lambda: UaBox.objects(name="other").update_one(
+            set__parts=[UaPart(), taken]
+        ),
+        "modify": lambda: UaBox.objects(name="up").modify(upsert=True, new=True, set__part=taken),
+    }
+    with pytest.raises(NotUniqueError):
+        updates[how]()
+    assert _stored() == before
+
+
+def test_a_number_given_inside_an_upsert_moves_the_counter_past_it(first: UaBox) -> None:
+    UaBox.objects(name="up").update_one(upsert=True, set__part=UaPart(n=5))
+    later = [UaBox(name=f"later {i}", part=UaPart()).save().part.n for i in range(2)]
+    assert later == [6, 7]
+    numbers = sorted(doc["part"]["n"] for doc in _stored().values())
+    assert numbers == [1, 5, 6, 7]
+
+
+def test_a_documents_own_embedded_document_set_again_is_its_own(first: UaBox) -> None:
+    listed = UaBox(name="listed", parts=[UaPart()]).save()
+    before = _stored()
+    UaBox.objects(id=first.id).update_one(set__part=first.part)
+    UaBox.objects(id=listed.id).update_one(set__parts=[*listed.parts, UaPart()])
+    stored = _stored()
+    assert stored["first"]["part"] == before["first"]["part"]
+    kept, added = stored["listed"]["parts"]
+    assert kept == before["listed"]["parts"][0]
+    assert added["code"] not in (kept["code"], before["first"]["part"]["code"])
+
+
+def test_a_documents_own_value_set_at_a_second_place_is_refused(first: UaBox) -> None:
+    before = _stored()
+    with pytest.raises(NotUniqueError):  # it would hold the value twice
+        UaBox.objects(id=first.id).update_one(set__parts=[first.part])
+    assert _stored() == before
+
+
+def test_a_value_given_twice_in_one_update_is_refused(first: UaBox) -> None:
+    UaBox(name="other").save()
+    before = _stored()
+    with pytest.raises(NotUniqueError):
+        UaBox.objects(name="other").update_one(
+            set__parts=[UaPart(code=123456), UaPart(code=123456)]
+        )
+    assert _stored() == before
+    # Nothing was written: the value is free.
+    UaBox.objects(name="other").update_one(set__part=UaPart(code=123456))
+    assert _stored()["other"]["part"]["code"] == 123456
