@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import os
 import pickle
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -1251,3 +1252,30 @@ def test_insert_gives_a_document_with_an_unset_plain_key_the_id_the_driver_made(
         assert returned.pk == doc.pk
     else:
         assert returned == doc.pk
+
+
+def test_backfill_of_a_scoped_counter_fills_the_documents_it_can_and_names_the_others(
+    mongoengine_db: Any,
+) -> None:
+    """Documents lacking the scope a value is made from cannot be numbered: the others are,
+    and the error names those, so that backfill() can run again once they have one."""
+    raw = mongoengine_db.bf_scoped
+    raw.insert_many([{"tenant": "a"}, {"name": "no tenant"}, {"tenant": "b"}, {"tenant": "a"}])
+
+    class BfScoped(me.Document):
+        tenant = me.StringField()
+        name = me.StringField()
+        number = SequenceField(scope="tenant")
+        meta = {"collection": "bf_scoped"}
+
+    from mongoengine_ids import backfill
+
+    (unready,) = [doc["_id"] for doc in raw.find({"tenant": None})]
+    named = rf"\['tenant'\].*{re.escape(repr(unready))}.*3 document"
+    with pytest.raises(me.ValidationError, match=named):
+        backfill(BfScoped)
+    numbered = sorted((doc.get("tenant", ""), doc.get("number", 0)) for doc in raw.find())
+    assert numbered == [("", 0), ("a", 1), ("a", 2), ("b", 1)]
+    raw.update_one({"_id": unready}, {"$set": {"tenant": "b"}})
+    assert backfill(BfScoped) == 1
+    assert raw.find_one({"_id": unready})["number"] == 2

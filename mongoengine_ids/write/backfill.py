@@ -7,6 +7,7 @@ from typing import Any
 
 from mongoengine import Document
 from mongoengine.base import BaseDocument
+from mongoengine.errors import ValidationError
 
 from . import seam, values
 from .field import Write
@@ -31,6 +32,8 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
             is not an int or a field name is not a str.
         ValueError: ``batch_size`` is below 1, or a name is not a generated field of
             ``document_class``.
+        ValidationError: stored documents lack a field a value is made from (a
+            ``SequenceField``'s scope); named, once every other document was filled.
     """
     if not (isinstance(document_class, type) and issubclass(document_class, Document)):
         raise TypeError(f"document_class must be a Document subclass, not {document_class!r}")
@@ -67,10 +70,14 @@ def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int
     read = {dep: seam.field_of(write.document_class, dep) for dep in field.depends_on}
     projection = {"_id": 1, **{source.db_field: 1 for source in read.values()}}
     lacking = {**seam.class_filter(write.document_class), path: None}  # its documents only
+    # A value made from other fields (a scope) needs them: documents lacking one are left out,
+    # and named once the others are filled.
+    ready = {**lacking, **{source.db_field: {"$ne": None} for source in read.values()}}
     filled_count = 0
     while True:
-        found = list(write.collection.find(lacking, projection).limit(batch_size))
+        found = list(write.collection.find(ready, projection).limit(batch_size))
         if not found:
+            _refuse_unready(write, field, lacking, list(read.values()), filled_count)
             return filled_count
         ids = [stored["_id"] for stored in found]
         holders = [values.Holder(_values_of(stored, read)) for stored in found]
@@ -81,6 +88,27 @@ def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int
                 filled_count += 1
             else:  # stored meanwhile by another writer
                 values.give_back(write, [slot])
+
+
+def _refuse_unready(
+    write: Write, field: Any, lacking: dict[str, Any], sources: list[Any], filled: int
+) -> None:
+    """Raise if stored documents lacking ``field``'s value also lack a field it is made from.
+
+    Raises:
+        ValidationError: naming the field, the fields it needs and a few of those documents.
+    """
+    if not sources:
+        return
+    unready = {**lacking, "$or": [{source.db_field: None} for source in sources]}
+    shown = [doc["_id"] for doc in write.collection.find(unready, {"_id": 1}).limit(3)]
+    if shown:
+        needed = [source.name for source in sources]
+        raise ValidationError(
+            f"{field._label} is made from {needed!r}, which stored documents lack, "
+            f"e.g. _id {', '.join(map(repr, shown))}: give them one (or delete them), then run "
+            f"backfill() again ({filled} document(s) were given a value meanwhile)"
+        )
 
 
 def _values_of(stored: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
