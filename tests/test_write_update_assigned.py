@@ -97,3 +97,49 @@ def test_a_value_given_twice_in_one_update_is_refused(first: UaBox) -> None:
     # Nothing was written: the value is free.
     UaBox.objects(name="other").update_one(set__part=UaPart(code=123456))
     assert _stored()["other"]["part"]["code"] == 123456
+
+
+# -- a value an update (no upsert) gives a generated field itself ------------------------------
+
+
+class UaTicket(me.Document):
+    number = SequenceField(sequence_name="ua_ticket_number")
+    code = RandomUniqueField(digits=6, reserve_in="ua_ticket_codes")
+    name = me.StringField()
+    meta = {"collection": "ua_tickets"}
+
+
+def _tickets() -> dict[str, Any]:
+    return {doc["name"]: doc for doc in UaTicket._get_collection().find()}
+
+
+def test_a_number_an_update_gives_moves_the_counter_past_it(mongoengine_db: Any) -> None:
+    first = UaTicket(name="first").save()
+    UaTicket.objects(id=first.id).update_one(set__number=5)
+    later = [UaTicket(name=f"later {i}").save().number for i in range(2)]
+    assert later == [6, 7]
+    assert sorted(doc["number"] for doc in _tickets().values()) == [5, 6, 7]
+
+
+def test_a_taken_reserve_in_value_an_update_gives_is_refused(mongoengine_db: Any) -> None:
+    first, second = UaTicket(name="first").save(), UaTicket(name="second").save()
+    before = _tickets()
+    with pytest.raises(NotUniqueError):
+        UaTicket.objects(id=second.id).update_one(set__code=first.code)
+    assert _tickets() == before
+    UaTicket.objects(id=first.id).update_one(set__code=first.code)  # its own: kept
+    UaTicket.objects(id=first.id).update(set__name="first again", set__code=first.code)
+    assert _tickets()["first again"]["code"] == first.code
+
+
+def test_an_update_of_several_documents_giving_one_value_is_refused(mongoengine_db: Any) -> None:
+    UaTicket(name="a").save()
+    UaTicket(name="b").save()
+    before = _tickets()
+    with pytest.raises(me.errors.InvalidQueryError, match="code"):
+        UaTicket.objects(name__in=["a", "b"]).update(set__code=123456)
+    assert _tickets() == before
+    # A counter's number may be given to several (as save() lets you): the counter moves past.
+    UaTicket.objects(name__in=["a", "b"]).update(set__number=9)
+    assert sorted(doc["number"] for doc in _tickets().values()) == [9, 9]
+    assert UaTicket(name="c").save().number == 10

@@ -63,10 +63,16 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         """``run(update)``, the values of new embedded documents in it made (``single``: it
         writes one document at most), and an upsert's added (set on insert only)."""
         if upserting:
-            return upserts.with_embedded(
-                self, update, lambda: upserts.upsert(self, update, run), single=single
+            return upserts.with_given_values(
+                self,
+                update,
+                lambda: upserts.upsert(self, update, run),
+                single=single,
+                upserting=True,
             )
-        return upserts.with_embedded(self, update, lambda: run(update), single=single)
+        return upserts.with_given_values(
+            self, update, lambda: run(update), single=single, upserting=False
+        )
 
     def in_bulk(self, object_ids: Any) -> dict[Any, Any]:
         """MongoEngine's ``in_bulk()``, the ids given in any form the key field accepts (its

@@ -134,55 +134,74 @@ on_reset(_unsettled.clear)
 _WRITING = frozenset({"set", "set_on_insert", "push", "push_all", "add_to_set"})
 
 
-def with_embedded(
-    queryset: Any, update: dict[str, Any], run: Callable[[], _T], *, single: bool
+def with_given_values(
+    queryset: Any, update: dict[str, Any], run: Callable[[], _T], *, single: bool, upserting: bool
 ) -> _T:
-    """Run ``run()``, an update given ``update``, after the new embedded documents it writes
-    (``push__tags=Tag()``, ``set__address=...``) got their generated values; given back if
-    nothing was written.
+    """Run ``run()``, an update given ``update``, once the values it writes are settled: the new
+    embedded documents it writes (``push__tags=Tag()``, ``set__address=...``) get their
+    generated values (given back if nothing was written), and the values it gives generated
+    fields (inside those embedded documents; and, unless ``upserting``, for which
+    :func:`upsert` does it, the documents' own: ``set__number=5``) are told to their fields.
 
     Raises:
         InvalidQueryError: the update may write them to several documents (not ``single``, and
             the filter is no key): each would hold the same values.
+        NotUniqueError: a value given is taken (a ``reserve_in`` reservation; nothing written).
     """
-    empty: list[Slot] = []
-    assigned: list[tuple[Slot, str]] = []  # with the path the update writes the value at
-    on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     query = seam.parts(queryset)
+    empty: list[Slot] = []
+    given: list[tuple[Slot, str]] = []  # with the path the update writes the value at
+    unique: list[Slot] = []
+    on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     for key, value in update.items():
         operator = seam.update_operator(key) if key != "__raw__" else None
-        if operator not in _WRITING:
+        if operator not in _WRITING or (operator == "set_on_insert" and not upserting):
             continue
-        found = _embedded_slots(query.document_class, key, value)
-        empty += [slot for slot, _ in found if slot.value is None]
-        assigned += [(slot, path) for slot, path in found if slot.value is not None]
-        on_insert_only = on_insert_only and (
-            all(slot.value is not None for slot, _ in found) or operator == "set_on_insert"
-        )
-    if not empty and not assigned:
+        (written,) = seam.update_operations(query.document_class, **{key: value}).values()
+        (path,) = written
+        found = _embedded_slots(value, path)
+        if not upserting:
+            found += _own_slot(query.document_class, path, written[path])
+        made = [slot for slot, _ in found if slot.value is None]
+        empty += made
+        given += [(slot, path) for slot, path in found if slot.value is not None]
+        # Values that no two documents may share: those made here, and unique ones given.
+        shared = made + [slot for slot, _ in found if slot.field.values_unique]
+        on_insert_only = on_insert_only and (not shared or operator == "set_on_insert")
+        unique += shared
+    if not empty and not given:
         return run()
-    if empty and not single and not on_insert_only and _may_match_several(query):
+    if not single and not on_insert_only and _may_match_several(query):
+        slot = unique[0]
         raise InvalidQueryError(
-            f"{empty[0].kind.__name__}.{empty[0].name} is generated: an update of several "
-            f"{query.document_class.__name__} documents would give each new embedded document "
-            "the same value; use update_one(), or filter by the key"
+            f"{slot.kind.__name__}.{slot.name} is generated: an update of several "
+            f"{query.document_class.__name__} documents would give each of them the same value; "
+            "use update_one(), or filter by the key"
         )
     write = Write(query.document_class, query.collection)
-    noted = values.note_assigned(write, _new_to_match(query, assigned))
+    noted = values.note_assigned(write, _new_to_match(query, given))
     try:
         return _filled(write, empty, run)
     except BaseException as error:
         if not values.outcome_unknown(error):
-            values.release(write, noted)  # nothing written: the assigned values are free
+            values.release(write, noted)  # nothing written: the given values are free
         raise
 
 
-def _embedded_slots(document_class: Any, key: str, value: Any) -> list[tuple[Slot, str]]:
-    """The generated fields of the embedded documents that the update keyword ``key`` writes
-    (``value``), each with the dotted path of its value in a stored document (a query path:
+def _own_slot(document_class: Any, path: str, written: Any) -> list[tuple[Slot, str]]:
+    """The generated field of ``document_class`` itself that an update writes at ``path`` (a
+    db field name), with the value it writes (none: another field, or the package's own)."""
+    for name, field in seam.shape(document_class).generated:
+        if field.db_field == path and not isinstance(written, Stored):
+            holder = values.Holder({name: field.to_python(written)})
+            return [(Slot(holder, holder, name, field, document_class), path)]
+    return []
+
+
+def _embedded_slots(value: Any, path: str) -> list[tuple[Slot, str]]:
+    """The generated fields of the embedded documents inside ``value``, which an update writes
+    at ``path``, each with the dotted path of its value in a stored document (a query path:
     list items are passed through)."""
-    (written,) = seam.update_operations(document_class, **{key: value}).values()
-    (path,) = written
     return [
         (Slot(embedded, embedded, name, field), ".".join([*way, field.db_field]))
         for _, steps, embedded in seam.embedded_places_in(value, path)
