@@ -143,3 +143,14 @@ def test_an_update_of_several_documents_giving_one_value_is_refused(mongoengine_
     UaTicket.objects(name__in=["a", "b"]).update(set__number=9)
     assert sorted(doc["number"] for doc in _tickets().values()) == [9, 9]
     assert UaTicket(name="c").save().number == 10
+
+
+@pytest.mark.parametrize("upsert", [False, True])
+def test_renaming_another_field_into_a_generated_one_is_refused(
+    mongoengine_db: Any, upsert: bool
+) -> None:
+    UaTicket(name="a").save()
+    before = _tickets()
+    with pytest.raises(me.errors.InvalidQueryError, match=r"UaTicket\.number is generated"):
+        UaTicket.objects(name="a").update_one(rename__name="number", upsert=upsert)
+    assert _tickets() == before

@@ -155,6 +155,8 @@ def with_given_values(
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     for key, value in update.items():
         operator = seam.update_operator(key) if key != "__raw__" else None
+        if operator == "rename":
+            _refuse_rename_into(query.document_class, key, value)
         if operator not in _WRITING or (operator == "set_on_insert" and not upserting):
             continue
         (written,) = seam.update_operations(query.document_class, **{key: value}).values()
@@ -186,6 +188,20 @@ def with_given_values(
         if not values.outcome_unknown(error):
             values.release(write, noted)  # nothing written: the given values are free
         raise
+
+
+def _refuse_rename_into(document_class: Any, key: str, value: Any) -> None:
+    """Raise ``InvalidQueryError`` if ``rename__<field>=<name>`` moves a value into a generated
+    field: the value would be none the field made or was told of."""
+    (renames,) = seam.update_operations(document_class, **{key: value}).values()
+    targets = set(renames.values())
+    for name, field in seam.shape(document_class).generated:
+        if field.db_field in targets:
+            raise InvalidQueryError(
+                f"{document_class.__name__}.{name} is generated: {key}={value!r} would move "
+                "another field's value into it; set it with set__ (told to the field), or let "
+                "save() make it"
+            )
 
 
 def _own_slot(document_class: Any, path: str, written: Any) -> list[tuple[Slot, str]]:
