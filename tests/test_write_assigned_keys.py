@@ -213,3 +213,54 @@ def test_a_value_added_to_the_upsert_of_a_document_built_as_stored_is_drawn_agai
     built.save()
     stored = {doc["owner"]: doc["code"] for doc in _stored(BlindCoded)}
     assert stored == {"Ada": 1, "Bo 2": 7}
+
+
+# -- review Z ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_a_copy_of_a_bulk_inserted_document_is_a_stored_one(
+    mongoengine_db: Any, how: str
+) -> None:
+    import copy
+    import pickle
+
+    original = KeyedBySequence(owner="x")
+    KeyedBySequence.objects.insert([original], load_bulk=False)
+    copies = {
+        "copy": copy.copy,
+        "deepcopy": copy.deepcopy,
+        "pickle": lambda doc: pickle.loads(pickle.dumps(doc)),
+    }
+    duplicate = copies[how](original)
+    duplicate.owner = how
+    duplicate.save()
+    assert [(doc["_id"], doc["owner"]) for doc in _stored(KeyedBySequence)] == [(1, how)]
+
+
+class WholeTicket(me.Document):
+    number = SequenceField(sequence_name="whole_number")
+    strict = SequenceField(allow_explicit=False, sequence_name="whole_strict")
+    meta = {"collection": "whole_tickets"}
+
+
+def test_values_assigned_to_a_document_written_whole_are_told_to_their_fields(
+    mongoengine_db: Any,
+) -> None:
+    from mongoengine_ids.sequence.field import ExplicitValueError
+
+    inserted = WholeTicket()
+    WholeTicket.objects.insert([inserted], load_bulk=False)  # number 1, strict 1
+    inserted.number = 3
+    inserted.save()
+    blind = WholeTicket(number=4)
+    blind.id = ObjectId()
+    blind.save()
+    numbers = sorted(doc["number"] for doc in _stored(WholeTicket))
+    later = [WholeTicket().save().number for _ in range(2)]
+    assert numbers == [3, 4]
+    assert later == [5, 6]
+    inserted.strict = 7
+    with pytest.raises(ExplicitValueError):
+        inserted.save()
+    assert {doc["strict"] for doc in _stored(WholeTicket)} == {1, 2, 3, 4}

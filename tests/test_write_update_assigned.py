@@ -154,3 +154,89 @@ def test_renaming_another_field_into_a_generated_one_is_refused(
     with pytest.raises(me.errors.InvalidQueryError, match=r"UaTicket\.number is generated"):
         UaTicket.objects(name="a").update_one(rename__name="number", upsert=upsert)
     assert _tickets() == before
+
+
+# -- review Z ---------------------------------------------------------------------------------
+
+
+class UzPart(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=6, reserve_in="uz_part_codes")
+    label = me.StringField()
+
+
+class UzBox(me.Document):
+    name = me.StringField()
+    kind = me.StringField()
+    part = me.EmbeddedDocumentField(UzPart)
+    parts = me.ListField(me.EmbeddedDocumentField(UzPart))
+    grid = me.ListField(me.ListField(me.EmbeddedDocumentField(UzPart)))
+    by_key = me.MapField(me.EmbeddedDocumentField(UzPart))
+    meta = {"collection": "uz_boxes"}
+
+
+def _uz() -> list[dict[str, Any]]:
+    return sorted(UzBox._get_collection().find(), key=lambda doc: str(doc["_id"]))
+
+
+def test_an_update_that_matches_nothing_gives_its_values_back(mongoengine_db: Any) -> None:
+    assert UzBox.objects(name="nobody").update_one(push__parts=UzPart(code=123456)) == 0
+    assert UzBox.objects(name="nobody").update(set__part=UzPart(code=234567), full_result=True)
+    assert UzBox.objects(name="nobody").modify(set__part=UzPart(code=345678)) is None
+    assert list(mongoengine_db.uz_part_codes.find()) == []
+    for code in (123456, 234567, 345678):
+        UzBox(name=str(code), parts=[UzPart(code=code)]).save()
+    assert sorted(p["code"] for doc in _uz() for p in doc["parts"]) == [123456, 234567, 345678]
+
+
+@pytest.mark.parametrize("how", ["grid", "by_key", "positional", "parts"])
+def test_a_documents_own_embedded_documents_written_back_are_its_own(
+    mongoengine_db: Any, how: str
+) -> None:
+    UzBox(
+        name="b",
+        parts=[UzPart(label="x"), UzPart(label="y")],
+        grid=[[UzPart()]],
+        by_key={"k": UzPart()},
+    ).save()
+    box = UzBox.objects.get(name="b")
+    before = _uz()
+    if how == "grid":
+        UzBox.objects(name="b").update_one(set__grid=box.grid)
+    elif how == "by_key":
+        UzBox.objects(name="b").update_one(set__by_key=box.by_key)
+    elif how == "positional":
+        UzBox.objects(name="b", parts__label="y").update_one(set__parts__S=box.parts[1])
+    else:
+        UzBox.objects(name="b").update_one(set__parts=box.parts)
+    assert _uz() == before
+
+
+@pytest.mark.parametrize("how", ["update", "upsert", "modify"])
+def test_one_embedded_object_written_by_a_second_update_is_refused(
+    mongoengine_db: Any, how: str
+) -> None:
+    UzBox(name="a").save()
+    UzBox(name="b").save()
+    part = UzPart(code=777777)
+    UzBox.objects(name="a").update_one(set__part=part)
+    before = _uz()
+    second = {
+        "update": lambda: UzBox.objects(name="b").update_one(set__part=part),
+        "upsert": lambda: UzBox.objects(name="c").update_one(upsert=True, set__part=part),
+        "modify": lambda: UzBox.objects(name="d").modify(upsert=True, new=True, set__part=part),
+    }
+    with pytest.raises(NotUniqueError):
+        second[how]()
+    assert _uz() == before
+
+
+def test_a_unique_embedded_value_given_to_an_update_of_several_is_refused(
+    mongoengine_db: Any,
+) -> None:
+    held = UzBox(kind="k", part=UzPart()).save()
+    UzBox(kind="k").save()
+    before = _uz()
+    for code in (held.part.code, 424242):
+        with pytest.raises(me.errors.InvalidQueryError, match="several"):
+            UzBox.objects(kind="k").update(set__part=UzPart(code=code))
+    assert _uz() == before

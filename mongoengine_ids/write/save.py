@@ -318,6 +318,7 @@ class _Existing:
         assigned: list[Slot] = []
         empty: list[Slot] = []
         rewritten = _Rewritten(document, changed)
+        whole = seam.writes_whole(document)
         for slot in others:
             own_field = slot.holder is document
             value = slot.value
@@ -336,8 +337,10 @@ class _Existing:
                     empty.append(slot)
                 elif slot.name not in unloaded and slot.field.db_field not in changed:
                     self.missing.append(slot)
-            elif not own_field or slot.field.db_field in changed:
-                assigned.append(slot)  # by the user (a loaded value is not marked changed)
+            elif not own_field or whole or slot.field.db_field in changed:
+                # By the user (a loaded value is not marked changed; a document MongoEngine
+                # writes whole writes them all: _new_values tells its own from new ones).
+                assigned.append(slot)
         assigned = _new_values(write, document, assigned)
         self.noted = values.note_assigned(write, assigned)
         self.made: list[Slot] = []  # values made by this attempt
@@ -432,22 +435,12 @@ def _stored_values(write: Write, document: Document, slots: list[Slot]) -> dict[
         else None
     )
     return {
-        id(slot): [] if steps is None else _values_at(stored or {}, steps, slot.field.db_field)
+        id(slot): []
+        if steps is None
+        else values.values_at(stored or {}, steps, slot.field.db_field)
         for slot in slots
         for steps in [steps_of[id(slot)]]
     }
-
-
-def _values_at(value: Any, steps: tuple[str, ...], name: str) -> list[Any]:
-    """The values of key ``name`` in the stored embedded documents that ``steps`` lead to from
-    ``value`` (a db field name each, or ``"*"``: every item of a list or map)."""
-    if not steps:
-        return [value[name]] if isinstance(value, dict) and name in value else []
-    step, rest = steps[0], steps[1:]
-    if step != "*":
-        return _values_at(value.get(step), rest, name) if isinstance(value, dict) else []
-    items = value if isinstance(value, list) else value.values() if isinstance(value, dict) else []
-    return [found for item in items for found in _values_at(item, rest, name)]
 
 
 def _mark_written_by_update(document: Document, filled: list[Slot], changed: list[str]) -> None:

@@ -640,6 +640,8 @@ def _wrap_getstate(owner: type[Document], own: Callable[[Any], Any] | None) -> A
         found = state(self, create=False)
         if found is not None and found.unloaded:
             data[_UNLOADED] = sorted(found.unloaded)
+        if _WRITTEN in self.__dict__:
+            data[_WRITTEN] = True  # a copy of a stored document is one (see never_stored)
         return data
 
     return __getstate__
@@ -657,6 +659,8 @@ def _wrap_setstate(owner: type[Document], own: Callable[[Any, Any], None] | None
         unloaded = data.get(_UNLOADED) if isinstance(data, dict) else None
         if unloaded:
             state(self).unloaded = frozenset(unloaded)
+        if isinstance(data, dict) and data.get(_WRITTEN):
+            object.__setattr__(self, _WRITTEN, True)
 
     return __setstate__
 

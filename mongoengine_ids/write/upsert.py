@@ -150,7 +150,7 @@ def with_given_values(
     """
     query = seam.parts(queryset)
     empty: list[Slot] = []
-    given: list[tuple[Slot, str]] = []  # with the path the update writes the value at
+    given: list[tuple[Slot, tuple[str, ...]]] = []  # with the steps to the value, stored
     unique: list[Slot] = []
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     for key, value in update.items():
@@ -166,7 +166,7 @@ def with_given_values(
             found += _own_slot(query.document_class, path, written[path])
         made = [slot for slot, _ in found if slot.value is None]
         empty += made
-        given += [(slot, path) for slot, path in found if slot.value is not None]
+        given += [(slot, steps) for slot, steps in found if slot.value is not None]
         # Values that no two documents may share: those made here, and unique ones given.
         shared = made + [slot for slot, _ in found if slot.field.values_unique]
         on_insert_only = on_insert_only and (not shared or operator == "set_on_insert")
@@ -183,11 +183,24 @@ def with_given_values(
     write = Write(query.document_class, query.collection)
     noted = values.note_assigned(write, _new_to_match(query, given))
     try:
-        return _filled(write, empty, run)
+        result = _filled(write, empty, run)
     except BaseException as error:
         if not values.outcome_unknown(error):
             values.release(write, noted)  # nothing written: the given values are free
         raise
+    if not upserting and _matched_nothing(result):
+        values.release(write, noted)
+    # Written (or not): a later write of the same embedded objects is another one, not a retry.
+    values.settle([slot.holder for slot, _ in noted])
+    return result
+
+
+def _matched_nothing(result: Any) -> bool:
+    """Whether an update that is no upsert wrote nothing, by what MongoEngine returned: no
+    document (``modify()``), a count of 0, or a result matching none (``full_result``)."""
+    if result is None or result == 0:
+        return True
+    return getattr(result, "matched_count", None) == 0
 
 
 def _refuse_rename_into(document_class: Any, key: str, value: Any) -> None:
@@ -204,41 +217,50 @@ def _refuse_rename_into(document_class: Any, key: str, value: Any) -> None:
             )
 
 
-def _own_slot(document_class: Any, path: str, written: Any) -> list[tuple[Slot, str]]:
+def _own_slot(document_class: Any, path: str, written: Any) -> list[tuple[Slot, tuple[str, ...]]]:
     """The generated field of ``document_class`` itself that an update writes at ``path`` (a
     db field name), with the value it writes (none: another field, or the package's own)."""
     for name, field in seam.shape(document_class).generated:
         if field.db_field == path and not isinstance(written, Stored):
             holder = values.Holder({name: field.to_python(written)})
-            return [(Slot(holder, holder, name, field, document_class), path)]
+            return [(Slot(holder, holder, name, field, document_class), ())]
     return []
 
 
-def _embedded_slots(value: Any, path: str) -> list[tuple[Slot, str]]:
+def _embedded_slots(value: Any, path: str) -> list[tuple[Slot, tuple[str, ...]]]:
     """The generated fields of the embedded documents inside ``value``, which an update writes
-    at ``path``, each with the dotted path of its value in a stored document (a query path:
-    list items are passed through)."""
+    at ``path``, each with the steps to its holder in a stored document (as
+    :func:`values.values_at` takes them: a list index, a positional ``$`` or a map key written
+    to is any item of the same field, as for ``save()``)."""
     return [
-        (Slot(embedded, embedded, name, field), ".".join([*way, field.db_field]))
+        (Slot(embedded, embedded, name, field), _any_item(steps))
         for _, steps, embedded in seam.embedded_places_in(value, path)
-        for way in [[step for step in steps if step != "*"]]
         for name, field in seam.shape(type(embedded)).generated
     ]
 
 
-def _new_to_match(query: seam.QuerySetParts, assigned: list[tuple[Slot, str]]) -> list[Slot]:
-    """The slots of ``assigned`` whose value is new to the documents the update matches: a
-    value of a field that tracks assigned values is looked up there (set again, a document's
-    own is not a new one); the others are all new (to be checked)."""
-    return [
-        slot
-        for slot, path in assigned
-        if not slot.field.tracks_assigned
-        or query.collection.find_one(
-            {"$and": [query.query, {path: slot.field.to_mongo(slot.value)}]}, {"_id": 1}
-        )
-        is None
-    ]
+def _any_item(steps: tuple[str, ...]) -> tuple[str, ...]:
+    """``steps`` with every step after the top-level field that names an item (an index, ``$``,
+    ``$[]``) made ``"*"``."""
+    return (steps[0], *("*" if s.isdigit() or s.startswith("$") else s for s in steps[1:]))
+
+
+def _new_to_match(
+    query: seam.QuerySetParts, given: list[tuple[Slot, tuple[str, ...]]]
+) -> list[Slot]:
+    """The slots of ``given`` whose value is new to the document the update matches: one that
+    document holds in that field (written back, a document's own is not a new one) is left
+    out, for a field that tracks assigned values (one read of its stored copy)."""
+    tracked = [(slot, steps) for slot, steps in given if slot.field.tracks_assigned]
+    tops = {(*steps, slot.field.db_field)[0] for slot, steps in tracked}
+    stored = query.collection.find_one(query.query, dict.fromkeys(tops, 1)) if tops else None
+    held = {
+        id(slot)
+        for slot, steps in tracked
+        if slot.field.to_mongo(slot.value)
+        in values.values_at(stored or {}, steps, slot.field.db_field)
+    }
+    return [slot for slot, _ in given if id(slot) not in held]
 
 
 def _filled(write: Write, empty: list[Slot], run: Callable[[], _T]) -> _T:

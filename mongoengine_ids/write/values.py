@@ -117,6 +117,18 @@ def slots(document: BaseDocument, *, embedded_new_only: bool = False) -> list[Sl
     return found
 
 
+def values_at(value: Any, steps: tuple[str, ...], name: str) -> list[Any]:
+    """The values of key ``name`` in the stored embedded documents that ``steps`` lead to from
+    ``value`` (a db field name each, or ``"*"``: every item of a list or map)."""
+    if not steps:
+        return [value[name]] if isinstance(value, dict) and name in value else []
+    step, rest = steps[0], steps[1:]
+    if step != "*":
+        return values_at(value.get(step), rest, name) if isinstance(value, dict) else []
+    items = value if isinstance(value, list) else value.values() if isinstance(value, dict) else []
+    return [found for item in items for found in values_at(item, rest, name)]
+
+
 def _collect(
     document: BaseDocument, root: BaseDocument, embedded_new_only: bool, found: list[Slot]
 ) -> None:
@@ -165,6 +177,17 @@ def confirm(documents: list[BaseDocument]) -> None:
         if state is not None:
             state.settle()
     seam.mark_written(stored)
+
+
+def settle(holders: Iterable[Any]) -> None:
+    """The write of these holders (documents, embedded documents) is settled: the values
+    assigned to them are theirs by being stored (or were given back), no longer by a
+    reservation made for that write (:func:`_owner`); another write of them is another one."""
+    for holder in holders:
+        if not isinstance(holder, Holder):
+            state = seam.state(holder, create=False)
+            if state is not None:
+                state.owner = None
 
 
 def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
