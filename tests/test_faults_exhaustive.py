@@ -3,7 +3,8 @@
 For each generated field (as primary key and as a plain field) and each write (a new document's
 ``save()``, a bulk ``insert()``, ``upsert_one()`` (also by a value of the field no document
 holds, given as ``field: v`` or inside ``$and``), ``modify(upsert=True)``, and ``save()`` of a
-loaded, changed document), a counting run learns N, the number of database calls the write
+loaded, changed document, ``save()`` of a new document whose key was assigned after it was
+built, and an ``update_one()`` giving the field a value), a counting run learns N, the number of database calls the write
 makes. Then, for every call k < N, the write
 runs again on a fresh database holding the same pre-existing documents, with ``AutoReconnect``
 raised at call k either before the call ("before": never sent), after it was applied ("after":
@@ -316,6 +317,40 @@ def _save_adopting(model: type[me.Document]) -> Write:
     return Write(["adopt-0"], call)
 
 
+def _save_keyed_late(model: type[me.Document]) -> Write:
+    """A new document whose key is assigned after it was built, which MongoEngine then takes as
+    stored: a generated key (one no document holds) is inserted; any other (an ObjectId) is
+    MongoEngine's upsert of all the document holds, with its generated value."""
+    case = next(case for case in CASES if _model(case) is model)
+    document = model(key="new-0", note="keyed late")
+    document.pk = _unheld(case) if case.primary_key else ObjectId()
+
+    def call() -> list[me.Document]:
+        document.save()
+        return [document]
+
+    return Write(["new-0"], call)
+
+
+def _update_given(model: type[me.Document]) -> Write:
+    """An update (no upsert) of a stored document giving its generated field a value no
+    document holds: the field is told of it first. (A key cannot change: for a key, the update
+    changes the note only.)"""
+    case = next(case for case in CASES if _model(case) is model)
+    if case.primary_key:
+        changes: dict[str, Any] = {"note": "updated"}
+    else:
+        value = _unheld(case)
+        changes = {"code": _raw(model._fields["code"].to_mongo(value))}
+
+    def call() -> list[me.Document]:
+        given = {"set__note": "updated"} if case.primary_key else {"set__code": value}
+        model.objects(key="pre-0").update_one(**given)
+        return []
+
+    return Write([], call, changes={"pre-0": changes})
+
+
 WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
     "save-edited": _save_edited,
     "save-adopting": _save_adopting,
@@ -327,6 +362,8 @@ WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
     "upsert-by-$and": _upsert_by_and,
     "modify": _modify,
     "save-loaded": _save_loaded,
+    "save-keyed-late": _save_keyed_late,
+    "update-given": _update_given,
 }
 
 # -- faults -------------------------------------------------------------------------------------

@@ -240,3 +240,35 @@ def test_a_unique_embedded_value_given_to_an_update_of_several_is_refused(
         with pytest.raises(me.errors.InvalidQueryError, match="several"):
             UzBox.objects(kind="k").update(set__part=UzPart(code=code))
     assert _uz() == before
+
+
+def test_an_update_retried_after_a_lost_reply_finds_its_own_reservation() -> None:
+    """The reservation of a value an update gives, made by an attempt whose reply was lost, is
+    the application's retry's own (the same update: collection and filter), as for upserts."""
+    import pymongo.errors
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed: list[bool] = []
+
+    def hook(collection: str, method: str, call: Any) -> Any:
+        result = call()
+        if collection == "ua_ticket_codes" and method.startswith("insert") and armed:
+            armed.clear()
+            raise pymongo.errors.AutoReconnect("injected: the reply is lost")
+        return result
+
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        ticket = UaTicket(name="t").save()
+        reservations = db.ua_ticket_codes.count_documents({})
+        armed.append(True)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            UaTicket.objects(id=ticket.id).update_one(set__code=654321)
+        assert UaTicket.objects(id=ticket.id).update_one(set__code=654321) == 1
+        assert db.ua_tickets.find_one({"_id": ticket.id})["code"] == 654321
+        assert db.ua_ticket_codes.count_documents({}) == reservations + 1
+        other = UaTicket(name="other")
+        other.code = 654321
+        with pytest.raises(NotUniqueError):
+            other.save()

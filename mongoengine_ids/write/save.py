@@ -286,9 +286,15 @@ def save_update(document: Document, save_condition: Any, write_next: Callable[[]
         for slot in plan.missing:
             if _fill_missing(write, document, slot, save_condition, plan.updating):
                 plan.stored.append(slot)
-        # The values made here that MongoEngine's update writes: a collision of one is retried
-        # with a fresh value (the update is computed again from the document).
-        result = values.send(write, [s for s in plan.made if s not in plan.stored], write_next)
+        # The values MongoEngine's update writes (made here, or kept from an earlier attempt
+        # whose outcome is unknown): a collision of one is retried with a fresh value, the
+        # update computed again from the document. (Another document holds the value: the
+        # earlier attempt did not store it here.) A failure gives back nothing here: failed()
+        # knows which values are this attempt's.
+        written = [s for s in (*plan.embedded, *plan.missing) if s not in plan.stored]
+        result = values.send(
+            write, [s for s in written if s.value is not None], write_next, may_land=True
+        )
     except BaseException as error:
         plan.failed(error)
         raise

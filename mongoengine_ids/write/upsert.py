@@ -9,9 +9,10 @@ of a generated value is retried with a fresh one, as for ``save()``.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final, TypeVar
 
 from bson.regex import Regex
@@ -47,12 +48,21 @@ def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]]
     if not update:
         return run(update)
     query = seam.parts(queryset)
+    with _attempt(query) as (owner, earlier):
+        return _upsert(query, _own_copy(update), run, owner, earlier_may_have_landed=earlier)
+
+
+@contextlib.contextmanager
+def _attempt(query: seam.QuerySetParts) -> Iterator[tuple[str, bool]]:
+    """One attempt of the update or upsert by ``query``'s filter: whom the values it assigns
+    are for (the same as an earlier attempt's whose outcome is unknown: the application's
+    retry), and whether there was such an earlier attempt (it may have landed)."""
     collection = query.collection
     key = (id(collection.database.client), collection.full_name, repr(query.query))
     earlier = _unsettled.pop(key, None)  # atomic: one concurrent retry takes it over
     owner = earlier or uuid.uuid4().hex
     try:
-        return _upsert(query, _own_copy(update), run, owner, earlier_may_have_landed=bool(earlier))
+        yield owner, bool(earlier)
     except BaseException as error:
         if earlier or values.outcome_unknown(error):
             _unsettled[key] = owner  # this attempt, or an earlier one, may have landed
@@ -181,13 +191,19 @@ def with_given_values(
             "use update_one(), or filter by the key"
         )
     write = Write(query.document_class, query.collection)
-    noted = values.note_assigned(write, _new_to_match(query, given))
-    try:
-        result = _filled(write, empty, run)
-    except BaseException as error:
-        if not values.outcome_unknown(error):
-            values.release(write, noted)  # nothing written: the given values are free
-        raise
+    # Values given to the documents' own fields (never in an upsert, which upsert() handles)
+    # are for this update: the same in the application's retry of it.
+    own = [slot.holder for slot, _ in given if isinstance(slot.holder, values.Holder)]
+    with _attempt(query) if own else contextlib.nullcontext(("", False)) as (owner, _):
+        for holder in own:
+            holder.owner = owner
+        noted = values.note_assigned(write, _new_to_match(query, given))
+        try:
+            result = _filled(write, empty, run)
+        except BaseException as error:
+            if not values.outcome_unknown(error):
+                values.release(write, noted)  # nothing written: the given values are free
+            raise
     if not upserting and _matched_nothing(result):
         values.release(write, noted)
     # Written (or not): a later write of the same embedded objects is another one, not a retry.
