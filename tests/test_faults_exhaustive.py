@@ -4,8 +4,8 @@ For each generated field (as primary key and as a plain field) and each write (a
 ``save()``, a bulk ``insert()``, ``upsert_one()`` (also by a value of the field no document
 holds, given as ``field: v`` or inside ``$and``), ``modify(upsert=True)``, and ``save()`` of a
 loaded, changed document, ``save()`` of a new document whose key was assigned after it was
-built, and an ``update_one()`` giving the field a value), a counting run learns N, the number of database calls the write
-makes. Then, for every call k < N, the write
+built, and an ``update_one()`` giving the field a value), a counting run learns N, the number
+of database calls the write makes. Then, for every call k < N, the write
 runs again on a fresh database holding the same pre-existing documents, with ``AutoReconnect``
 raised at call k either before the call ("before": never sent), after it was applied ("after":
 the reply is lost), or with the call held back and applied after the next call ("late": a write
