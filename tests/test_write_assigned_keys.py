@@ -264,3 +264,20 @@ def test_values_assigned_to_a_document_written_whole_are_told_to_their_fields(
     with pytest.raises(ExplicitValueError):
         inserted.save()
     assert {doc["strict"] for doc in _stored(WholeTicket)} == {1, 2, 3, 4}
+
+
+def test_the_generated_key_of_a_stored_document_cannot_change(mongoengine_db: Any) -> None:
+    KeyedBySequence(owner="a").save()
+    KeyedBySequence(owner="b").save()
+    before = _stored(KeyedBySequence)
+    loaded = KeyedBySequence.objects.get(id=1)
+    loaded.id = 2
+    loaded.owner = "over"
+    with pytest.raises(me.errors.OperationError, match=r"KeyedBySequence: the key .* \(to 2\)"):
+        loaded.save()
+    saved = KeyedBySequence(owner="d").save()
+    saved.id = None
+    saved.id = 1
+    with pytest.raises(me.errors.OperationError, match="cannot change"):
+        saved.save()
+    assert _stored(KeyedBySequence)[:2] == before

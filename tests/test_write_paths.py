@@ -1279,3 +1279,24 @@ def test_backfill_of_a_scoped_counter_fills_the_documents_it_can_and_names_the_o
     raw.update_one({"_id": unready}, {"$set": {"tenant": "b"}})
     assert backfill(BfScoped) == 1
     assert raw.find_one({"_id": unready})["number"] == 2
+
+
+def test_backfill_fills_every_field_before_naming_documents_a_scoped_one_cannot_number(
+    mongoengine_db: Any,
+) -> None:
+    from mongoengine_ids import backfill
+
+    raw = mongoengine_db.bf_two
+    raw.insert_many([{"tenant": "x"}, {"tenant": "y"}, {}])
+
+    class BfTwo(me.Document):
+        tenant = me.StringField()
+        number = SequenceField(sequence_name="bf_two_number", scope="tenant")
+        code = RandomUniqueField(digits=6)
+        meta = {"collection": "bf_two"}
+
+    with pytest.raises(me.ValidationError, match=r"BfTwo\.number is made from \['tenant'\]"):
+        backfill(BfTwo)
+    stored = list(raw.find())
+    assert all(isinstance(doc.get("code"), int) for doc in stored)
+    assert sorted(doc.get("number", 0) for doc in stored) == [0, 1, 1]

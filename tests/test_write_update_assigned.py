@@ -272,3 +272,109 @@ def test_an_update_retried_after_a_lost_reply_finds_its_own_reservation() -> Non
         other.code = 654321
         with pytest.raises(NotUniqueError):
             other.save()
+
+
+# -- review AA ----------------------------------------------------------------------------------
+
+
+class AaScoped(me.Document):
+    tenant = me.StringField()
+    number = SequenceField(sequence_name="aa_scoped", scope="tenant")
+    meta = {"collection": "aa_scoped"}
+
+
+def test_a_scoped_number_an_update_gives_moves_that_scopes_counter(mongoengine_db: Any) -> None:
+    x = AaScoped(tenant="x").save()
+    AaScoped(tenant="y").save()
+    AaScoped.objects(id=x.id).update_one(set__number=20)
+    assert [AaScoped(tenant=t).save().number for t in ("x", "y")] == [21, 2]
+    AaScoped.objects(id=x.id).update_one(set__tenant="y", set__number=30)  # y's number now
+    assert AaScoped(tenant="y").save().number == 31
+
+
+def _lost_reply_hook(method: str) -> tuple[list[bool], Any]:
+    import pymongo.errors
+
+    armed: list[bool] = []
+
+    def hook(collection: str, called: str, call: Any) -> Any:
+        result = call()
+        if armed and called == method and collection == "uz_boxes":
+            armed.clear()
+            raise pymongo.errors.AutoReconnect("injected: the reply is lost")
+        return result
+
+    return armed, hook
+
+
+def test_an_embedded_object_of_an_update_whose_reply_was_lost_is_refused_elsewhere() -> None:
+    import pymongo.errors
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed, hook = _lost_reply_hook("update_one")
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        b, c = UzBox(name="b").save(), UzBox(name="c").save()
+        part = UzPart(code=555555)
+        armed.append(True)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            UzBox.objects(id=b.id).update_one(set__part=part)
+        with pytest.raises(NotUniqueError):
+            UzBox.objects(id=c.id).update_one(set__part=part)
+        UzBox.objects(id=b.id).update_one(set__part=part)  # the retry: its own
+        assert [doc.get("part") for doc in _uz()] == [{"code": 555555}, None]
+
+
+def test_the_retry_of_a_conditional_update_that_landed_keeps_its_reservation() -> None:
+    import pymongo.errors
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed, hook = _lost_reply_hook("update_one")
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        box = UzBox(name="open").save()
+        part = UzPart(code=565656)
+
+        def close() -> Any:
+            return UzBox.objects(id=box.id, name="open").update_one(
+                set__part=part, set__name="closed"
+            )
+
+        armed.append(True)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            close()
+        assert close() == 0  # landed: the filter matches nothing now
+        with pytest.raises(NotUniqueError):
+            UzBox(name="other", part=UzPart(code=565656)).save()
+        assert [doc.get("part") for doc in _uz()] == [{"code": 565656}]
+
+
+class AaStrict(me.Document):
+    number = SequenceField(sequence_name="aa_strict", allow_explicit=False)
+    name = me.StringField()
+    meta = {"collection": "aa_strict"}
+
+
+def test_a_number_given_to_an_update_of_several_is_refused_by_allow_explicit(
+    mongoengine_db: Any,
+) -> None:
+    from mongoengine_ids.sequence.field import ExplicitValueError
+
+    AaStrict(name="a").save()
+    AaStrict(name="b").save()
+    with pytest.raises(ExplicitValueError):
+        AaStrict.objects.update(set__number=1)
+    assert sorted(doc["number"] for doc in AaStrict._get_collection().find()) == [1, 2]
+
+
+def test_values_an_update_does_not_write_are_given_back(mongoengine_db: Any) -> None:
+    UzBox(name="a").save()
+    UzBox.objects(name="a").update_one(upsert=True, set_on_insert__part=UzPart(code=246810))
+    UaTicket(name="t").save()
+    UaTicket.objects(name="t").modify(remove=True, set__code=424242)
+    # Neither value was written: both are free (a reservation left would refuse them).
+    UzBox(name="z", part=UzPart(code=246810)).save()
+    UaTicket(name="u", code=424242).save()
+    assert [doc.get("part") for doc in _uz()] == [None, {"code": 246810}]

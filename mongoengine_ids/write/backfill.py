@@ -58,9 +58,25 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
         )
     write = Write(document_class, seam.class_collection(document_class))
     total = 0
+    unready: list[ValidationError] = []  # raised once every field is filled where it can be
     for name in field_names or tuple(fields):
-        total += _backfill_field(write, name, fields[name], batch_size)
+        try:
+            total += _backfill_field(write, name, fields[name], batch_size)
+        except _Unready as error:
+            total += error.filled
+            unready.append(error.error)
+    if unready:
+        raise unready[0]
     return total
+
+
+class _Unready(Exception):
+    """Documents lacking a field a value is made from (see :func:`_refuse_unready`), after
+    ``filled`` others were filled."""
+
+    def __init__(self, error: ValidationError, filled: int) -> None:
+        super().__init__(str(error))
+        self.error, self.filled = error, filled
 
 
 def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int:
@@ -104,11 +120,12 @@ def _refuse_unready(
     shown = [doc["_id"] for doc in write.collection.find(unready, {"_id": 1}).limit(3)]
     if shown:
         needed = [source.name for source in sources]
-        raise ValidationError(
+        error = ValidationError(
             f"{field._label} is made from {needed!r}, which stored documents lack, "
             f"e.g. _id {', '.join(map(repr, shown))}: give them one (or delete them), then run "
             f"backfill() again ({filled} document(s) were given a value meanwhile)"
         )
+        raise _Unready(error, filled)
 
 
 def _values_of(stored: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:

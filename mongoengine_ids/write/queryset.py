@@ -46,10 +46,12 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         embedded documents in the update get theirs."""
         parent = super().modify
         options = _options("modify", seam.MODIFY_OPTIONS, args, kwargs)
-        upserting = upsert and not options.get("remove")
-        result = self._generating(
-            kwargs, upserting, True, lambda u: parent(upsert=upsert, **options, **u)
-        )
+        if options.get("remove"):  # the document is deleted: MongoEngine applies no update
+            result = parent(upsert=upsert, **options, **kwargs)
+        else:
+            result = self._generating(
+                kwargs, upsert, True, lambda u: parent(upsert=upsert, **options, **u)
+            )
         seam.note_loaded(result, seam.parts(self).loaded)  # a projection of the returned one
         return result
 
@@ -66,12 +68,12 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
             return upserts.with_given_values(
                 self,
                 update,
-                lambda: upserts.upsert(self, update, run),
+                lambda owner, earlier: upserts.upsert(self, update, run, owner, earlier),
                 single=single,
                 upserting=True,
             )
         return upserts.with_given_values(
-            self, update, lambda: run(update), single=single, upserting=False
+            self, update, lambda owner, earlier: run(update), single=single, upserting=False
         )
 
     def in_bulk(self, object_ids: Any) -> dict[Any, Any]:

@@ -27,6 +27,7 @@ from typing import Any
 from bson import ObjectId
 from mongoengine.base import BaseDocument
 from mongoengine.document import Document
+from mongoengine.errors import OperationError
 
 from . import landed, seam, values
 from .backfill import fill_if_missing
@@ -61,7 +62,15 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
     """``_save_update`` for ``owner``, calling ``own`` (the class's own) or the parent's."""
 
     def _save_update(self: Document, doc: Any, save_condition: Any, write_concern: Any) -> Any:
-        if save_condition is None and seam.shape(owner).generates_pk and seam.never_stored(self):
+        generated_key = seam.shape(owner).generates_pk
+        if generated_key and not seam.writes_whole(self) and "_id" in seam.changed(self):
+            # MongoEngine would update the document holding the new key with this one's changes.
+            raise OperationError(
+                f"{type(self).__name__}: the key of a stored document cannot change (to "
+                f"{seam.key(self)!r}); to store a copy under a new key, set the key to None and "
+                "save() it as a new document"
+            )
+        if save_condition is None and generated_key and seam.never_stored(self):
             # A generated key assigned after the document was built (or by pre_save): MongoEngine
             # takes the document as stored and would upsert it over the holder of that key. It is
             # new: inserted, as when the key is given to the constructor. (MongoEngine's step

@@ -32,13 +32,20 @@ _GIVING = ("$set", "$setOnInsert")
 _ABSENT: Final[Any] = object()
 
 
-def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]], _T]) -> _T:
+def upsert(
+    queryset: Any,
+    update: dict[str, Any],
+    run: Callable[[dict[str, Any]], _T],
+    owner: str,
+    earlier: bool,
+) -> _T:
     """Run ``run(update)`` with the generated values added as ``set_on_insert__<field>``.
 
     A value the update gives a generated field (``set__``, ``set_on_insert__``) is told to the
     field first (a counter moves past it, a proxy reserves it), as a value assigned to a new
     document is; so is a value the filter fixes, unless a document holds it already (an upsert
     by key finds that document). An empty update is left to MongoEngine, which refuses it.
+    ``owner`` and ``earlier``: the attempt (see :func:`with_given_values`).
 
     Raises:
         InvalidQueryError: the update writes a generated field with another operator
@@ -48,8 +55,7 @@ def upsert(queryset: Any, update: dict[str, Any], run: Callable[[dict[str, Any]]
     if not update:
         return run(update)
     query = seam.parts(queryset)
-    with _attempt(query) as (owner, earlier):
-        return _upsert(query, _own_copy(update), run, owner, earlier_may_have_landed=earlier)
+    return _upsert(query, _own_copy(update), run, owner, earlier_may_have_landed=earlier)
 
 
 @contextlib.contextmanager
@@ -145,13 +151,22 @@ _WRITING = frozenset({"set", "set_on_insert", "push", "push_all", "add_to_set"})
 
 
 def with_given_values(
-    queryset: Any, update: dict[str, Any], run: Callable[[], _T], *, single: bool, upserting: bool
+    queryset: Any,
+    update: dict[str, Any],
+    run: Callable[[str, bool], _T],
+    *,
+    single: bool,
+    upserting: bool,
 ) -> _T:
-    """Run ``run()``, an update given ``update``, once the values it writes are settled: the new
-    embedded documents it writes (``push__tags=Tag()``, ``set__address=...``) get their
-    generated values (given back if nothing was written), and the values it gives generated
-    fields (inside those embedded documents; and, unless ``upserting``, for which
+    """Run ``run(owner, earlier)``, an update given ``update``, once the values it writes are
+    settled: the new embedded documents it writes (``push__tags=Tag()``, ``set__address=...``)
+    get their generated values (given back if nothing was written), and the values it gives
+    generated fields (inside those embedded documents; and, unless ``upserting``, for which
     :func:`upsert` does it, the documents' own: ``set__number=5``) are told to their fields.
+
+    ``owner``: whom the values of this attempt are for, the same in the application's retry of
+    the update (same collection and filter) after a lost reply; ``earlier``: there was such an
+    attempt (it may have landed: its values are never given back).
 
     Raises:
         InvalidQueryError: the update may write them to several documents (not ``single``, and
@@ -161,6 +176,7 @@ def with_given_values(
     query = seam.parts(queryset)
     empty: list[Slot] = []
     given: list[tuple[Slot, tuple[str, ...]]] = []  # with the steps to the value, stored
+    on_insert: list[tuple[Slot, tuple[str, ...]]] = []  # given by set_on_insert__
     unique: list[Slot] = []
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     for key, value in update.items():
@@ -173,17 +189,20 @@ def with_given_values(
         (path,) = written
         found = _embedded_slots(value, path)
         if not upserting:
-            found += _own_slot(query.document_class, path, written[path])
+            found += _own_slots(query, update, path, written[path])
         made = [slot for slot, _ in found if slot.value is None]
         empty += made
         given += [(slot, steps) for slot, steps in found if slot.value is not None]
+        if operator == "set_on_insert":
+            on_insert += [(slot, steps) for slot, steps in found if slot.value is not None]
         # Values that no two documents may share: those made here, and unique ones given.
         shared = made + [slot for slot, _ in found if slot.field.values_unique]
         on_insert_only = on_insert_only and (not shared or operator == "set_on_insert")
         unique += shared
-    if not empty and not given:
-        return run()
-    if not single and not on_insert_only and _may_match_several(query):
+    if not empty and not given and not upserting:
+        return run("", False)
+    single = single or not _may_match_several(query)  # by key: one document at most
+    if not single and not on_insert_only:
         slot = unique[0]
         raise InvalidQueryError(
             f"{slot.kind.__name__}.{slot.name} is generated: an update of several "
@@ -191,24 +210,45 @@ def with_given_values(
             "use update_one(), or filter by the key"
         )
     write = Write(query.document_class, query.collection)
-    # Values given to the documents' own fields (never in an upsert, which upsert() handles)
-    # are for this update: the same in the application's retry of it.
-    own = [slot.holder for slot, _ in given if isinstance(slot.holder, values.Holder)]
-    with _attempt(query) if own else contextlib.nullcontext(("", False)) as (owner, _):
-        for holder in own:
-            holder.owner = owner
-        noted = values.note_assigned(write, _new_to_match(query, given))
+    with _attempt(query) as (owner, earlier):
+        this = values.Holder(owner=owner)
+        for slot, _ in given:  # whom each value is for: this update (and the embedded object)
+            if isinstance(slot.holder, values.Holder):
+                slot.holder.owner = owner
+            else:
+                slot.root = this
+        noted = values.note_assigned(write, _new_to_match(query, given, single))
         try:
-            result = _filled(write, empty, run)
+            result = _filled(write, empty, lambda: run(owner, earlier))
         except BaseException as error:
-            if not values.outcome_unknown(error):
+            if not values.outcome_unknown(error) and not earlier:
                 values.release(write, noted)  # nothing written: the given values are free
             raise
-    if not upserting and _matched_nothing(result):
-        values.release(write, noted)
-    # Written (or not): a later write of the same embedded objects is another one, not a retry.
+    if not earlier:  # an earlier attempt may have written them: never given back then
+        unwritten = _unwritten(query, on_insert) if upserting else []
+        if not upserting and _matched_nothing(result):
+            unwritten = [slot for slot, _ in noted]
+        values.release(write, [(slot, v) for slot, v in noted if slot in unwritten])
+    # Settled: a later write of the same embedded objects is another one, not a retry.
     values.settle([slot.holder for slot, _ in noted])
     return result
+
+
+def _unwritten(
+    query: seam.QuerySetParts, on_insert: list[tuple[Slot, tuple[str, ...]]]
+) -> list[Slot]:
+    """The slots of values given by ``set_on_insert__`` that the upsert did not write (it
+    matched a document: the one its filter finds does not hold them)."""
+    if not on_insert:
+        return []
+    tops = {(*steps, slot.field.db_field)[0] for slot, steps in on_insert}
+    stored = query.collection.find_one(query.query, dict.fromkeys(tops, 1)) or {}
+    return [
+        slot
+        for slot, steps in on_insert
+        if slot.field.to_mongo(slot.value)
+        not in values.values_at(stored, steps, slot.field.db_field)
+    ]
 
 
 def _matched_nothing(result: Any) -> bool:
@@ -233,13 +273,41 @@ def _refuse_rename_into(document_class: Any, key: str, value: Any) -> None:
             )
 
 
-def _own_slot(document_class: Any, path: str, written: Any) -> list[tuple[Slot, tuple[str, ...]]]:
-    """The generated field of ``document_class`` itself that an update writes at ``path`` (a
-    db field name), with the value it writes (none: another field, or the package's own)."""
+def _own_slots(
+    query: seam.QuerySetParts, update: dict[str, Any], path: str, written: Any
+) -> list[tuple[Slot, tuple[str, ...]]]:
+    """The generated field of the documents themselves that an update writes at ``path`` (a
+    db field name), with the value it writes (none: another field, or the package's own): one
+    slot, or, for a field whose values depend on others (a scope), one per combination of
+    those in the documents the filter matches (or as the update sets them)."""
+    document_class = query.document_class
     for name, field in seam.shape(document_class).generated:
-        if field.db_field == path and not isinstance(written, Stored):
-            holder = values.Holder({name: field.to_python(written)})
-            return [(Slot(holder, holder, name, field, document_class), ())]
+        if field.db_field != path or isinstance(written, Stored):
+            continue
+        value = field.to_python(written)
+        sources = [seam.field_of(document_class, dep) for dep in field.depends_on]
+        combinations: list[dict[str, Any]] = [{}]
+        if sources:
+            set_here = {
+                source.name: update[f"set__{source.name}"]
+                for source in sources
+                if f"set__{source.name}" in update
+            }
+            projection = {source.db_field: 1 for source in sources}
+            combinations = []
+            for stored in query.collection.find(query.query, projection):
+                found = {
+                    source.name: source.to_python(stored[source.db_field])
+                    for source in sources
+                    if stored.get(source.db_field) is not None
+                }
+                if {**found, **set_here} not in combinations:
+                    combinations.append({**found, **set_here})
+        return [
+            (Slot(holder, holder, name, field, document_class), ())
+            for data in combinations
+            for holder in [values.Holder({**data, name: value})]
+        ]
     return []
 
 
@@ -262,11 +330,13 @@ def _any_item(steps: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _new_to_match(
-    query: seam.QuerySetParts, given: list[tuple[Slot, tuple[str, ...]]]
+    query: seam.QuerySetParts, given: list[tuple[Slot, tuple[str, ...]]], single: bool
 ) -> list[Slot]:
     """The slots of ``given`` whose value is new to the document the update matches: one that
     document holds in that field (written back, a document's own is not a new one) is left
     out, for a field that tracks assigned values (one read of its stored copy)."""
+    if not single:  # a value one of several matched documents holds is not the others'
+        return [slot for slot, _ in given]
     tracked = [(slot, steps) for slot, steps in given if slot.field.tracks_assigned]
     tops = {(*steps, slot.field.db_field)[0] for slot, steps in tracked}
     stored = query.collection.find_one(query.query, dict.fromkeys(tops, 1)) if tops else None
