@@ -378,3 +378,35 @@ def test_values_an_update_does_not_write_are_given_back(mongoengine_db: Any) -> 
     UzBox(name="z", part=UzPart(code=246810)).save()
     UaTicket(name="u", code=424242).save()
     assert [doc.get("part") for doc in _uz()] == [None, {"code": 246810}]
+
+
+@pytest.mark.parametrize("upsert", [False, True])
+def test_a_value_given_by_a_path_inside_an_embedded_document_is_told(
+    mongoengine_db: Any, upsert: bool
+) -> None:
+    a = UaBox(name="a", part=UaPart()).save()
+    b = UaBox(name="b", part=UaPart(), parts=[UaPart()]).save()
+    before = _stored()
+    name = "new" if upsert else "b"
+    with pytest.raises(NotUniqueError):
+        UaBox.objects(name=name).update_one(upsert=upsert, set__part__code=a.part.code)
+    with pytest.raises(NotUniqueError):
+        UaBox.objects(name="b", parts__n=b.parts[0].n).update_one(
+            set__parts__S__code=a.part.code
+        )
+    assert _stored() == before
+    UaBox.objects(id=b.id).update_one(set__part__n=40)
+    assert UaBox(name="c", part=UaPart()).save().part.n == 41
+
+
+def test_values_given_in_a_raw_update_are_told(mongoengine_db: Any) -> None:
+    first = UaTicket(name="first").save()
+    UaTicket.objects(id=first.id).update_one(__raw__={"$set": {"number": 2}})
+    assert UaTicket(name="second").save().number == 3
+    second = UaTicket.objects.get(name="second")
+    before = _tickets()
+    with pytest.raises(NotUniqueError):
+        UaTicket.objects(id=second.id).update_one(__raw__={"$set": {"code": first.code}})
+    with pytest.raises(me.errors.InvalidQueryError, match=r"UaTicket\.code is generated"):
+        UaTicket.objects(id=second.id).update_one(__raw__={"$rename": {"name": "code"}})
+    assert _tickets() == before

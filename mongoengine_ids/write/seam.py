@@ -62,9 +62,12 @@ from mongoengine.document import Document, EmbeddedDocument
 from mongoengine.errors import LookUpError, NotRegistered
 from mongoengine.fields import (
     CachedReferenceField,
+    DictField,
+    EmbeddedDocumentField,
     GenericLazyReferenceField,
     LazyReferenceField,
     ListField,
+    MapField,
     ReferenceField,
     SortedListField,
 )
@@ -509,6 +512,33 @@ def generated_fields(
 ) -> tuple[tuple[str, GeneratedField], ...]:
     """The (name, field) pairs of ``document_class`` whose values this package generates."""
     return shape(document_class).generated
+
+
+def generated_at(
+    document_class: type[BaseDocument], path: str
+) -> tuple[type[BaseDocument], str, GeneratedField] | None:
+    """The generated field that a dotted db path of an update (``p.c``, ``parts.$.code``,
+    ``by_key.k.code``) leads to, through embedded documents, list items and map keys, with the
+    class that declares it and its name; None if the path leads to another field or none."""
+    from .field import GeneratedField
+
+    kind: type[BaseDocument] | None = document_class
+    steps = path.split(".")
+    at = 0
+    while kind is not None and at < len(steps):
+        by_db_field = {field.db_field: (name, field) for name, field in kind._fields.items()}
+        if steps[at] not in by_db_field:
+            return None
+        name, field = by_db_field[steps[at]]
+        at += 1
+        if at == len(steps):
+            return (kind, name, field) if isinstance(field, GeneratedField) else None
+        inner = field
+        while isinstance(inner, (ListField, MapField, DictField)):
+            at += 1  # the item's index (or $), or the key
+            inner = inner.field
+        kind = inner.document_type if isinstance(inner, EmbeddedDocumentField) else None
+    return None
 
 
 def embedding_values(document: BaseDocument) -> Iterator[Any]:

@@ -179,17 +179,17 @@ def with_given_values(
     on_insert: list[tuple[Slot, tuple[str, ...]]] = []  # given by set_on_insert__
     unique: list[Slot] = []
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
-    for key, value in update.items():
+    operations = _operations(query.document_class, update)
+    for key, value in [*update.items(), *_scalars(query, update, operations, upserting)]:
         operator = seam.update_operator(key) if key != "__raw__" else None
-        if operator == "rename":
-            _refuse_rename_into(query.document_class, key, value)
         if operator not in _WRITING or (operator == "set_on_insert" and not upserting):
             continue
-        (written,) = seam.update_operations(query.document_class, **{key: value}).values()
-        (path,) = written
-        found = _embedded_slots(value, path)
-        if not upserting:
-            found += _own_slots(query, update, path, written[path])
+        if isinstance(value, _Scalars):
+            found = value.slots
+        else:
+            (written,) = seam.update_operations(query.document_class, **{key: value}).values()
+            (path,) = written
+            found = _embedded_slots(value, path)
         made = [slot for slot, _ in found if slot.value is None]
         empty += made
         given += [(slot, steps) for slot, steps in found if slot.value is not None]
@@ -259,18 +259,61 @@ def _matched_nothing(result: Any) -> bool:
     return getattr(result, "matched_count", None) == 0
 
 
-def _refuse_rename_into(document_class: Any, key: str, value: Any) -> None:
-    """Raise ``InvalidQueryError`` if ``rename__<field>=<name>`` moves a value into a generated
-    field: the value would be none the field made or was told of."""
-    (renames,) = seam.update_operations(document_class, **{key: value}).values()
-    targets = set(renames.values())
-    for name, field in seam.shape(document_class).generated:
-        if field.db_field in targets:
+def _operations(document_class: Any, update: dict[str, Any]) -> dict[str, Any]:
+    """The update as MongoEngine sends it (``__raw__`` included; {} for a pipeline, which
+    :func:`upsert` deals with), a ``$rename`` into a generated field refused.
+
+    Raises:
+        InvalidQueryError: ``rename__<field>=<a generated field>`` (also in ``__raw__``): the
+            value moved would be none the field made or was told of.
+    """
+    if not update or isinstance(update.get("__raw__"), list):
+        return {}
+    operations: dict[str, Any] = seam.update_operations(document_class, **update)
+    for source, target in operations.get("$rename", {}).items():
+        found = seam.generated_at(document_class, str(target))
+        if found is not None:
+            kind, name, _ = found
             raise InvalidQueryError(
-                f"{document_class.__name__}.{name} is generated: {key}={value!r} would move "
-                "another field's value into it; set it with set__ (told to the field), or let "
-                "save() make it"
+                f"{kind.__name__}.{name} is generated: renaming {source!r} to {target!r} would "
+                "move another field's value into it; set it with set__ (told to the field), or "
+                "let save() make it"
             )
+    return operations
+
+
+class _Scalars:
+    """The values an update's ``$set`` gives generated fields reached by a path (not inside an
+    embedded document it writes whole), as slots with the steps to their holders."""
+
+    def __init__(self, slots: list[tuple[Slot, tuple[str, ...]]]) -> None:
+        self.slots = slots
+
+
+def _scalars(
+    query: seam.QuerySetParts,
+    update: dict[str, Any],
+    operations: dict[str, Any],
+    upserting: bool,
+) -> list[tuple[str, _Scalars]]:
+    """``("set", _Scalars)`` for the values ``$set`` gives generated fields: the documents' own
+    (unless ``upserting``: :func:`upsert` tells those) and those inside embedded documents by a
+    dotted path (``set__part__code=``, ``set__parts__S__code=``, ``__raw__``)."""
+    slots: list[tuple[Slot, tuple[str, ...]]] = []
+    for path, value in operations.get("$set", {}).items():
+        found = seam.generated_at(query.document_class, path)
+        if found is None or isinstance(value, Stored):
+            continue
+        kind, name, field = found
+        if "." not in path:
+            if not upserting:
+                slots += _own_slots(query, update, path, value)
+            continue
+        holder = values.Holder({name: field.to_python(value)})
+        slots.append(
+            (Slot(holder, holder, name, field, kind), _any_item(tuple(path.split(".")[:-1])))
+        )
+    return [("set", _Scalars(slots))] if slots else []
 
 
 def _own_slots(
