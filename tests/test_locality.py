@@ -416,3 +416,33 @@ def test_values_are_uuids_usable_where_uuids_are() -> None:
     assert {value: 1}[uuid.UUID(str(value))] == 1
     assert repr(value) == f"LocalityUUID('{value}')"
     assert eval(repr(value), {"LocalityUUID": LocalityUUID}) == value
+
+
+
+@pytest.mark.parametrize("mode", ["spread", "sequential"])
+def test_generate_many_makes_what_as_many_generate_calls_would(mode: str) -> None:
+    def make() -> LocalityUUIDGenerator:
+        return LocalityUUIDGenerator(
+            pid=7, mac=0xAABBCCDDEEFF, clock=lambda: 1_000, counter=5, mode=mode  # type: ignore[arg-type]
+        )
+
+    one, many = make(), make()
+    assert many.generate_many(4) == [one.generate() for _ in range(4)]
+    assert many.generate_many(0) == []
+    assert many.generate() == one.generate()  # the state carried on alike
+
+
+def test_generate_many_after_the_clock_stepped_back_keeps_the_highest_millisecond() -> None:
+    now = [5_000]
+    generator = LocalityUUIDGenerator(pid=7, mac=1, clock=lambda: now[0])
+    before = generator.generate_many(3)
+    now[0] = 4_000
+    after = generator.generate_many(3)
+    assert {value.timestamp_ms for value in after} == {5_000}
+    assert len({*before, *after}) == 6
+
+
+@pytest.mark.parametrize(("count", "error"), [(-1, ValueError), ("3", TypeError), (2.0, TypeError)])
+def test_generate_many_checks_its_count(count: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match="count"):
+        LocalityUUIDGenerator(mac=1).generate_many(count)  # type: ignore[arg-type]

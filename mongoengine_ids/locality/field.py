@@ -231,8 +231,7 @@ class LocalityUUIDField(UUIDValueField):
         return made[0]
 
     def new_values(self, write: Write, count: int) -> list[Any]:
-        generate = self.generator.generate
-        return [generate() for _ in range(count)]
+        return self.generator.generate_many(count)
 
 
 __all__ = ["ACCEPTED_TEXT", "LocalityUUIDField", "UUIDValueField"]
