@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import mongoengine as me
+import pymongo.errors
 import pytest
 from mongoengine.errors import NotUniqueError
 
@@ -345,7 +346,10 @@ def test_the_retry_of_a_conditional_update_that_landed_keeps_its_reservation() -
         armed.append(True)
         with pytest.raises(pymongo.errors.AutoReconnect):
             close()
-        assert close() == 0  # landed: the filter matches nothing now
+        # Landed: the filter matches nothing now, and the value is held by a document it does
+        # not match, which the retry cannot tell from another's: refused, as an upsert's is.
+        with pytest.raises(NotUniqueError, match="earlier attempt"):
+            close()
         with pytest.raises(NotUniqueError):
             UzBox(name="other", part=UzPart(code=565656)).save()
         assert [doc.get("part") for doc in _uz()] == [{"code": 565656}]
@@ -410,3 +414,128 @@ def test_values_given_in_a_raw_update_are_told(mongoengine_db: Any) -> None:
     with pytest.raises(me.errors.InvalidQueryError, match=r"UaTicket\.code is generated"):
         UaTicket.objects(id=second.id).update_one(__raw__={"$rename": {"name": "code"}})
     assert _tickets() == before
+
+
+# -- review AB ----------------------------------------------------------------------------------
+
+
+def test_an_upsert_that_inserted_beyond_its_filter_keeps_its_set_on_insert_values(
+    mongoengine_db: Any,
+) -> None:
+    UzBox.objects(name="new").update_one(
+        upsert=True, set__name="renamed", set_on_insert__part=UzPart(code=123456)
+    )
+    with pytest.raises(NotUniqueError):
+        UzBox.objects(name="other").update_one(upsert=True, set__part=UzPart(code=123456))
+    assert [doc.get("part") for doc in _uz()] == [{"code": 123456}]
+
+
+def test_new_embedded_values_of_an_update_that_writes_nothing_are_given_back(
+    mongoengine_db: Any,
+) -> None:
+    UzBox(name="b").save()
+    part = UzPart()
+    assert UzBox.objects(name="nobody").update_one(set__part=part) == 0
+    assert part.code is None
+    other = UzPart()
+    UzBox.objects(name="b").update_one(upsert=True, set__kind="k", set_on_insert__part=other)
+    assert other.code is None  # matched: $setOnInsert wrote nothing
+    UzBox.objects(name="b").update_one(set__part=part)
+    assert [doc.get("part") for doc in _uz()] == [{"code": part.code}]
+
+
+def _lost_update_reply(method: str = "update_one") -> tuple[list[bool], Any]:
+    armed: list[bool] = []
+
+    def hook(collection: str, called: str, call: Any) -> Any:
+        result = call()
+        if armed and called == method and collection == "uz_boxes":
+            armed.clear()
+            raise pymongo.errors.AutoReconnect("injected: the reply is lost")
+        return result
+
+    return armed, hook
+
+
+@pytest.mark.parametrize("upsert", [False, True])
+def test_the_retry_of_an_update_matching_another_document_is_refused_its_value(
+    upsert: bool,
+) -> None:
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed, hook = _lost_update_reply()
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        if not upsert:
+            UzBox(kind="pending").save()
+            UzBox(kind="pending").save()
+        part = UzPart(code=123456)
+
+        def update() -> Any:
+            return UzBox.objects(kind="pending", name=None).update_one(
+                upsert=upsert, set__name="done", set__part=part
+            )
+
+        armed.append(True)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            update()
+        with pytest.raises(NotUniqueError, match="earlier attempt"):
+            update()
+        assert [doc.get("part") for doc in _uz()].count({"code": 123456}) == 1
+
+
+
+
+
+def test_another_update_with_the_same_filter_leaves_the_retry_its_reservation() -> None:
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed: list[bool] = []
+
+    def hook(collection: str, called: str, call: Any) -> Any:
+        if armed and called == "update_one" and collection == "uz_boxes":
+            armed.clear()
+            raise pymongo.errors.AutoReconnect("injected: the request is lost")
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        UzBox(name="a").save()
+        part = UzPart(code=123456)
+        armed.append(True)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            UzBox.objects(name="a").update_one(set__part=part)
+        UzBox.objects(name="a").update_one(set__parts=[UzPart()])  # another request
+        UzBox.objects(name="a").update_one(set__part=part)  # the retry
+        assert [doc.get("part") for doc in _uz()] == [{"code": 123456}]
+        assert len(_uz()[0]["parts"]) == 1
+
+
+def test_a_scope_set_without_set_or_in_raw_moves_that_scopes_counter(mongoengine_db: Any) -> None:
+    t = AaScoped(tenant="a").save()
+    AaScoped.objects(id=t.id).update_one(tenant="b", number=2)
+    u = AaScoped(tenant="a").save()
+    AaScoped.objects(id=u.id).update_one(__raw__={"$set": {"tenant": "c", "number": 1}})
+    assert [AaScoped(tenant=x).save().number for x in ("b", "c")] == [3, 2]
+
+
+def test_a_value_given_at_one_place_held_at_another_of_the_document_is_refused(
+    mongoengine_db: Any,
+) -> None:
+    box = UzBox(name="b", parts=[UzPart(), UzPart()]).save()
+    before = _uz()
+    with pytest.raises(NotUniqueError):
+        UzBox.objects(id=box.id).update_one(set__parts__1__code=box.parts[0].code)
+    with pytest.raises(NotUniqueError):
+        UzBox.objects(id=box.id).update_one(push__parts=UzPart(code=box.parts[1].code))
+    UzBox.objects(id=box.id).update_one(set__parts__1__code=box.parts[1].code)  # its own
+    assert _uz() == before
+
+
+def test_modify_in_order_looks_at_the_document_it_modifies(mongoengine_db: Any) -> None:
+    a = UzBox(name="a", part=UzPart()).save()
+    UzBox(name="b").save()
+    before = _uz()
+    with pytest.raises(NotUniqueError):
+        UzBox.objects(name__in=["a", "b"]).order_by("-name").modify(set__part__code=a.part.code)
+    assert _uz() == before

@@ -121,9 +121,8 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (transform, "query", ("_doc_cls",)),
 )
 #: Attributes of document instances read as data (and ``_subclasses`` of a model). Also read:
-#: ``_document``, ``_query``,
-#: ``_collection`` and ``_loaded_fields`` of querysets, ``ONLY``/``EXCLUDE`` and ``as_dict()``
-#: of QueryFieldList.
+#: ``_document``, ``_query``, ``_collection``, ``_loaded_fields`` and ``_ordering`` of
+#: querysets, ``ONLY``/``EXCLUDE`` and ``as_dict()`` of QueryFieldList.
 DATA_ATTRIBUTES = (
     "_data",
     "_created",
@@ -370,12 +369,18 @@ class QuerySetParts:
     collection: Any
     query: dict[str, Any]
     loaded: QueryFieldList
+    #: The sort of ``order_by()`` (``modify()`` writes the first document in that order).
+    ordering: Any = None
 
 
 def parts(queryset: Any) -> QuerySetParts:
-    """The model, collection, filter and projection of ``queryset``."""
+    """The model, collection, filter, projection and sort of ``queryset``."""
     return QuerySetParts(
-        queryset._document, queryset._collection, queryset._query, queryset._loaded_fields
+        queryset._document,
+        queryset._collection,
+        queryset._query,
+        queryset._loaded_fields,
+        queryset._ordering,
     )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final, TypeVar
 
 from bson.regex import Regex
+from mongoengine.base import BaseDocument
 from mongoengine.document import Document
 from mongoengine.errors import InvalidQueryError, NotUniqueError, ValidationError
 
@@ -59,12 +60,18 @@ def upsert(
 
 
 @contextlib.contextmanager
-def _attempt(query: seam.QuerySetParts) -> Iterator[tuple[str, bool]]:
-    """One attempt of the update or upsert by ``query``'s filter: whom the values it assigns
-    are for (the same as an earlier attempt's whose outcome is unknown: the application's
-    retry), and whether there was such an earlier attempt (it may have landed)."""
+def _attempt(query: seam.QuerySetParts, update: dict[str, Any]) -> Iterator[tuple[str, bool]]:
+    """One attempt of ``update`` by ``query``'s filter: whom the values it assigns are for (the
+    same as an earlier attempt's whose outcome is unknown: the application's retry of the same
+    update, with the same objects), and whether there was such an earlier attempt (it may
+    have landed)."""
     collection = query.collection
-    key = (id(collection.database.client), collection.full_name, repr(query.query))
+    key = (
+        id(collection.database.client),
+        collection.full_name,
+        repr(query.query),
+        repr(_identity(update)),
+    )
     earlier = _unsettled.pop(key, None)  # atomic: one concurrent retry takes it over
     owner = earlier or uuid.uuid4().hex
     try:
@@ -142,7 +149,7 @@ def _refuse_held(collection: Any, assigned: list[Slot]) -> None:
 #: Whom the values of upserts whose outcome is unknown (a lost reply) were reserved for (see
 #: ``Write.owners``), by (client, collection, filter): the application's retry of the same
 #: upsert takes it over, and finds those reservations its own.
-_unsettled: dict[tuple[int, str, str], str] = {}
+_unsettled: dict[tuple[int, str, str, str], str] = {}
 on_reset(_unsettled.clear)
 
 
@@ -176,7 +183,7 @@ def with_given_values(
     query = seam.parts(queryset)
     empty: list[Slot] = []
     given: list[tuple[Slot, tuple[str, ...]]] = []  # with the steps to the value, stored
-    on_insert: list[tuple[Slot, tuple[str, ...]]] = []  # given by set_on_insert__
+    on_insert: list[tuple[Slot, tuple[str, ...]]] = []  # set_on_insert__'s: given or made
     unique: list[Slot] = []
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     operations = _operations(query.document_class, update)
@@ -192,9 +199,11 @@ def with_given_values(
             found = _embedded_slots(value, path)
         made = [slot for slot, _ in found if slot.value is None]
         empty += made
-        given += [(slot, steps) for slot, steps in found if slot.value is not None]
         if operator == "set_on_insert":
-            on_insert += [(slot, steps) for slot, steps in found if slot.value is not None]
+            on_insert += found
+        if operator != "set":  # added beside what the document holds: never its own
+            found = [(slot, ("$",)) for slot, _ in found]
+        given += [(slot, steps) for slot, steps in found if slot.value is not None]
         # Values that no two documents may share: those made here, and unique ones given.
         shared = made + [slot for slot, _ in found if slot.field.values_unique]
         on_insert_only = on_insert_only and (not shared or operator == "set_on_insert")
@@ -210,25 +219,33 @@ def with_given_values(
             "use update_one(), or filter by the key"
         )
     write = Write(query.document_class, query.collection)
-    with _attempt(query) as (owner, earlier):
+    with _attempt(query, update) as (owner, earlier):
         this = values.Holder(owner=owner)
         for slot, _ in given:  # whom each value is for: this update (and the embedded object)
             if isinstance(slot.holder, values.Holder):
                 slot.holder.owner = owner
             else:
                 slot.root = this
+        if earlier:
+            _refuse_held_elsewhere(query, given)
         noted = values.note_assigned(write, _new_to_match(query, given, single))
+        filled: list[Slot] = []
         try:
-            result = _filled(write, empty, lambda: run(owner, earlier))
+            filled = values.fill(write, empty)
+            result = run(owner, earlier)
         except BaseException as error:
             if not values.outcome_unknown(error) and not earlier:
-                values.release(write, noted)  # nothing written: the given values are free
+                values.give_back(write, filled)  # nothing written: the values are free
+                values.release(write, noted)
             raise
-    if not earlier:  # an earlier attempt may have written them: never given back then
-        unwritten = _unwritten(query, on_insert) if upserting else []
-        if not upserting and _matched_nothing(result):
-            unwritten = [slot for slot, _ in noted]
-        values.release(write, [(slot, v) for slot, v in noted if slot in unwritten])
+    if not earlier and not upserting and _matched_nothing(result):
+        # Nothing written (an earlier attempt's values are never given back: it may have).
+        values.give_back(write, filled)
+        values.release(write, noted)
+    elif not earlier and on_insert:  # an upsert that matched: $setOnInsert wrote nothing
+        unwritten = _unwritten(query, on_insert)
+        values.give_back(write, [slot for slot in filled if slot in unwritten])
+        values.release(write, [(slot, value) for slot, value in noted if slot in unwritten])
     # Settled: a later write of the same embedded objects is another one, not a retry.
     values.settle([slot.holder for slot, _ in noted])
     return result
@@ -237,18 +254,58 @@ def with_given_values(
 def _unwritten(
     query: seam.QuerySetParts, on_insert: list[tuple[Slot, tuple[str, ...]]]
 ) -> list[Slot]:
-    """The slots of values given by ``set_on_insert__`` that the upsert did not write (it
-    matched a document: the one its filter finds does not hold them)."""
-    if not on_insert:
-        return []
-    tops = {(*steps, slot.field.db_field)[0] for slot, steps in on_insert}
-    stored = query.collection.find_one(query.query, dict.fromkeys(tops, 1)) or {}
+    """The slots of ``on_insert`` whose value no stored document holds at that path: the upsert
+    matched a document, and its ``$setOnInsert`` wrote nothing. Only paths through no list
+    are looked up (a query cannot always reach into a list of lists): the others are kept."""
     return [
         slot
         for slot, steps in on_insert
-        if slot.field.to_mongo(slot.value)
-        not in values.values_at(stored, steps, slot.field.db_field)
+        if "*" not in steps
+        and "$" not in steps
+        and query.collection.find_one(
+            {".".join([*steps, slot.field.db_field]): slot.field.to_mongo(slot.value)},
+            {"_id": 1},
+        )
+        is None
     ]
+
+
+def _refuse_held_elsewhere(
+    query: seam.QuerySetParts, given: list[tuple[Slot, tuple[str, ...]]]
+) -> None:
+    """The retry of an update whose earlier attempt may have landed: a value it gives that a
+    document the filter does not match holds may be that attempt's (the filter then matched
+    it), and would be stored twice.
+
+    Raises:
+        NotUniqueError: such a value, quoted (nothing written).
+    """
+    for slot, steps in given:
+        if not slot.field.values_unique:
+            continue
+        path = ".".join([*(s for s in steps if s not in ("*", "$")), slot.field.db_field])
+        stored = slot.field.to_mongo(slot.value)
+        holder = query.collection.find_one({path: stored}, {"_id": 1})
+        if holder is None:
+            continue
+        matched = {"$and": [query.query, {"_id": holder["_id"]}]}
+        if query.collection.find_one(matched, {"_id": 1}) is None:
+            raise NotUniqueError(
+                f"{slot.field._label}: {slot.value!r} is held by a stored document that this "
+                "update's filter does not match: its earlier attempt, whose reply was lost, may "
+                "have stored it there"
+            )
+
+
+def _identity(value: Any) -> Any:
+    """``value`` (an update), documents by identity: the same in the application's retry."""
+    if isinstance(value, BaseDocument):
+        return ("document", id(value))
+    if isinstance(value, dict):
+        return sorted((str(k), _identity(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_identity(item) for item in value]
+    return value
 
 
 def _matched_nothing(result: Any) -> bool:
@@ -307,17 +364,17 @@ def _scalars(
         kind, name, field = found
         if "." not in path:
             if not upserting:
-                slots += _own_slots(query, update, path, value)
+                slots += _own_slots(query, operations, path, value)
             continue
         holder = values.Holder({name: field.to_python(value)})
-        slots.append(
-            (Slot(holder, holder, name, field, kind), _any_item(tuple(path.split(".")[:-1])))
-        )
+        # Written at this very place: its own only if it held the value there already (not
+        # known for a positional $: then new).
+        slots.append((Slot(holder, holder, name, field, kind), tuple(path.split(".")[:-1])))
     return [("set", _Scalars(slots))] if slots else []
 
 
 def _own_slots(
-    query: seam.QuerySetParts, update: dict[str, Any], path: str, written: Any
+    query: seam.QuerySetParts, operations: dict[str, Any], path: str, written: Any
 ) -> list[tuple[Slot, tuple[str, ...]]]:
     """The generated field of the documents themselves that an update writes at ``path`` (a
     db field name), with the value it writes (none: another field, or the package's own): one
@@ -331,10 +388,11 @@ def _own_slots(
         sources = [seam.field_of(document_class, dep) for dep in field.depends_on]
         combinations: list[dict[str, Any]] = [{}]
         if sources:
+            setting = operations.get("$set", {})
             set_here = {
-                source.name: update[f"set__{source.name}"]
+                source.name: source.to_python(setting[source.db_field])
                 for source in sources
-                if f"set__{source.name}" in update
+                if setting.get(source.db_field) is not None
             }
             projection = {source.db_field: 1 for source in sources}
             combinations = []
@@ -376,13 +434,21 @@ def _new_to_match(
     query: seam.QuerySetParts, given: list[tuple[Slot, tuple[str, ...]]], single: bool
 ) -> list[Slot]:
     """The slots of ``given`` whose value is new to the document the update matches: one that
-    document holds in that field (written back, a document's own is not a new one) is left
-    out, for a field that tracks assigned values (one read of its stored copy)."""
+    document holds where it is written (``steps``: any item of a top-level field written
+    whole, or one place; ``$``: a place not known, or added beside the others: new) is left
+    out, for a field that tracks assigned values (one read of its stored copy, in the order
+    ``modify()`` picks it)."""
     if not single:  # a value one of several matched documents holds is not the others'
         return [slot for slot, _ in given]
-    tracked = [(slot, steps) for slot, steps in given if slot.field.tracks_assigned]
+    tracked = [
+        (slot, steps) for slot, steps in given if slot.field.tracks_assigned and "$" not in steps
+    ]
     tops = {(*steps, slot.field.db_field)[0] for slot, steps in tracked}
-    stored = query.collection.find_one(query.query, dict.fromkeys(tops, 1)) if tops else None
+    stored = (
+        query.collection.find_one(query.query, dict.fromkeys(tops, 1), sort=query.ordering)
+        if tops
+        else None
+    )
     held = {
         id(slot)
         for slot, steps in tracked

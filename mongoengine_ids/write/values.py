@@ -119,10 +119,13 @@ def slots(document: BaseDocument, *, embedded_new_only: bool = False) -> list[Sl
 
 def values_at(value: Any, steps: tuple[str, ...], name: str) -> list[Any]:
     """The values of key ``name`` in the stored embedded documents that ``steps`` lead to from
-    ``value`` (a db field name each, or ``"*"``: every item of a list or map)."""
+    ``value`` (a db field name or map key each, a list index, or ``"*"``: every item of a list
+    or map; ``"$"``, a place not known, leads nowhere)."""
     if not steps:
         return [value[name]] if isinstance(value, dict) and name in value else []
     step, rest = steps[0], steps[1:]
+    if step.isdigit() and isinstance(value, list):  # one item of a list
+        return values_at(value[int(step)], rest, name) if int(step) < len(value) else []
     if step != "*":
         return values_at(value.get(step), rest, name) if isinstance(value, dict) else []
     items = value if isinstance(value, list) else value.values() if isinstance(value, dict) else []
