@@ -539,3 +539,83 @@ def test_modify_in_order_looks_at_the_document_it_modifies(mongoengine_db: Any) 
     with pytest.raises(NotUniqueError):
         UzBox.objects(name__in=["a", "b"]).order_by("-name").modify(set__part__code=a.part.code)
     assert _uz() == before
+
+
+# -- review AC ----------------------------------------------------------------------------------
+
+
+class SqPart(me.EmbeddedDocument):
+    n = SequenceField(sequence_name="sq_part_n")
+
+
+class SqBox(me.Document):
+    kind = me.StringField()
+    part = me.EmbeddedDocumentField(SqPart)
+    meta = {"collection": "uz_boxes"}  # the collection the lost-reply hook watches
+
+
+@pytest.mark.parametrize("how", ["push", "set-sequence"])
+def test_the_retry_of_an_update_landing_elsewhere_never_stores_a_value_twice(how: str) -> None:
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed, hook = _lost_update_reply()
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        model: Any = UzBox if how == "push" else SqBox
+        model(kind="x").save()
+        model(kind="x").save()
+        part = UzPart(code=123456)
+        new_part = SqPart()
+
+        def update() -> Any:
+            if how == "push":
+                return UzBox.objects(kind="x").update_one(set__kind="y", push__parts=part)
+            return SqBox.objects(kind="x").update_one(set__kind="y", set__part=new_part)
+
+        armed.append(True)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            update()
+        with pytest.raises(NotUniqueError, match="earlier attempt"):
+            update()
+        assert sorted(doc["kind"] for doc in model._get_collection().find()) == ["x", "y"]
+
+
+def test_update_one_in_order_looks_at_the_document_it_updates(mongoengine_db: Any) -> None:
+    UzBox(name="a", kind="1").save()
+    b = UzBox(name="b", kind="2", part=UzPart()).save()
+    before = _uz()
+    with pytest.raises(NotUniqueError):  # update_one writes a (no sort), which lacks it
+        UzBox.objects(kind__in=["1", "2"]).order_by("-kind").update_one(
+            set__part=UzPart(code=b.part.code)
+        )
+    assert _uz() == before
+
+
+@pytest.mark.parametrize("how", ["set", "push", "upsert"])
+def test_a_retry_after_a_lost_request_writes_the_values_its_first_attempt_made(how: str) -> None:
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed: list[bool] = []
+
+    def hook(collection: str, called: str, call: Any) -> Any:
+        if armed and called == "update_one" and collection == "uz_boxes":
+            armed.clear()
+            raise pymongo.errors.AutoReconnect("injected: the request is lost")
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        box = UzBox(name="b").save()
+        part = UzPart()
+        updates = {
+            "set": lambda: UzBox.objects(id=box.id).update_one(set__part=part),
+            "push": lambda: UzBox.objects(id=box.id).update_one(push__parts=part),
+            "upsert": lambda: UzBox.objects(name="new").update_one(upsert=True, set__part=part),
+        }
+        armed.append(True)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            updates[how]()
+        made = part.code
+        assert updates[how]() == 1
+        stored = [p["code"] for doc in _uz() for p in [doc.get("part"), *doc.get("parts", [])] if p]
+        assert stored == [made]

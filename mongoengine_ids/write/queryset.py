@@ -50,7 +50,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
             result = parent(upsert=upsert, **options, **kwargs)
         else:
             result = self._generating(
-                kwargs, upsert, True, lambda u: parent(upsert=upsert, **options, **u)
+                kwargs, upsert, True, lambda u: parent(upsert=upsert, **options, **u), ordered=True
             )
         seam.note_loaded(result, seam.parts(self).loaded)  # a projection of the returned one
         return result
@@ -61,6 +61,8 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         upserting: bool,
         single: bool,
         run: Callable[[dict[str, Any]], Any],
+        *,
+        ordered: bool = False,
     ) -> Any:
         """``run(update)``, the values of new embedded documents in it made (``single``: it
         writes one document at most), and an upsert's added (set on insert only)."""
@@ -71,9 +73,15 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
                 lambda owner, earlier: upserts.upsert(self, update, run, owner, earlier),
                 single=single,
                 upserting=True,
+                ordered=ordered,
             )
         return upserts.with_given_values(
-            self, update, lambda owner, earlier: run(update), single=single, upserting=False
+            self,
+            update,
+            lambda owner, earlier: run(update),
+            single=single,
+            upserting=False,
+            ordered=ordered,
         )
 
     def in_bulk(self, object_ids: Any) -> dict[Any, Any]:

@@ -164,6 +164,7 @@ def with_given_values(
     *,
     single: bool,
     upserting: bool,
+    ordered: bool = False,
 ) -> _T:
     """Run ``run(owner, earlier)``, an update given ``update``, once the values it writes are
     settled: the new embedded documents it writes (``push__tags=Tag()``, ``set__address=...``)
@@ -173,7 +174,8 @@ def with_given_values(
 
     ``owner``: whom the values of this attempt are for, the same in the application's retry of
     the update (same collection and filter) after a lost reply; ``earlier``: there was such an
-    attempt (it may have landed: its values are never given back).
+    attempt (it may have landed: its values are never given back). ``ordered``: the update
+    writes the first matched document in ``order_by()`` order (``modify()``).
 
     Raises:
         InvalidQueryError: the update may write them to several documents (not ``single``, and
@@ -183,6 +185,7 @@ def with_given_values(
     query = seam.parts(queryset)
     empty: list[Slot] = []
     given: list[tuple[Slot, tuple[str, ...]]] = []  # with the steps to the value, stored
+    added: set[int] = set()  # slots of values added beside the document's (push__...)
     on_insert: list[tuple[Slot, tuple[str, ...]]] = []  # set_on_insert__'s: given or made
     unique: list[Slot] = []
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
@@ -202,7 +205,7 @@ def with_given_values(
         if operator == "set_on_insert":
             on_insert += found
         if operator != "set":  # added beside what the document holds: never its own
-            found = [(slot, ("$",)) for slot, _ in found]
+            added.update(id(slot) for slot, _ in found)
         given += [(slot, steps) for slot, steps in found if slot.value is not None]
         # Values that no two documents may share: those made here, and unique ones given.
         shared = made + [slot for slot, _ in found if slot.field.values_unique]
@@ -220,6 +223,8 @@ def with_given_values(
         )
     write = Write(query.document_class, query.collection)
     with _attempt(query, update) as (owner, earlier):
+        # Values an earlier attempt of this update made (its reply lost): its own, not given.
+        made_before = _made_by.pop(owner, set()) if earlier else set()
         this = values.Holder(owner=owner)
         for slot, _ in given:  # whom each value is for: this update (and the embedded object)
             if isinstance(slot.holder, values.Holder):
@@ -228,13 +233,17 @@ def with_given_values(
                 slot.root = this
         if earlier:
             _refuse_held_elsewhere(query, given)
-        noted = values.note_assigned(write, _new_to_match(query, given, single))
+        told = [(slot, steps) for slot, steps in given if _made_key(slot) not in made_before]
+        sort = query.ordering if ordered else None
+        noted = values.note_assigned(write, _new_to_match(query, told, single, added, sort))
         filled: list[Slot] = []
         try:
             filled = values.fill(write, empty)
             result = run(owner, earlier)
         except BaseException as error:
-            if not values.outcome_unknown(error) and not earlier:
+            if values.outcome_unknown(error) or earlier:  # still unsettled (see _attempt)
+                _made_by[owner] = made_before | {_made_key(slot) for slot in filled}
+            else:
                 values.give_back(write, filled)  # nothing written: the values are free
                 values.release(write, noted)
             raise
@@ -249,6 +258,16 @@ def with_given_values(
     # Settled: a later write of the same embedded objects is another one, not a retry.
     values.settle([slot.holder for slot, _ in noted])
     return result
+
+
+#: Values made by an attempt of an update whose outcome is unknown, by its owner (see
+#: :func:`_attempt`): its retry finds them its own.
+_made_by: dict[str, set[tuple[int, str, str]]] = {}
+on_reset(_made_by.clear)
+
+
+def _made_key(slot: Slot) -> tuple[int, str, str]:
+    return id(slot.holder), slot.name, repr(slot.field.to_mongo(slot.value))
 
 
 def _unwritten(
@@ -281,7 +300,7 @@ def _refuse_held_elsewhere(
         NotUniqueError: such a value, quoted (nothing written).
     """
     for slot, steps in given:
-        if not slot.field.values_unique:
+        if not (slot.field.values_unique or slot.field.tracks_assigned):
             continue
         path = ".".join([*(s for s in steps if s not in ("*", "$")), slot.field.db_field])
         stored = slot.field.to_mongo(slot.value)
@@ -431,7 +450,11 @@ def _any_item(steps: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _new_to_match(
-    query: seam.QuerySetParts, given: list[tuple[Slot, tuple[str, ...]]], single: bool
+    query: seam.QuerySetParts,
+    given: list[tuple[Slot, tuple[str, ...]]],
+    single: bool,
+    added: set[int],
+    sort: Any,
 ) -> list[Slot]:
     """The slots of ``given`` whose value is new to the document the update matches: one that
     document holds where it is written (``steps``: any item of a top-level field written
@@ -441,13 +464,13 @@ def _new_to_match(
     if not single:  # a value one of several matched documents holds is not the others'
         return [slot for slot, _ in given]
     tracked = [
-        (slot, steps) for slot, steps in given if slot.field.tracks_assigned and "$" not in steps
+        (slot, steps)
+        for slot, steps in given
+        if slot.field.tracks_assigned and "$" not in steps and id(slot) not in added
     ]
     tops = {(*steps, slot.field.db_field)[0] for slot, steps in tracked}
     stored = (
-        query.collection.find_one(query.query, dict.fromkeys(tops, 1), sort=query.ordering)
-        if tops
-        else None
+        query.collection.find_one(query.query, dict.fromkeys(tops, 1), sort=sort) if tops else None
     )
     held = {
         id(slot)
