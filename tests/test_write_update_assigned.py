@@ -619,3 +619,62 @@ def test_a_retry_after_a_lost_request_writes_the_values_its_first_attempt_made(h
         assert updates[how]() == 1
         stored = [p["code"] for doc in _uz() for p in [doc.get("part"), *doc.get("parts", [])] if p]
         assert stored == [made]
+
+
+# -- review AD ----------------------------------------------------------------------------------
+
+
+def test_a_retry_failing_before_it_writes_keeps_the_first_attempts_values_its_own() -> None:
+    from mongoengine_ids.testing import connected_threadsafe
+
+    lost: list[str] = []
+
+    def hook(collection: str, called: str, call: Any) -> Any:
+        if lost and collection == "uz_boxes" and called == lost[0]:
+            lost.pop(0)
+            raise pymongo.errors.AutoReconnect("injected: the request is lost")
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        box = UzBox(name="b").save()
+        part = UzPart()
+
+        def update() -> Any:
+            return UzBox.objects(id=box.id).update_one(set__part=part)
+
+        lost.append("update_one")
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            update()
+        lost.append("find_one")  # the retry's own look-up is lost: nothing written again
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            update()
+        assert update() == 1
+        assert [doc.get("part") for doc in _uz()] == [{"code": part.code}]
+
+
+def test_the_retry_of_a_push_that_landed_is_refused_not_pushed_again() -> None:
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed, hook = _lost_update_reply()
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        box = UzBox(name="c").save()
+        part = UzPart()
+        armed.append(True)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            UzBox.objects(id=box.id).update_one(push__parts=part)
+        with pytest.raises(NotUniqueError, match="earlier attempt"):
+            UzBox.objects(id=box.id).update_one(push__parts=part)
+        assert [p["code"] for p in _uz()[0]["parts"]] == [part.code]
+
+
+def test_a_repeated_upsert_giving_a_set_on_insert_value_is_its_own(mongoengine_db: Any) -> None:
+    def upsert() -> Any:
+        return UzBox.objects(name="u").update_one(
+            upsert=True, set_on_insert__part=UzPart(code=123456)
+        )
+
+    assert upsert() == 1
+    assert upsert() == 1  # matched: the document holds the value already
+    assert [doc.get("part") for doc in _uz()] == [{"code": 123456}]

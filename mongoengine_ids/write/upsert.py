@@ -155,6 +155,8 @@ on_reset(_unsettled.clear)
 
 #: The update operators that write the embedded documents given to them (``pull`` matches).
 _WRITING = frozenset({"set", "set_on_insert", "push", "push_all", "add_to_set"})
+#: Those of them that add to a list beside what it holds.
+_ADDING = frozenset({"push", "push_all", "add_to_set"})
 
 
 def with_given_values(
@@ -204,7 +206,7 @@ def with_given_values(
         empty += made
         if operator == "set_on_insert":
             on_insert += found
-        if operator != "set":  # added beside what the document holds: never its own
+        if operator in _ADDING:  # added beside what the document holds: never its own
             added.update(id(slot) for slot, _ in found)
         given += [(slot, steps) for slot, steps in found if slot.value is not None]
         # Values that no two documents may share: those made here, and unique ones given.
@@ -224,7 +226,7 @@ def with_given_values(
     write = Write(query.document_class, query.collection)
     with _attempt(query, update) as (owner, earlier):
         # Values an earlier attempt of this update made (its reply lost): its own, not given.
-        made_before = _made_by.pop(owner, set()) if earlier else set()
+        made_before = _made_by.get(owner, set()) if earlier else set()
         this = values.Holder(owner=owner)
         for slot, _ in given:  # whom each value is for: this update (and the embedded object)
             if isinstance(slot.holder, values.Holder):
@@ -232,7 +234,7 @@ def with_given_values(
             else:
                 slot.root = this
         if earlier:
-            _refuse_held_elsewhere(query, given)
+            _refuse_held_elsewhere(query, given, added)
         told = [(slot, steps) for slot, steps in given if _made_key(slot) not in made_before]
         sort = query.ordering if ordered else None
         noted = values.note_assigned(write, _new_to_match(query, told, single, added, sort))
@@ -244,9 +246,11 @@ def with_given_values(
             if values.outcome_unknown(error) or earlier:  # still unsettled (see _attempt)
                 _made_by[owner] = made_before | {_made_key(slot) for slot in filled}
             else:
+                _made_by.pop(owner, None)
                 values.give_back(write, filled)  # nothing written: the values are free
                 values.release(write, noted)
             raise
+    _made_by.pop(owner, None)  # settled
     if not earlier and not upserting and _matched_nothing(result):
         # Nothing written (an earlier attempt's values are never given back: it may have).
         values.give_back(write, filled)
@@ -290,11 +294,12 @@ def _unwritten(
 
 
 def _refuse_held_elsewhere(
-    query: seam.QuerySetParts, given: list[tuple[Slot, tuple[str, ...]]]
+    query: seam.QuerySetParts, given: list[tuple[Slot, tuple[str, ...]]], added: set[int]
 ) -> None:
     """The retry of an update whose earlier attempt may have landed: a value it gives that a
     document the filter does not match holds may be that attempt's (the filter then matched
-    it), and would be stored twice.
+    it), and would be stored twice; so may one it adds to a list (``added``: ``push__``...)
+    that any document holds, the one it matches too.
 
     Raises:
         NotUniqueError: such a value, quoted (nothing written).
@@ -308,7 +313,7 @@ def _refuse_held_elsewhere(
         if holder is None:
             continue
         matched = {"$and": [query.query, {"_id": holder["_id"]}]}
-        if query.collection.find_one(matched, {"_id": 1}) is None:
+        if id(slot) in added or query.collection.find_one(matched, {"_id": 1}) is None:
             raise NotUniqueError(
                 f"{slot.field._label}: {slot.value!r} is held by a stored document that this "
                 "update's filter does not match: its earlier attempt, whose reply was lost, may "
