@@ -678,3 +678,27 @@ def test_a_repeated_upsert_giving_a_set_on_insert_value_is_its_own(mongoengine_d
     assert upsert() == 1
     assert upsert() == 1  # matched: the document holds the value already
     assert [doc.get("part") for doc in _uz()] == [{"code": 123456}]
+
+
+def test_a_retry_with_a_fresh_time_stamp_after_a_landed_attempt_writes() -> None:
+    """A retry loop that makes its time stamp again, after a lost reply whose attempt landed:
+    the value is the matched document's own, written again."""
+    import datetime
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed, hook = _lost_update_reply()
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        box = UzBox(name="b").save()
+        part = UzPart(code=135790)
+
+        def update() -> Any:
+            stamp = datetime.datetime.now(datetime.timezone.utc).isoformat()
+            return UzBox.objects(id=box.id).update_one(set__part=part, set__kind=stamp)
+
+        armed.append(True)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            update()
+        assert update() == 1
+        assert _uz()[0]["part"] == {"code": 135790}
