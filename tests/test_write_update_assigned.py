@@ -702,3 +702,41 @@ def test_a_retry_with_a_fresh_time_stamp_after_a_landed_attempt_writes() -> None
             update()
         assert update() == 1
         assert _uz()[0]["part"] == {"code": 135790}
+
+
+@pytest.mark.parametrize("how", ["embedded", "own-field"])
+def test_a_retry_with_a_fresh_time_stamp_after_a_lost_request_is_the_same_update(how: str) -> None:
+    """Only the values given to generated fields (and the embedded objects) tell attempts
+    apart: a retry loop that makes its time stamp again is the same update, and finds its
+    reservation."""
+    import datetime
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed: list[bool] = []
+
+    def hook(collection: str, called: str, call: Any) -> Any:
+        if armed and called == "update_one" and collection in ("uz_boxes", "ua_tickets"):
+            armed.clear()
+            raise pymongo.errors.AutoReconnect("injected: the request is lost")
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        box, ticket = UzBox(name="b").save(), UaTicket(name="t").save()
+        part = UzPart(code=135791)
+
+        def update() -> Any:
+            stamp = datetime.datetime.now(datetime.timezone.utc).isoformat()
+            if how == "embedded":
+                return UzBox.objects(id=box.id).update_one(set__part=part, set__kind=stamp)
+            return UaTicket.objects(id=ticket.id).update_one(set__code=246813, set__name=stamp)
+
+        armed.append(True)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            update()
+        assert update() == 1
+        if how == "embedded":
+            assert _uz()[0]["part"] == {"code": 135791}
+        else:
+            assert _tickets()[UaTicket.objects.get(id=ticket.id).name]["code"] == 246813

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final, TypeVar
 
 from bson.regex import Regex
-from mongoengine.base import BaseDocument
 from mongoengine.document import Document
 from mongoengine.errors import InvalidQueryError, NotUniqueError, ValidationError
 
@@ -60,17 +59,17 @@ def upsert(
 
 
 @contextlib.contextmanager
-def _attempt(query: seam.QuerySetParts, update: dict[str, Any]) -> Iterator[tuple[str, bool]]:
-    """One attempt of ``update`` by ``query``'s filter: whom the values it assigns are for (the
-    same as an earlier attempt's whose outcome is unknown: the application's retry of the same
-    update, with the same objects), and whether there was such an earlier attempt (it may
-    have landed)."""
+def _attempt(query: seam.QuerySetParts, values_of: Any) -> Iterator[tuple[str, bool]]:
+    """One attempt of an update by ``query``'s filter giving ``values_of`` (see
+    :func:`_given_identity`): whom the values it assigns are for (the same as an earlier
+    attempt's whose outcome is unknown: the application's retry of the same update), and
+    whether there was such an earlier attempt (it may have landed)."""
     collection = query.collection
     key = (
         id(collection.database.client),
         collection.full_name,
         repr(query.query),
-        repr(_identity(update)),
+        repr(values_of),
     )
     earlier = _unsettled.pop(key, None)  # atomic: one concurrent retry takes it over
     owner = earlier or uuid.uuid4().hex
@@ -224,7 +223,7 @@ def with_given_values(
             "use update_one(), or filter by the key"
         )
     write = Write(query.document_class, query.collection)
-    with _attempt(query, update) as (owner, earlier):
+    with _attempt(query, _given_identity(given, empty)) as (owner, earlier):
         # Values an earlier attempt of this update made (its reply lost): its own, not given.
         made_before = _made_by.get(owner, set()) if earlier else set()
         this = values.Holder(owner=owner)
@@ -321,15 +320,22 @@ def _refuse_held_elsewhere(
             )
 
 
-def _identity(value: Any) -> Any:
-    """``value`` (an update), documents by identity: the same in the application's retry."""
-    if isinstance(value, BaseDocument):
-        return ("document", id(value))
-    if isinstance(value, dict):
-        return sorted((str(k), _identity(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_identity(item) for item in value]
-    return value
+def _given_identity(
+    given: list[tuple[Slot, tuple[str, ...]]], empty: list[Slot]
+) -> list[tuple[str, Any]]:
+    """What tells an update's attempts apart: the values it gives the documents' own fields,
+    and the embedded documents it writes, by identity (the same objects in the application's
+    retry, whose values the first attempt may have made). Its other values (a time stamp made
+    again for the retry) do not."""
+    return sorted(
+        {
+            (str(slot.field.db_field), repr(slot.field.to_mongo(slot.value)))
+            if isinstance(slot.holder, values.Holder)
+            else (str(slot.field.db_field), id(slot.holder))
+            for slot in [*(slot for slot, _ in given), *empty]
+        },
+        key=repr,
+    )
 
 
 def _matched_nothing(result: Any) -> bool:
