@@ -293,15 +293,21 @@ def test_a_scoped_number_an_update_gives_moves_that_scopes_counter(mongoengine_d
     assert AaScoped(tenant="y").save().number == 31
 
 
-def _lost_reply_hook(method: str) -> tuple[list[bool], Any]:
-    import pymongo.errors
-
+def _one_lost(
+    *, request: bool = False, collections: tuple[str, ...] = ("uz_boxes",)
+) -> tuple[list[bool], Any]:
+    """A hook losing, once armed (``armed.append(True)``), the next ``update_one`` on
+    ``collections``: its reply (applied), or its ``request`` (never sent)."""
     armed: list[bool] = []
 
     def hook(collection: str, called: str, call: Any) -> Any:
-        result = call()
-        if armed and called == method and collection == "uz_boxes":
+        lose = bool(armed) and called == "update_one" and collection in collections
+        if lose:
             armed.clear()
+            if request:
+                raise pymongo.errors.AutoReconnect("injected: the request is lost")
+        result = call()
+        if lose:
             raise pymongo.errors.AutoReconnect("injected: the reply is lost")
         return result
 
@@ -313,7 +319,7 @@ def test_an_embedded_object_of_an_update_whose_reply_was_lost_is_refused_elsewhe
 
     from mongoengine_ids.testing import connected_threadsafe
 
-    armed, hook = _lost_reply_hook("update_one")
+    armed, hook = _one_lost()
     with connected_threadsafe(hook=hook) as connect:
         connect()
         b, c = UzBox(name="b").save(), UzBox(name="c").save()
@@ -332,7 +338,7 @@ def test_the_retry_of_a_conditional_update_that_landed_keeps_its_reservation() -
 
     from mongoengine_ids.testing import connected_threadsafe
 
-    armed, hook = _lost_reply_hook("update_one")
+    armed, hook = _one_lost()
     with connected_threadsafe(hook=hook) as connect:
         connect()
         box = UzBox(name="open").save()
@@ -444,26 +450,13 @@ def test_new_embedded_values_of_an_update_that_writes_nothing_are_given_back(
     assert [doc.get("part") for doc in _uz()] == [{"code": part.code}]
 
 
-def _lost_update_reply(method: str = "update_one") -> tuple[list[bool], Any]:
-    armed: list[bool] = []
-
-    def hook(collection: str, called: str, call: Any) -> Any:
-        result = call()
-        if armed and called == method and collection == "uz_boxes":
-            armed.clear()
-            raise pymongo.errors.AutoReconnect("injected: the reply is lost")
-        return result
-
-    return armed, hook
-
-
 @pytest.mark.parametrize("upsert", [False, True])
 def test_the_retry_of_an_update_matching_another_document_is_refused_its_value(
     upsert: bool,
 ) -> None:
     from mongoengine_ids.testing import connected_threadsafe
 
-    armed, hook = _lost_update_reply()
+    armed, hook = _one_lost()
     with connected_threadsafe(hook=hook) as connect:
         connect()
         if not upsert:
@@ -490,13 +483,7 @@ def test_the_retry_of_an_update_matching_another_document_is_refused_its_value(
 def test_another_update_with_the_same_filter_leaves_the_retry_its_reservation() -> None:
     from mongoengine_ids.testing import connected_threadsafe
 
-    armed: list[bool] = []
-
-    def hook(collection: str, called: str, call: Any) -> Any:
-        if armed and called == "update_one" and collection == "uz_boxes":
-            armed.clear()
-            raise pymongo.errors.AutoReconnect("injected: the request is lost")
-        return call()
+    armed, hook = _one_lost(request=True)
 
     with connected_threadsafe(hook=hook) as connect:
         connect()
@@ -558,7 +545,7 @@ class SqBox(me.Document):
 def test_the_retry_of_an_update_landing_elsewhere_never_stores_a_value_twice(how: str) -> None:
     from mongoengine_ids.testing import connected_threadsafe
 
-    armed, hook = _lost_update_reply()
+    armed, hook = _one_lost()
     with connected_threadsafe(hook=hook) as connect:
         connect()
         model: Any = UzBox if how == "push" else SqBox
@@ -595,13 +582,7 @@ def test_update_one_in_order_looks_at_the_document_it_updates(mongoengine_db: An
 def test_a_retry_after_a_lost_request_writes_the_values_its_first_attempt_made(how: str) -> None:
     from mongoengine_ids.testing import connected_threadsafe
 
-    armed: list[bool] = []
-
-    def hook(collection: str, called: str, call: Any) -> Any:
-        if armed and called == "update_one" and collection == "uz_boxes":
-            armed.clear()
-            raise pymongo.errors.AutoReconnect("injected: the request is lost")
-        return call()
+    armed, hook = _one_lost(request=True)
 
     with connected_threadsafe(hook=hook) as connect:
         connect()
@@ -656,7 +637,7 @@ def test_a_retry_failing_before_it_writes_keeps_the_first_attempts_values_its_ow
 def test_the_retry_of_a_push_that_landed_is_refused_not_pushed_again() -> None:
     from mongoengine_ids.testing import connected_threadsafe
 
-    armed, hook = _lost_update_reply()
+    armed, hook = _one_lost()
     with connected_threadsafe(hook=hook) as connect:
         connect()
         box = UzBox(name="c").save()
@@ -687,7 +668,7 @@ def test_a_retry_with_a_fresh_time_stamp_after_a_landed_attempt_writes() -> None
 
     from mongoengine_ids.testing import connected_threadsafe
 
-    armed, hook = _lost_update_reply()
+    armed, hook = _one_lost()
     with connected_threadsafe(hook=hook) as connect:
         connect()
         box = UzBox(name="b").save()
@@ -713,13 +694,7 @@ def test_a_retry_with_a_fresh_time_stamp_after_a_lost_request_is_the_same_update
 
     from mongoengine_ids.testing import connected_threadsafe
 
-    armed: list[bool] = []
-
-    def hook(collection: str, called: str, call: Any) -> Any:
-        if armed and called == "update_one" and collection in ("uz_boxes", "ua_tickets"):
-            armed.clear()
-            raise pymongo.errors.AutoReconnect("injected: the request is lost")
-        return call()
+    armed, hook = _one_lost(request=True, collections=("uz_boxes", "ua_tickets"))
 
     with connected_threadsafe(hook=hook) as connect:
         connect()

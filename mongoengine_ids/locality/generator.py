@@ -585,13 +585,7 @@ class LocalityUUIDGenerator:
         made: list[tuple[int, int]] = []
         self._acquire()
         try:
-            clock = self._clock
-            if clock is None:
-                now = _time_ns() // 1_000_000
-            else:
-                now = clock()
-                if type(now) is not int or not 0 <= now <= _TIME_MASK:
-                    raise _bad_clock(now)
+            now = self._now()  # once for the batch: generate()'s reading, inline there
             counter, step, ms, first = self._counter, self._step, self._ms, self._first
             for _ in range(count):
                 previous = counter

@@ -10,6 +10,7 @@ of a generated value is retried with a fresh one, as for ``save()``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -58,12 +59,25 @@ def upsert(
     return _upsert(query, _own_copy(update), run, owner, earlier_may_have_landed=earlier)
 
 
+@dataclasses.dataclass
+class _Attempt:
+    """An attempt of an update or upsert, kept while its outcome is unknown (a lost reply) for
+    the application's retry, which takes it over."""
+
+    #: Whom the values it assigns are for (see ``Write.owners``): its retry's too.
+    owner: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
+    #: The values it made (see :func:`_made_key`): its retry's own, not values given to it.
+    made: set[tuple[int, str, str]] = dataclasses.field(default_factory=set)
+    #: It is the retry of one whose outcome is unknown (which may have landed).
+    earlier: bool = False
+
+
 @contextlib.contextmanager
-def _attempt(query: seam.QuerySetParts, values_of: Any) -> Iterator[tuple[str, bool]]:
+def _attempt(query: seam.QuerySetParts, values_of: Any) -> Iterator[_Attempt]:
     """One attempt of an update by ``query``'s filter giving ``values_of`` (see
-    :func:`_given_identity`): whom the values it assigns are for (the same as an earlier
-    attempt's whose outcome is unknown: the application's retry of the same update), and
-    whether there was such an earlier attempt (it may have landed)."""
+    :func:`_given_identity`): an earlier one whose outcome is unknown, taken over (the
+    application's retry of the same update), or a new one; kept if this one's outcome is
+    unknown too, or an earlier one's still is."""
     collection = query.collection
     key = (
         id(collection.database.client),
@@ -72,12 +86,13 @@ def _attempt(query: seam.QuerySetParts, values_of: Any) -> Iterator[tuple[str, b
         repr(values_of),
     )
     earlier = _unsettled.pop(key, None)  # atomic: one concurrent retry takes it over
-    owner = earlier or uuid.uuid4().hex
+    attempt = earlier or _Attempt()
+    attempt.earlier = earlier is not None
     try:
-        yield owner, bool(earlier)
+        yield attempt
     except BaseException as error:
-        if earlier or values.outcome_unknown(error):
-            _unsettled[key] = owner  # this attempt, or an earlier one, may have landed
+        if attempt.earlier or values.outcome_unknown(error):
+            _unsettled[key] = attempt  # this attempt, or an earlier one, may have landed
         raise
 
 
@@ -145,10 +160,10 @@ def _refuse_held(collection: Any, assigned: list[Slot]) -> None:
             )
 
 
-#: Whom the values of upserts whose outcome is unknown (a lost reply) were reserved for (see
-#: ``Write.owners``), by (client, collection, filter): the application's retry of the same
-#: upsert takes it over, and finds those reservations its own.
-_unsettled: dict[tuple[int, str, str, str], str] = {}
+#: The attempts of updates and upserts whose outcome is unknown (a lost reply), by (client,
+#: collection, filter, values given): the application's retry of the same one takes it over,
+#: and finds its reservations and the values it made its own.
+_unsettled: dict[tuple[int, str, str, str], _Attempt] = {}
 on_reset(_unsettled.clear)
 
 
@@ -223,9 +238,8 @@ def with_given_values(
             "use update_one(), or filter by the key"
         )
     write = Write(query.document_class, query.collection)
-    with _attempt(query, _given_identity(given, empty)) as (owner, earlier):
-        # Values an earlier attempt of this update made (its reply lost): its own, not given.
-        made_before = _made_by.get(owner, set()) if earlier else set()
+    with _attempt(query, _given_identity(given, empty)) as attempt:
+        owner, earlier = attempt.owner, attempt.earlier
         this = values.Holder(owner=owner)
         for slot, _ in given:  # whom each value is for: this update (and the embedded object)
             if isinstance(slot.holder, values.Holder):
@@ -234,7 +248,8 @@ def with_given_values(
                 slot.root = this
         if earlier:
             _refuse_held_elsewhere(query, given, added)
-        told = [(slot, steps) for slot, steps in given if _made_key(slot) not in made_before]
+        # Values an earlier attempt of this update made (its reply lost): its own, not given.
+        told = [(slot, steps) for slot, steps in given if _made_key(slot) not in attempt.made]
         sort = query.ordering if ordered else None
         noted = values.note_assigned(write, _new_to_match(query, told, single, added, sort))
         filled: list[Slot] = []
@@ -242,14 +257,11 @@ def with_given_values(
             filled = values.fill(write, empty)
             result = run(owner, earlier)
         except BaseException as error:
-            if values.outcome_unknown(error) or earlier:  # still unsettled (see _attempt)
-                _made_by[owner] = made_before | {_made_key(slot) for slot in filled}
-            else:
-                _made_by.pop(owner, None)
+            attempt.made |= {_made_key(slot) for slot in filled}  # kept if still unsettled
+            if not values.outcome_unknown(error) and not earlier:
                 values.give_back(write, filled)  # nothing written: the values are free
                 values.release(write, noted)
             raise
-    _made_by.pop(owner, None)  # settled
     if not earlier and not upserting and _matched_nothing(result):
         # Nothing written (an earlier attempt's values are never given back: it may have).
         values.give_back(write, filled)
@@ -263,13 +275,8 @@ def with_given_values(
     return result
 
 
-#: Values made by an attempt of an update whose outcome is unknown, by its owner (see
-#: :func:`_attempt`): its retry finds them its own.
-_made_by: dict[str, set[tuple[int, str, str]]] = {}
-on_reset(_made_by.clear)
-
-
 def _made_key(slot: Slot) -> tuple[int, str, str]:
+    """A value made for ``slot``'s holder (by identity: the same object in the retry)."""
     return id(slot.holder), slot.name, repr(slot.field.to_mongo(slot.value))
 
 
