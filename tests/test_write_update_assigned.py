@@ -715,3 +715,28 @@ def test_a_retry_with_a_fresh_time_stamp_after_a_lost_request_is_the_same_update
             assert _uz()[0]["part"] == {"code": 135791}
         else:
             assert _tickets()[UaTicket.objects.get(id=ticket.id).name]["code"] == 246813
+
+
+@pytest.mark.parametrize("upsert", [False, True])
+def test_an_update_counted_to_one_document_writes_one_when_another_arrives(upsert: bool) -> None:
+    """An ``update()`` of new embedded documents is allowed when its filter matches one
+    document (counted first); one inserted between the count and the update must not get the
+    same value (found by review AB)."""
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed: list[bool] = []
+
+    def hook(collection: str, called: str, call: Any) -> Any:
+        if armed and collection == "uz_boxes" and called.startswith("update"):
+            armed.clear()
+            UzBox._get_collection().insert_one({"kind": "k", "name": "arrived"})
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        UzBox(kind="k", name="first").save()
+        armed.append(True)
+        assert UzBox.objects(kind="k").update(upsert=upsert, set__part=UzPart()) == 1
+        stored = _uz()
+    assert sorted(doc["name"] for doc in stored) == ["arrived", "first"]
+    assert len([doc["part"]["code"] for doc in stored if "part" in doc]) == 1

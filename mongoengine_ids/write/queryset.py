@@ -38,7 +38,12 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         options = _options("update", seam.UPDATE_OPTIONS, args, kwargs)
         single = options.get("multi", True) is False
         return self._generating(
-            kwargs, upsert, single, lambda u: parent(upsert=upsert, **options, **u)
+            kwargs,
+            upsert,
+            single,
+            lambda u, one: parent(
+                upsert=upsert, **{**options, "multi": False} if one else options, **u
+            ),
         )
 
     def modify(self, upsert: bool = False, *args: Any, **kwargs: Any) -> Any:
@@ -50,7 +55,11 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
             result = parent(upsert=upsert, **options, **kwargs)
         else:
             result = self._generating(
-                kwargs, upsert, True, lambda u: parent(upsert=upsert, **options, **u), ordered=True
+                kwargs,
+                upsert,
+                True,
+                lambda u, one: parent(upsert=upsert, **options, **u),
+                ordered=True,
             )
         seam.note_loaded(result, seam.parts(self).loaded)  # a projection of the returned one
         return result
@@ -60,17 +69,20 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         update: dict[str, Any],
         upserting: bool,
         single: bool,
-        run: Callable[[dict[str, Any]], Any],
+        run: Callable[[dict[str, Any], bool], Any],
         *,
         ordered: bool = False,
     ) -> Any:
-        """``run(update)``, the values of new embedded documents in it made (``single``: it
-        writes one document at most), and an upsert's added (set on insert only)."""
+        """``run(update, one)``, the values of new embedded documents in it made (``single``:
+        it writes one document at most; ``one``: it must), and an upsert's added (set on insert
+        only)."""
         if upserting:
             return upserts.with_given_values(
                 self,
                 update,
-                lambda owner, earlier: upserts.upsert(self, update, run, owner, earlier),
+                lambda owner, earlier, one: upserts.upsert(
+                    self, update, lambda u: run(u, one), owner, earlier
+                ),
                 single=single,
                 upserting=True,
                 ordered=ordered,
@@ -78,7 +90,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         return upserts.with_given_values(
             self,
             update,
-            lambda owner, earlier: run(update),
+            lambda owner, earlier, one: run(update, one),
             single=single,
             upserting=False,
             ordered=ordered,

@@ -176,13 +176,13 @@ _ADDING = frozenset({"push", "push_all", "add_to_set"})
 def with_given_values(
     queryset: Any,
     update: dict[str, Any],
-    run: Callable[[str, bool], _T],
+    run: Callable[[str, bool, bool], _T],
     *,
     single: bool,
     upserting: bool,
     ordered: bool = False,
 ) -> _T:
-    """Run ``run(owner, earlier)``, an update given ``update``, once the values it writes are
+    """Run ``run(owner, earlier, one)``, an update given ``update``, once the values it writes are
     settled: the new embedded documents it writes (``push__tags=Tag()``, ``set__address=...``)
     get their generated values (given back if nothing was written), and the values it gives
     generated fields (inside those embedded documents; and, unless ``upserting``, for which
@@ -190,7 +190,8 @@ def with_given_values(
 
     ``owner``: whom the values of this attempt are for, the same in the application's retry of
     the update (same collection and filter) after a lost reply; ``earlier``: there was such an
-    attempt (it may have landed: its values are never given back). ``ordered``: the update
+    attempt (it may have landed: its values are never given back); ``one``: the update must
+    write one document at most, though the caller's may write several. ``ordered``: the update
     writes the first matched document in ``order_by()`` order (``modify()``).
 
     Raises:
@@ -228,8 +229,12 @@ def with_given_values(
         on_insert_only = on_insert_only and (not shared or operator == "set_on_insert")
         unique += shared
     if not empty and not given and not upserting:
-        return run("", False)
+        return run("", False, False)
+    counted = not single
     single = single or not _may_match_several(query)  # by key: one document at most
+    # Counted to one document: written to one at most, so that a document the filter matches
+    # from then on (inserted by another writer) does not get the same values too.
+    one = counted and not on_insert_only
     if not single and not on_insert_only:
         slot = unique[0]
         raise InvalidQueryError(
@@ -255,7 +260,7 @@ def with_given_values(
         filled: list[Slot] = []
         try:
             filled = values.fill(write, empty)
-            result = run(owner, earlier)
+            result = run(owner, earlier, one)
         except BaseException as error:
             attempt.made |= {_made_key(slot) for slot in filled}  # kept if still unsettled
             if not values.outcome_unknown(error) and not earlier:
