@@ -740,3 +740,86 @@ def test_an_update_counted_to_one_document_writes_one_when_another_arrives(upser
         stored = _uz()
     assert sorted(doc["name"] for doc in stored) == ["arrived", "first"]
     assert len([doc["part"]["code"] for doc in stored if "part" in doc]) == 1
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"$set": {"part": {"code": "TAKEN"}}},
+        {"$set": {"parts": [{"label": "x"}, {"code": "TAKEN"}]}},
+        {"$set": {"parts.0": {"code": "TAKEN"}}},
+        {"$set": {"grid": [[{"code": "TAKEN"}]]}},
+        {"$set": {"by_key": {"k": {"code": "TAKEN"}}}},
+        {"$push": {"parts": {"code": "TAKEN"}}},
+        {"$push": {"parts": {"$each": [{"code": 434343}, {"code": "TAKEN"}]}}},
+        {"$addToSet": {"parts": {"code": "TAKEN"}}},
+    ],
+    ids=["set", "set-list", "set-item", "set-grid", "set-map", "push", "push-each", "add-to-set"],
+)
+def test_a_taken_value_inside_a_raw_embedded_document_is_refused(
+    mongoengine_db: Any, raw: dict[str, Any]
+) -> None:
+    """``__raw__`` embedded documents given whole, as stored dicts, have their values told to
+    the fields as embedded objects do (found by review AB): a ``reserve_in`` value taken is
+    refused before anything is written."""
+    held = UzBox(name="held", part=UzPart()).save()
+    UzBox(name="b", parts=[UzPart(label="y")]).save()
+    taken = held.part.code
+    raw = _replace(raw, "TAKEN", taken)
+    before = _uz()
+    with pytest.raises(NotUniqueError, match=str(taken)):
+        UzBox.objects(name="b").update_one(__raw__=raw)
+    assert _uz() == before
+
+
+def _replace(value: Any, old: Any, new: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _replace(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_replace(item, old, new) for item in value]
+    return new if value == old else value
+
+
+def test_a_raw_embedded_documents_values_are_reserved_and_its_own_kept(
+    mongoengine_db: Any,
+) -> None:
+    box = UzBox(name="a", part=UzPart()).save()
+    UzBox(name="b").save()
+    own = box.part.code
+    UzBox.objects(name="a").update_one(__raw__={"$set": {"part": {"code": own, "label": "l"}}})
+    UzBox.objects(name="a").update_one(__raw__={"$push": {"parts": {"code": 565656}}})
+    with pytest.raises(NotUniqueError, match="565656"):
+        UzBox(name="c", part=UzPart(code=565656)).save()
+    stored = {doc["name"]: doc for doc in _uz()}
+    assert stored["a"]["part"] == {"code": own, "label": "l"}
+    assert stored["a"]["parts"] == [{"code": 565656}]
+    assert set(stored) == {"a", "b"}
+
+
+def test_a_number_inside_a_raw_embedded_document_moves_the_counter_past_it(
+    first: UaBox,
+) -> None:
+    UaBox.objects(name="first").update_one(__raw__={"$push": {"parts": {"n": 40}}})
+    later = UaBox(name="later", part=UaPart()).save()
+    assert later.part.n == 41
+    numbers = sorted(
+        part["n"] for doc in _stored().values() for part in [doc["part"], *doc["parts"]]
+    )
+    assert numbers == [1, 40, 41]
+
+
+def test_the_retry_of_a_raw_update_whose_reply_was_lost_finds_its_reservation() -> None:
+    from mongoengine_ids.testing import connected_threadsafe
+
+    armed, hook = _one_lost()
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        UzBox(name="b").save()
+        raw = {"$set": {"part": {"code": 575757}}}
+        armed.append(True)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            UzBox.objects(name="b").update_one(__raw__=raw)
+        UzBox.objects(name="b").update_one(__raw__=raw)  # the application's retry
+        with pytest.raises(NotUniqueError):
+            UzBox(name="c", part=UzPart(code=575757)).save()
+        assert [(doc["name"], doc.get("part")) for doc in _uz()] == [("b", {"code": 575757})]

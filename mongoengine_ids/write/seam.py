@@ -527,23 +527,76 @@ def generated_at(
     class that declares it and its name; None if the path leads to another field or none."""
     from .field import GeneratedField
 
+    found = _field_at(document_class, path)
+    if found is None or found[3] or not isinstance(found[2], GeneratedField):
+        return None
+    return found[0], found[1], found[2]
+
+
+def _field_at(
+    document_class: type[BaseDocument], path: str
+) -> tuple[type[BaseDocument], str, BaseField, bool] | None:
+    """What a dotted db path leads to: the class whose field it names last, the field's name,
+    the field (for an item, the list's or map's field of items) and whether the path ends at an
+    item (a list index, ``$``, a map key); None if it leads nowhere."""
     kind: type[BaseDocument] | None = document_class
     steps = path.split(".")
     at = 0
-    while kind is not None and at < len(steps):
+    while kind is not None:
         by_db_field = {field.db_field: (name, field) for name, field in kind._fields.items()}
         if steps[at] not in by_db_field:
             return None
         name, field = by_db_field[steps[at]]
         at += 1
-        if at == len(steps):
-            return (kind, name, field) if isinstance(field, GeneratedField) else None
-        inner = field
-        while isinstance(inner, (ListField, MapField, DictField)):
+        item = False
+        while at < len(steps) and isinstance(field, (ListField, MapField, DictField)):
             at += 1  # the item's index (or $), or the key
-            inner = inner.field
-        kind = inner.document_type if isinstance(inner, EmbeddedDocumentField) else None
+            field, item = field.field, True
+        if at == len(steps):
+            return (kind, name, field, item) if field is not None else None
+        kind = field.document_type if isinstance(field, EmbeddedDocumentField) else None
     return None
+
+
+def generated_in(
+    document_class: type[BaseDocument], path: str, value: Any, *, item: bool = False
+) -> list[tuple[type[BaseDocument], str, GeneratedField, Any, tuple[str, ...]]]:
+    """The generated values inside ``value``, embedded documents in stored form (dicts) that an
+    update (a ``__raw__`` one) writes at the dotted db ``path``, at any depth; with ``item``,
+    ``value`` is an item added to the list at ``path``. Each as (class, field name, field,
+    stored value, steps to its holder as stored: ``"*"`` for any item of a list or map); [] if
+    ``path`` leads to no embedded document (a generated field itself among them)."""
+    found = _field_at(document_class, path)
+    if found is None:
+        return []
+    field: Any = found[2]
+    steps = tuple(path.split("."))
+    if item and isinstance(field, (ListField, MapField, DictField)):
+        field, steps = field.field, (*steps, "*")
+    return list(_generated_inside(field, value, steps))
+
+
+def _generated_inside(
+    field: Any, value: Any, steps: tuple[str, ...]
+) -> Iterator[tuple[type[BaseDocument], str, GeneratedField, Any, tuple[str, ...]]]:
+    from .field import GeneratedField
+
+    if isinstance(field, (ListField, MapField, DictField)):
+        items = (
+            value if isinstance(value, list) else value.values() if isinstance(value, dict) else ()
+        )
+        for inner in items:
+            yield from _generated_inside(field.field, inner, (*steps, "*"))
+    elif isinstance(field, EmbeddedDocumentField) and isinstance(value, dict):
+        kind = field.document_type
+        for name, inner_field in kind._fields.items():
+            stored = value.get(inner_field.db_field)
+            if stored is None:
+                continue
+            if isinstance(inner_field, GeneratedField):
+                yield kind, name, inner_field, stored, steps
+            else:
+                yield from _generated_inside(inner_field, stored, (*steps, inner_field.db_field))
 
 
 def embedding_values(document: BaseDocument) -> Iterator[Any]:

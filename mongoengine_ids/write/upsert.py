@@ -207,7 +207,12 @@ def with_given_values(
     unique: list[Slot] = []
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     operations = _operations(query.document_class, update)
-    for key, value in [*update.items(), *_scalars(query, update, operations, upserting)]:
+    written = [
+        *update.items(),
+        *_scalars(query, update, operations, upserting),
+        *_raw_embedded(query, update),
+    ]
+    for key, value in written:
         operator = seam.update_operator(key) if key != "__raw__" else None
         if operator not in _WRITING or (operator == "set_on_insert" and not upserting):
             continue
@@ -413,6 +418,40 @@ def _scalars(
         # known for a positional $: then new).
         slots.append((Slot(holder, holder, name, field, kind), tuple(path.split(".")[:-1])))
     return [("set", _Scalars(slots))] if slots else []
+
+
+#: The operators of a ``__raw__`` update that may write embedded documents whole, as the
+#: keywords MongoEngine names them by.
+_RAW_WRITING = {
+    "$set": "set",
+    "$setOnInsert": "set_on_insert",
+    "$push": "push",
+    "$addToSet": "add_to_set",
+}
+
+
+def _raw_embedded(query: seam.QuerySetParts, update: dict[str, Any]) -> list[tuple[str, _Scalars]]:
+    """``(operator, _Scalars)`` for the values of generated fields inside the embedded documents
+    a ``__raw__`` update writes whole, as stored dicts (``{"$set": {"part": {"code": 5}}}``, a
+    ``$push`` of one, ``$each``): told to their fields as those of embedded objects are. None
+    is made: a raw update is sent as given."""
+    raw = update.get("__raw__")
+    found: list[tuple[str, _Scalars]] = []
+    for op, operator in _RAW_WRITING.items():
+        fields = raw.get(op) if isinstance(raw, dict) else None
+        slots: list[tuple[Slot, tuple[str, ...]]] = []
+        for path, value in fields.items() if isinstance(fields, dict) else ():
+            item = operator in _ADDING  # one item added to the list at path
+            if item and isinstance(value, dict) and isinstance(value.get("$each"), list):
+                value, item = value["$each"], False  # the items, as a list at path
+            for kind, name, field, stored, steps in seam.generated_in(
+                query.document_class, path, value, item=item
+            ):
+                holder = values.Holder({name: field.to_python(stored)})
+                slots.append((Slot(holder, holder, name, field, kind), _any_item(steps)))
+        if slots:
+            found.append((operator, _Scalars(slots)))
+    return found
 
 
 def _own_slots(
