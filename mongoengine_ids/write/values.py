@@ -333,7 +333,12 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
     """Give every slot a new value, one ``new_values()`` call per field and document class.
 
     On an error, the slots already filled are given back and the error propagates.
+
+    Raises:
+        NotUniqueError: one embedded object is placed more than once in the write (see
+            :func:`_once_each`) with a field whose values no two documents may share.
     """
+    empty = _once_each(empty)
     filled: list[Slot] = []
     try:
         for (klass, field), group in _by_field(empty).items():
@@ -345,6 +350,26 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
         give_back(write, filled)
         raise
     return filled
+
+
+def _once_each(empty: list[Slot]) -> list[Slot]:
+    """``empty`` with one slot per embedded object and field: an object placed more than once
+    in one write (in two documents, twice in one) holds one value, stored at each place. A
+    value no two documents may share cannot be: refused before any is made."""
+    if len({(id(slot.holder), slot.name) for slot in empty}) == len(empty):
+        return empty
+    once: dict[tuple[int, str], list[Slot]] = {}
+    for slot in empty:
+        once.setdefault((id(slot.holder), slot.name), []).append(slot)
+    for first, *others in once.values():
+        if others and first.field.values_unique:
+            kind = first.kind.__name__
+            raise NotUniqueError(
+                f"{kind}.{first.name} is generated and unique: one {kind} object is placed "
+                f"{len(others) + 1} times in this write, and each place would hold its one "
+                f"value; place a copy of it (copy.deepcopy(), or a new {kind}) in each"
+            )
+    return [first for first, *_ in once.values()]
 
 
 def _share(write: Write, klass: type[BaseDocument], group: list[Slot]) -> Write:
