@@ -896,6 +896,30 @@ def test_insert_refuses_one_object_twice(mongoengine_db: Any, kind: Kind, role: 
     assert [doc["name"] for doc in raw_docs(mongoengine_db.twice_items)] == ["a"]
 
 
+@by_role
+@by_kind
+def test_insert_refuses_one_object_a_pre_bulk_insert_handler_adds_again(
+    mongoengine_db: Any, kind: Kind, role: str
+) -> None:
+    """A handler may add documents to the batch: one it adds twice is refused as well (found
+    by review AF: it was stored as two documents sharing its values)."""
+    Model = model_for(role, kind, "TwiceAdded", "twice_added")
+    attr, _ = field_of(role)
+    once = Model(name="a")
+
+    def again(sender: Any, documents: list[Any], **kwargs: Any) -> None:
+        documents.append(documents[0])
+
+    me.signals.pre_bulk_insert.connect(again, sender=Model)
+    try:
+        with pytest.raises(me.errors.OperationError, match=r"same document object twice.*0 and 1"):
+            Model.objects.insert([once], load_bulk=False)
+    finally:
+        me.signals.pre_bulk_insert.disconnect(again, sender=Model)
+    assert raw_docs(mongoengine_db.twice_added) == []
+    assert getattr(once, attr) is None
+
+
 def test_a_retry_that_fails_making_its_values_still_finds_the_earlier_insert(
     mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

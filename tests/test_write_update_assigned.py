@@ -823,3 +823,35 @@ def test_the_retry_of_a_raw_update_whose_reply_was_lost_finds_its_reservation() 
         with pytest.raises(NotUniqueError):
             UzBox(name="c", part=UzPart(code=575757)).save()
         assert [(doc["name"], doc.get("part")) for doc in _uz()] == [("b", {"code": 575757})]
+
+
+@pytest.mark.parametrize("full_result", [False, True])
+def test_an_unacknowledged_update_keeps_its_values(full_result: bool) -> None:
+    """With ``w=0`` the result of an update says nothing of what it wrote (MongoEngine returns
+    None, or pymongo's unacknowledged result): the values it wrote are kept, never given back as
+    if it matched nothing (found by review AF: the reservation of a stored value was deleted)."""
+    from pymongo.results import UpdateResult
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    def unacknowledged(collection: str, called: str, call: Any) -> Any:
+        result = call()
+        if collection == "uz_boxes" and called.startswith("update"):
+            return UpdateResult(None, acknowledged=False)  # as pymongo returns for w=0
+        return result
+
+    with connected_threadsafe(hook=unacknowledged) as connect:
+        connect()
+        box = UzBox(name="b").save()
+        part = UzPart()
+        result = UzBox.objects(id=box.id).update(
+            push__parts=part, write_concern={"w": 0}, full_result=full_result
+        )
+        if full_result:
+            assert result.acknowledged is False
+        else:
+            assert result is None  # MongoEngine's count of an unacknowledged update
+        assert part.code is not None
+        with pytest.raises(NotUniqueError, match=str(part.code)):
+            UzBox(name="c", part=UzPart(code=part.code)).save()
+        assert [(doc["name"], doc["parts"]) for doc in _uz()] == [("b", [{"code": part.code}])]

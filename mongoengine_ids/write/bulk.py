@@ -60,21 +60,14 @@ def insert(
     document_class = query.document_class
     return_one = isinstance(doc_or_docs, BaseDocument)
     docs = [doc_or_docs] if return_one else list(doc_or_docs)
-    first_at: dict[int, int] = {}
-    for position, doc in enumerate(docs):
+    for doc in docs:
         if not isinstance(doc, document_class):
             raise OperationError(f"Some documents inserted aren't instances of {document_class}")
         if doc.pk is not None and not seam.is_new(doc) and not _stored_by_failed_insert(doc):
             raise OperationError("Some documents have ObjectIds, use doc.update() instead")
-        earlier = first_at.setdefault(id(doc), position)
-        if earlier != position:
-            raise OperationError(
-                f"insert() was given the same document object twice, at positions {earlier} "
-                f"and {position} ({doc!r}): each object is one document; make another for a "
-                "second one"
-            )
     signal_kwargs = signal_kwargs or {}
     signals.pre_bulk_insert.send(document_class, documents=docs, **signal_kwargs)
+    _refuse_repeated(docs)  # after the handlers, which may add documents
 
     with _as_bulk_error():
         batch = Batch(Write(document_class, query.collection, docs), docs)
@@ -283,6 +276,20 @@ def _operation_error(error: pymongo.errors.OperationFailure) -> OperationError:
     if re.match("^E1100[01] duplicate key", str(error)):
         return NotUniqueError(f"Tried to save duplicate unique keys ({error})")
     return OperationError(f"Could not save document ({error})")
+
+
+def _refuse_repeated(docs: list[Any]) -> None:
+    """Raise ``OperationError`` if one document object is in ``docs`` twice: it is one
+    document, which its values and key are made for once."""
+    first_at: dict[int, int] = {}
+    for position, doc in enumerate(docs):
+        earlier = first_at.setdefault(id(doc), position)
+        if earlier != position:
+            raise OperationError(
+                f"insert() was given the same document object twice, at positions {earlier} "
+                f"and {position} ({doc!r}): each object is one document; make another for a "
+                "second one"
+            )
 
 
 def _stored_by_failed_insert(doc: Any) -> bool:

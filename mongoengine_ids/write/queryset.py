@@ -41,6 +41,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
             kwargs,
             upsert,
             single,
+            seam.acknowledged(seam.parts(self).collection, options.get("write_concern")),
             lambda u, one: parent(
                 upsert=upsert, **{**options, "multi": False} if one else options, **u
             ),
@@ -58,6 +59,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
                 kwargs,
                 upsert,
                 True,
+                seam.acknowledged(seam.parts(self).collection, None),
                 lambda u, one: parent(upsert=upsert, **options, **u),
                 ordered=True,
             )
@@ -69,13 +71,14 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         update: dict[str, Any],
         upserting: bool,
         single: bool,
+        acknowledged: bool,
         run: Callable[[dict[str, Any], bool], Any],
         *,
         ordered: bool = False,
     ) -> Any:
         """``run(update, one)``, the values of new embedded documents in it made (``single``:
         it writes one document at most; ``one``: it must), and an upsert's added (set on insert
-        only)."""
+        only); ``acknowledged``: its result says what it wrote (not ``w=0``)."""
         if upserting:
             return upserts.with_given_values(
                 self,
@@ -85,6 +88,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
                 ),
                 single=single,
                 upserting=True,
+                acknowledged=acknowledged,
                 ordered=ordered,
             )
         return upserts.with_given_values(
@@ -93,6 +97,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
             lambda owner, earlier, one: run(update, one),
             single=single,
             upserting=False,
+            acknowledged=acknowledged,
             ordered=ordered,
         )
 

@@ -181,6 +181,13 @@ def update_operator(key: str) -> str:
     return head if head in transform.UPDATE_OPERATORS else "set"
 
 
+def acknowledged(collection: Any, write_concern: dict[str, Any] | None) -> bool:
+    """Whether a write to ``collection`` with MongoEngine's ``write_concern`` option (added to
+    the collection's own, as MongoEngine adds it) is acknowledged: not ``w=0``, whose result
+    says nothing of what it wrote."""
+    return {**collection.write_concern.document, **(write_concern or {})}.get("w") != 0
+
+
 def condition_filter(document_class: type[BaseDocument], condition: Any) -> dict[str, Any]:
     """``save(save_condition=...)`` (MongoEngine's query keywords) as a filter."""
     return {} if condition is None else dict(transform.query(document_class, **condition))

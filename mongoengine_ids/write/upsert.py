@@ -180,6 +180,7 @@ def with_given_values(
     *,
     single: bool,
     upserting: bool,
+    acknowledged: bool = True,
     ordered: bool = False,
 ) -> _T:
     """Run ``run(owner, earlier, one)``, an update given ``update``, once the values it writes are
@@ -192,7 +193,8 @@ def with_given_values(
     the update (same collection and filter) after a lost reply; ``earlier``: there was such an
     attempt (it may have landed: its values are never given back); ``one``: the update must
     write one document at most, though the caller's may write several. ``ordered``: the update
-    writes the first matched document in ``order_by()`` order (``modify()``).
+    writes the first matched document in ``order_by()`` order (``modify()``). Not
+    ``acknowledged`` (``w=0``): what the update wrote is not known, so nothing is given back.
 
     Raises:
         InvalidQueryError: the update may write them to several documents (not ``single``, and
@@ -272,11 +274,13 @@ def with_given_values(
                 values.give_back(write, filled)  # nothing written: the values are free
                 values.release(write, noted)
             raise
-    if not earlier and not upserting and _matched_nothing(result):
-        # Nothing written (an earlier attempt's values are never given back: it may have).
+    # An earlier attempt's values are never given back (it may have written them), nor those
+    # of an update whose result says nothing (w=0).
+    kept = earlier or not acknowledged
+    if not kept and not upserting and _matched_nothing(result):  # nothing written
         values.give_back(write, filled)
         values.release(write, noted)
-    elif not earlier and on_insert:  # an upsert that matched: $setOnInsert wrote nothing
+    elif not kept and on_insert:  # an upsert that matched: $setOnInsert wrote nothing
         unwritten = _unwritten(query, on_insert)
         values.give_back(write, [slot for slot in filled if slot in unwritten])
         values.release(write, [(slot, value) for slot, value in noted if slot in unwritten])
