@@ -10,6 +10,8 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import os
+import sys
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Final, ParamSpec, TypeVar
 
@@ -18,6 +20,24 @@ _R = TypeVar("_R")
 
 #: Characters a MongoDB collection name may not hold (``$`` is for operators and the oplog).
 _COLLECTION_FORBIDDEN: Final = ("$", "\0")
+
+
+#: The folders of this package and of MongoEngine: a warning names the first frame outside them.
+_LIBRARY_DIRS: Final = tuple(
+    os.path.dirname(module.__file__) + os.sep
+    for module in (sys.modules[__name__.rpartition(".")[0]], __import__("mongoengine"))
+    if module.__file__
+)
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for :func:`warnings.warn`, called by the caller of this function, that
+    names the first frame outside this package and MongoEngine: the user's code, whichever way
+    it reached the warning (a constructor, a first ``save()``)."""
+    level, frame = 2, sys._getframe(2)  # level 2: the frame that called the warning's caller
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 def is_int(value: object) -> bool:

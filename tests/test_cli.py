@@ -71,7 +71,11 @@ def test_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
         (["frobnicate"], ["invalid choice: 'frobnicate'"]),  # an unknown subcommand
         (["--colour", "inspect", BLOG_ID], ["unrecognized arguments: --colour"]),  # unknown option
         (["inspect"], ["inspect: ", "required: ID", "'mongoengine-ids inspect --help'"]),
-        (["inspect", "--yaml", BLOG_ID], ["unrecognized arguments: --yaml"]),
+        (["inspect", "--yaml", BLOG_ID], ["inspect: unrecognized arguments: --yaml"]),
+        (
+            ["demo", "extra"],
+            ["demo: unrecognized arguments: extra", "'mongoengine-ids demo --help'"],
+        ),
         (["demo", "--uri"], ["demo: ", "--uri", "expected one argument"]),
     ],
 )

@@ -279,8 +279,10 @@ def test_a_locally_administered_mac_warns(
         warnings.simplefilter("always")
         node = LocalityUUIDGenerator().node
     assert node == detected & 0xFFFFFFF
-    messages = [str(w.message) for w in caught if w.category is RuntimeWarning]
+    found = [w for w in caught if w.category is RuntimeWarning]
+    messages = [str(w.message) for w in found]
     if warns:
+        assert [w.filename for w in found] == [__file__]  # the user's line (review AG)
         assert len(messages) == 1
         assert "02:fc:00:00:00:01" in messages[0]
         assert "MONGOENGINE_IDS_MAC" in messages[0]

@@ -496,8 +496,9 @@ def test_a_dropped_sharded_counter_is_recreated_with_its_bounds(mongoengine_db: 
     first = [sequence.next() for _ in range(6)]
     leased = {doc["_id"]: doc for doc in mongoengine_db["mongoengine.counters"].find()}
     mongoengine_db.drop_collection("mongoengine.counters")
-    with pytest.warns(RuntimeWarning, match="was deleted while this process held values"):
+    with pytest.warns(RuntimeWarning, match="was deleted while this process held values") as seen:
         later = [sequence.next() for _ in range(6)]
+    assert {w.filename for w in seen} == {__file__}  # the user's line (review AG)
     assert not set(first) & set(later)
     recreated = {doc["_id"]: doc for doc in mongoengine_db["mongoengine.counters"].find()}
     assert set(leased) & set(recreated)
@@ -726,6 +727,24 @@ def test_a_new_shard_of_the_same_layout_is_made_beside_the_others(mongoengine_db
     values = [sequence().next() for _ in range(30)]  # a new Sequence each time: shards at random
     assert len(set(values)) == 30
     assert len(counters(mongoengine_db)) == 3
+
+
+def test_a_sharded_sequence_used_up_starts_again_after_its_counters_are_dropped(
+    mongoengine_db: Any,
+) -> None:
+    """The documented fixture of your own: drop the database, then ``reset_process_state()``;
+    a sharded sequence had kept its shards as used up (found by review AG)."""
+    ticks = Sequence("ticks", database=mongoengine_db, digits=1, shards=3, batch_size=1)
+    assert sorted(ticks.next() for _ in range(9)) == list(range(1, 10))
+    with pytest.raises(IdSpaceExhaustedError):
+        ticks.next()
+    used_up = counters(mongoengine_db)
+    mongoengine_db.client.drop_database(mongoengine_db.name)
+    reset_process_state()
+    assert counters(mongoengine_db) == []
+    again = [ticks.next() for _ in range(9)]
+    assert sorted(again) == list(range(1, 10))
+    assert counters(mongoengine_db) == used_up
 
 
 # -- formatting ---------------------------------------------------------------------------------

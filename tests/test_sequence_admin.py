@@ -91,6 +91,26 @@ def test_set_moves_up_only_unless_forced(mongoengine_db: Any) -> None:
         set_next_value(mongoengine_db, "new", "5")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("stored", [{"next": "x"}, {"next": 4.0}, {}])
+def test_set_refuses_a_corrupted_counter_unless_forced(
+    mongoengine_db: Any, stored: dict[str, Any]
+) -> None:
+    """A counter whose ``next`` is not an integer, which ``show`` reports corrupted, is not
+    set without ``force`` (found by review AG: a string failed with Python's own error, the
+    others were overwritten)."""
+    collection = mongoengine_db[DEFAULT_COLLECTION]
+    collection.insert_one({"_id": "bad.n", **stored})
+    with pytest.raises(ValueError, match=r"counter 'bad.n' is corrupted: 'next' is .*use force"):
+        set_next_value(mongoengine_db, "bad.n", 5)
+    assert collection.find_one({"_id": "bad.n"}) == {"_id": "bad.n", **stored}
+    status, _, err = _cli(mongoengine_db)("set", "bad.n", "5")
+    assert status == FAILED
+    assert err.startswith("set: counter 'bad.n' is corrupted")
+    assert collection.find_one({"_id": "bad.n"}) == {"_id": "bad.n", **stored}
+    set_next_value(mongoengine_db, "bad.n", 5, force=True)
+    assert collection.find_one({"_id": "bad.n"}) == {"_id": "bad.n", "next": 4}
+
+
 def test_set_on_a_sharded_sequence_moves_the_owning_shard(mongoengine_db: Any) -> None:
     sequence = Sequence("cards", database=mongoengine_db, start=0, digits=2, shards=2)
     store = sequence.store()

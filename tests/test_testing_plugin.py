@@ -15,7 +15,7 @@ from mongoengine_ids.testing import connected, connected_threadsafe
 USER_TESTS = """
 import mongoengine as me
 from bson.binary import Binary
-from mongoengine_ids import LocalityUUIDField
+from mongoengine_ids import LocalityUUIDField, RandomUniqueField
 
 
 class Place(me.Document):
@@ -26,6 +26,22 @@ class Place(me.Document):
 class Archived(me.Document):
     meta = {"db_alias": "archive"}
     id = LocalityUUIDField(primary_key=True)
+
+
+class Card(me.Document):
+    number = RandomUniqueField(digits=1)
+
+
+def test_filling_a_space(mongoengine_db):
+    for _ in range(9):
+        Card().save()
+    assert Card.number.stats().attempts >= 9
+
+
+def test_the_stats_start_from_zero(mongoengine_db):
+    Card().save()
+    assert Card.number.stats().attempts == 1
+    assert Card.number.stats().collisions == 0
 
 
 def test_first(mongoengine_db):
@@ -71,7 +87,7 @@ def test_plugin_fixtures_give_each_test_a_clean_mongomock(pytester: pytest.Pytes
     pytester.makepyfile(test_user=USER_TESTS)
     # A subprocess, so that the plugin is found through its pytest11 entry point, as for users.
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=8)
 
 
 def test_connected_works_without_pytest(pytester: pytest.Pytester) -> None:

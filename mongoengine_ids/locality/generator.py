@@ -25,7 +25,7 @@ from typing import Final, Literal
 from bson.binary import Binary
 
 from .. import constants as C
-from .._checks import check_callable, check_int, is_int, suggest_keywords
+from .._checks import check_callable, check_int, is_int, suggest_keywords, user_stacklevel
 from ..errors import IdSpaceExhaustedError, invalid_id
 
 Mode = Literal["spread", "sequential"]
@@ -321,7 +321,7 @@ def _detected_mac() -> int:
             f"containers and virtual machines often share: set {C.MAC_ENV_VAR} to an address "
             "unique to this machine, or pass mac= to LocalityUUIDGenerator",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
     return mac
 

@@ -248,6 +248,13 @@ def _forget_indexes_of(database: Any, name: str) -> None:
 _all_counters: weakref.WeakSet[_Counters] = weakref.WeakSet()
 
 
+@on_reset
+def _reset_all_stats() -> None:
+    # Per-process counts of writes gone (a test's): the next test starts from zero.
+    for counters in list(_all_counters):
+        counters.reset()
+
+
 def _new_locks_in_child() -> None:
     # A lock held by another thread at fork time would stay held forever in the child.
     global _index_lock

@@ -262,8 +262,9 @@ def set_next_value(
 
     Raises:
         TypeError: ``name`` is not a str, ``value`` not an int or ``force`` not a bool.
-        ValueError: ``value`` is below the counter and ``force`` is False, no shard owns it, or
-            ``name`` is empty.
+        ValueError: ``value`` is below the counter, or the counter is corrupted (its ``next``
+            not an integer), and ``force`` is False; no shard owns ``value``; or ``name`` is
+            empty.
         LookupError: a sharded sequence that does not exist (unsharded ones are created).
     """
     _check_sequence_name(name)
@@ -278,7 +279,13 @@ def set_next_value(
         info = show_counter(database, name, scope=scope, collection=collection)
     except LookupError:
         info = None
-    document_id, current = _counter_owning(info, name, value, scope)
+    document_id, shard = _counter_owning(info, name, value, scope)
+    if shard is not None and shard.problem is not None and not force:
+        raise ValueError(
+            f"counter {document_id!r} is corrupted: {shard.problem}; nothing was changed (use "
+            "force=True, --force, to overwrite it, once you know which values it handed out)"
+        )
+    current = None if shard is None else shard.next
     if current is not None and current > value - 1 and not force:
         raise ValueError(
             f"counter {document_id!r} is at {current!r}: the next value is {current + 1!r}, "
@@ -301,8 +308,9 @@ def set_next_value(
 
 def _counter_owning(
     info: CounterInfo | None, name: str, value: int, scope: object
-) -> tuple[str, int | None]:
-    """The ``_id`` of the counter document that hands out ``value``, and its ``next``."""
+) -> tuple[str, ShardInfo | None]:
+    """The ``_id`` of the counter document that hands out ``value``, and the document (None if
+    there is none yet)."""
     if info is not None and info.sharded:
         owners = [
             shard
@@ -312,9 +320,9 @@ def _counter_owning(
         if not owners:
             bounds = ", ".join(f"{s.low}..{s.high}" for s in info.shards)
             raise ValueError(f"value={value!r} is in no shard of {name!r}; its shards own {bounds}")
-        return owners[0].document_id, owners[0].next
+        return owners[0].document_id, owners[0]
     document_id = name if scope is None else f"{name}{SCOPE_SEPARATOR}{scope}"
-    return document_id, None if info is None else info.shards[0].next
+    return document_id, None if info is None else info.shards[0]
 
 
 __all__ = ["CounterInfo", "ShardInfo", "list_counters", "set_next_value", "show_counter"]

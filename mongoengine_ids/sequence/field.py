@@ -49,6 +49,7 @@ from .._checks import (
     check_int,
     is_int,
     suggest_keywords,
+    user_stacklevel,
 )
 from ..errors import (
     CorruptedCounterError,
@@ -349,6 +350,12 @@ class CounterStore:
                 if shard in self._live:
                     self._live.remove(shard)
 
+    def forget_used_up(self) -> None:
+        """Take every shard as live again (its counter was set, or dropped): the next lease
+        from one used up finds it so again."""
+        with self._lock:
+            self._live = list(range(self.space.shards))
+
     def _exhausted(self) -> IdSpaceExhaustedError:
         where = (
             f"its counter {self._counters[0].document_id!r}"
@@ -489,7 +496,7 @@ class CounterStore:
                 "and the counter starts again from its first value (the package's pytest "
                 "fixtures do).",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
 
     def _check_layout(self, counter: _Counter) -> None:
@@ -887,11 +894,15 @@ class Sequence:
         return self.store().lease(count, held=True)  # the caller's to hand out
 
     def discard(self) -> None:
-        """Drop the leased blocks (their values are lost, never handed out)."""
+        """Drop the leased blocks (their values are lost, never handed out), and what this
+        process knew of the shards' counters (the counters were set, or dropped)."""
         with self._lock:
             self._epoch += 1
             self._install(_EMPTY)
             self._ready.clear()
+        store = self._store
+        if store is not None:
+            store.forget_used_up()
 
     def peek(self) -> int:
         """The value :meth:`next` would return now, without handing it out: a preview, which

@@ -167,6 +167,23 @@ class _ArgumentParser(argparse.ArgumentParser):
         where = f"{command}: " if command else ""
         self.exit(EXIT_USAGE, f"{PROG}: error: {where}{message} (see '{self.prog} --help')\n")
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As argparse's; an argument no parser took is reported by the subcommand's parser,
+        which names it (``mongoengine-ids: error: demo: unrecognized arguments: extra``)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._subparser(getattr(parsed, "command", None)).error(
+                f"unrecognized arguments: {' '.join(extras)}"
+            )
+        return parsed
+
+    def _subparser(self, command: str | None) -> argparse.ArgumentParser:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+                found: argparse.ArgumentParser = action.choices[command]
+                return found
+        return self
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the parser, with a subcommand from each module of ``_SUBCOMMAND_MODULES``.
