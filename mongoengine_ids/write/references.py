@@ -39,6 +39,7 @@ from bson import DBRef
 from mongoengine.base import LazyReference
 from mongoengine.document import Document
 from mongoengine.errors import ValidationError
+from mongoengine.fields import LazyReferenceField
 
 from ..stored import StoredUUID, StoredUUIDText
 from . import seam
@@ -112,6 +113,27 @@ def wrap_reference_to_python(own: Callable[[Any, Any], Any]) -> Callable[[Any, A
     return to_python
 
 
+def wrap_generic_reference_to_python(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``to_python`` of ``GenericReferenceField``: the DBRef of a stored reference (``{"_cls":
+    ..., "_ref": DBRef}``, what the field holds until it is read with dereferencing on, and
+    under ``no_dereference()``) gets the key as references hold it, as a ``ReferenceField``'s
+    DBRef does: equal to the document's key (the driver's Binary or text is not)."""
+
+    @functools.wraps(own)
+    def to_python(self: Any, value: Any) -> Any:
+        found = own(self, value)
+        if isinstance(found, dict) and type(found.get("_ref")) is DBRef:
+            document_class = seam.registered(found.get("_cls"))
+            ref = found["_ref"]
+            keyed = ref if document_class is None else _as_referenced(document_class, ref)
+            if keyed is not ref:
+                found = type(found)(found)
+                found["_ref"] = keyed
+        return found
+
+    return to_python
+
+
 def wrap_dereference(own: Callable[..., Any]) -> Callable[..., Any]:
     """``DeReference.__call__``: DBRefs of a ``ReferenceField(dbref=True)`` as the driver decoded
     them (what ``distinct()`` passes; a loaded document's went through ``to_python``) get the
@@ -125,7 +147,14 @@ def wrap_dereference(own: Callable[..., Any]) -> Callable[..., Any]:
         while hasattr(field, "field"):  # a list or dict of references
             field = field.field
         # A plain list: what distinct() passes (a document's values are a BaseList or BaseDict).
-        if type(items) is list and getattr(field, "dbref", False):
+        if type(items) is not list:
+            return own(self, items, max_depth, instance, name)
+        if isinstance(field, LazyReferenceField) and seam.uuid_key(field.document_type):
+            # Lazy: nothing to load. The stored keys (or DBRefs) as references hold them, equal
+            # to the documents' keys, as an ObjectId key is (MongoEngine's own pass would find
+            # the DBRefs and fail looking them up).
+            return [_as_referenced(field.document_type, item) for item in items]
+        if getattr(field, "dbref", False):
             document_class = seam.referenced_class(field)
             items = [
                 keyed_dbref(document_class, item) if type(item) is DBRef else item for item in items
@@ -133,6 +162,17 @@ def wrap_dereference(own: Callable[..., Any]) -> Callable[..., Any]:
         return own(self, items, max_depth, instance, name)
 
     return __call__
+
+
+def _as_referenced(document_class: Any, stored: Any) -> Any:
+    """A stored key or DBRef of a ``document_class`` as references hold it; as it is if it is
+    no key of the model's (a value stored by other means)."""
+    try:
+        if type(stored) is DBRef:
+            return keyed_dbref(document_class, stored)
+        return reference_key(document_class, stored)
+    except ValidationError:
+        return stored
 
 
 def wrap_cached_query_value(own: Callable[..., Any]) -> Callable[..., Any]:

@@ -65,6 +65,7 @@ from mongoengine.fields import (
     DictField,
     EmbeddedDocumentField,
     GenericLazyReferenceField,
+    GenericReferenceField,
     LazyReferenceField,
     ListField,
     MapField,
@@ -922,12 +923,19 @@ def hook_reference_fields() -> None:
             (GenericLazyReferenceField, "to_mongo", references.wrap_generic_lazy_to_mongo),
             (GenericLazyReferenceField, "build_lazyref", references.wrap_generic_lazy_build),
             (DeReference, "__call__", references.wrap_dereference),
+            (GenericReferenceField, "to_python", references.wrap_generic_reference_to_python),
         ):
-            own = vars(owner)[name]
+            own = getattr(owner, name)  # its own, or the one it inherits (to_python)
             if not getattr(own, _WRAPPER, False):
                 wrapper = wrap(own)
                 setattr(wrapper, _WRAPPER, True)
                 setattr(owner, name, wrapper)
+
+
+def registered(class_name: Any) -> type[BaseDocument] | None:
+    """The model MongoEngine registered under ``class_name`` (a ``_cls``), or None."""
+    found: type[BaseDocument] | None = _document_registry.get(class_name)
+    return found
 
 
 def hook(document_class: type[Document]) -> None:
