@@ -13,10 +13,10 @@ still in flight when the connection broke, which lands after the retry looked fo
 ``KeyboardInterrupt`` raised after it was applied ("interrupt": the process interrupted while it
 waited for the reply, a task's time limit), and is retried as an application would:
 ``ConnectionFailure`` (or the interrupt: the task is run again) caught, the same call made again
-with the same Python objects, up to :data:`RETRIES` times; any other error ends the attempt and
-is an acceptable outcome. The writes include ``save()`` of a loaded document whose stored copy
-lacks the field (the field added to a populated collection), which fills it. The raw stored
-documents are then checked (:func:`_violations`):
+with the same Python objects, up to :data:`_faults.RETRIES` times; any other error ends the
+attempt and is an acceptable outcome. The writes include ``save()`` of a loaded document whose
+stored copy lacks the field (the field added to a populated collection), which fills it. The raw
+stored documents are then checked (:func:`_violations`):
 
 1. every pre-existing document is still there, unchanged (save of a loaded document: changed as
    asked, or not at all; as asked if the write returned);
@@ -59,6 +59,7 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 import pytest
+from _faults import MODES, Faults, Outcome, retrying
 from _support import TEST_URI
 from bson.binary import Binary
 from bson.objectid import ObjectId
@@ -79,9 +80,6 @@ from mongoengine_ids.instrumented import Hook
 from mongoengine_ids.testing import connected_threadsafe
 from mongoengine_ids.write.seam import generated_fields
 
-#: An application's retries after a ConnectionFailure.
-RETRIES = 3
-MODES = ("before", "after", "late", "interrupt")
 #: Documents of the bulk insert (each retry sends them all again).
 INSERTED = 4
 #: Errors that end an attempt as an acceptable outcome (a duplicate, a refused write...);
@@ -369,56 +367,6 @@ WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
 # -- faults -------------------------------------------------------------------------------------
 
 
-class Faults:
-    """Counts the database calls while armed, and fails call ``k``: ``before`` it is applied
-    (never sent), ``after`` (applied, the reply lost) or ``late`` (the reply lost, and the call
-    applied only after the next call, the first of the application's retry, has run: a write
-    still in flight when the connection broke)."""
-
-    def __init__(self, k: int | None = None, mode: str = "before", **more: str) -> None:
-        #: The calls to fail, by index: a mode each (``more``: "k12": "before", a second fault).
-        self.faults = {} if k is None else {k: mode}
-        self.faults.update({int(key[1:]): value for key, value in more.items()})
-        self.armed = False
-        self.calls: list[str] = []  # "collection.method", in order
-        self.fired = False
-        self.held: Callable[[], Any] | None = None  # a late call, not applied yet
-
-    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
-        if not self.armed:
-            return call()
-        index = len(self.calls)
-        self.calls.append(f"{collection}.{method}")
-        mode = self.faults.get(index)
-        if mode is None:
-            try:
-                return call()
-            finally:
-                self.land()
-        self.fired = True
-        if mode == "interrupt":
-            # Applied, then the process is interrupted (KeyboardInterrupt, a task's time limit)
-            # before the reply is read; the task is run again with the same objects.
-            with contextlib.suppress(Exception):
-                call()
-            raise KeyboardInterrupt(f"injected at call {index} ({mode})")
-        if mode == "after":
-            # Applied; the reply is lost, whatever it was (a duplicate key, the end of a cursor).
-            with contextlib.suppress(Exception):
-                call()
-        elif mode == "late":
-            self.land()
-            self.held = call
-        raise pymongo.errors.AutoReconnect(f"injected at call {index} ({mode})")
-
-    def land(self) -> None:
-        """Apply the late call, if one is held (whatever it answers, nobody hears it)."""
-        held, self.held = self.held, None
-        if held is not None:
-            with contextlib.suppress(Exception):
-                held()
-
-
 @contextlib.contextmanager
 def _database(hook: Hook) -> Iterator[Any]:
     """A fresh database whose every call goes through ``hook``; the models forget it after."""
@@ -441,48 +389,11 @@ def _raw(value: Any) -> Any:
 
 
 @dataclass
-class Outcome:
-    """How the write and the application's retries ended."""
-
-    returned: bool = False
-    attempts: int = 0
-    #: A ConnectionFailure reached the application (it then retried).
-    failed_over: bool = False
-    ending: BaseException | None = None
-    #: What the write returned: the Python documents to compare with the stored ones.
-    documents: list[me.Document] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        if self.returned:
-            return f"returned after {self.attempts} attempt(s)"
-        return f"ended with {type(self.ending).__name__} after {self.attempts} attempt(s)"
-
-
-@dataclass
 class Run:
     calls: list[str]
     fired: bool
     outcome: Outcome
     problems: list[str]
-
-
-def _retrying(write: Write) -> Outcome:
-    """Run ``write`` as an application would: again after a ConnectionFailure, at most
-    :data:`RETRIES` times; any other error ends it."""
-    outcome = Outcome()
-    while outcome.attempts <= RETRIES:
-        outcome.attempts += 1
-        try:
-            outcome.documents = write.call()
-        except (pymongo.errors.ConnectionFailure, KeyboardInterrupt) as error:
-            outcome.failed_over, outcome.ending = True, error
-            continue
-        except Exception as error:
-            outcome.ending = error
-            return outcome
-        outcome.returned, outcome.ending = True, None
-        return outcome
-    return outcome
 
 
 def _run(case: Case, make_write: Callable[[type[me.Document]], Write], faults: Faults) -> Run:
@@ -511,7 +422,7 @@ def _run(case: Case, make_write: Callable[[type[me.Document]], Write], faults: F
         write = make_write(model)
         faults.armed = True
         try:
-            outcome = _retrying(write)
+            outcome = retrying(write.call)
         finally:
             faults.armed = False
             faults.land()  # no later call came: the server applies it all the same

@@ -34,37 +34,41 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
     def update(self, upsert: bool = False, *args: Any, **kwargs: Any) -> Any:
         """MongoEngine's ``update()``; an upsert sets the generated values on insert, and new
         embedded documents in the update get theirs."""
-        parent = super().update
         options = _options("update", seam.UPDATE_OPTIONS, args, kwargs)
-        single = options.get("multi", True) is False
+
+        def run(update: dict[str, Any], sending: upserts.Sending) -> Any:
+            chosen = {**options, "multi": False} if sending.one else options
+            parent: Any = super(GeneratingQuerySetMixin, self._narrowed(sending))
+            return parent.update(upsert=upsert, **chosen, **update)
+
         return self._generating(
             kwargs,
             upsert,
-            single,
+            options.get("multi", True) is False,
             seam.acknowledged(seam.parts(self).collection, options.get("write_concern")),
-            lambda u, one: parent(
-                upsert=upsert, **{**options, "multi": False} if one else options, **u
-            ),
+            run,
         )
 
     def modify(self, upsert: bool = False, *args: Any, **kwargs: Any) -> Any:
         """MongoEngine's ``modify()``; an upsert sets the generated values on insert, and new
         embedded documents in the update get theirs."""
-        parent = super().modify
         options = _options("modify", seam.MODIFY_OPTIONS, args, kwargs)
+
+        def run(update: dict[str, Any], sending: upserts.Sending) -> Any:
+            parent: Any = super(GeneratingQuerySetMixin, self._narrowed(sending))
+            return parent.modify(upsert=upsert, **options, **update)
+
         if options.get("remove"):  # the document is deleted: MongoEngine applies no update
-            result = parent(upsert=upsert, **options, **kwargs)
+            result = run(kwargs, upserts.Sending())
         else:
-            result = self._generating(
-                kwargs,
-                upsert,
-                True,
-                seam.acknowledged(seam.parts(self).collection, None),
-                lambda u, one: parent(upsert=upsert, **options, **u),
-                ordered=True,
-            )
+            acknowledged = seam.acknowledged(seam.parts(self).collection, None)
+            result = self._generating(kwargs, upsert, True, acknowledged, run, ordered=True)
         seam.note_loaded(result, seam.parts(self).loaded)  # a projection of the returned one
         return result
+
+    def _narrowed(self, sending: upserts.Sending) -> Any:
+        """This queryset, or a copy whose filter also requires ``sending.absent``."""
+        return self if sending.absent is None else self.filter(__raw__=sending.absent)
 
     def _generating(
         self,
@@ -72,19 +76,20 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         upserting: bool,
         single: bool,
         acknowledged: bool,
-        run: Callable[[dict[str, Any], bool], Any],
+        run: Callable[[dict[str, Any], upserts.Sending], Any],
         *,
         ordered: bool = False,
     ) -> Any:
-        """``run(update, one)``, the values of new embedded documents in it made (``single``:
-        it writes one document at most; ``one``: it must), and an upsert's added (set on insert
-        only); ``acknowledged``: its result says what it wrote (not ``w=0``)."""
+        """``run(update, sending)``, the values of new embedded documents in it made
+        (``single``: it writes one document at most), and an upsert's added (set on insert
+        only); ``acknowledged``: its result says what it wrote (not ``w=0``); ``sending``: how
+        to send it (see :class:`~.upsert.Sending`)."""
         if upserting:
             return upserts.with_given_values(
                 self,
                 update,
-                lambda owner, earlier, one: upserts.upsert(
-                    self, update, lambda u: run(u, one), owner, earlier
+                lambda owner, earlier, sending: upserts.upsert(
+                    self, update, lambda u: run(u, sending), owner, earlier
                 ),
                 single=single,
                 upserting=True,
@@ -94,7 +99,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         return upserts.with_given_values(
             self,
             update,
-            lambda owner, earlier, one: run(update, one),
+            lambda owner, earlier, sending: run(update, sending),
             single=single,
             upserting=False,
             acknowledged=acknowledged,

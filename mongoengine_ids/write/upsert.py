@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, Final, TypeVar
 
 from bson.regex import Regex
@@ -176,23 +176,24 @@ _ADDING = frozenset({"push", "push_all", "add_to_set"})
 def with_given_values(
     queryset: Any,
     update: dict[str, Any],
-    run: Callable[[str, bool, bool], _T],
+    run: Callable[[str, bool, Sending], _T],
     *,
     single: bool,
     upserting: bool,
     acknowledged: bool = True,
     ordered: bool = False,
 ) -> _T:
-    """Run ``run(owner, earlier, one)``, an update given ``update``, once the values it writes are
-    settled: the new embedded documents it writes (``push__tags=Tag()``, ``set__address=...``)
-    get their generated values (given back if nothing was written), and the values it gives
-    generated fields (inside those embedded documents; and, unless ``upserting``, for which
-    :func:`upsert` does it, the documents' own: ``set__number=5``) are told to their fields.
+    """Run ``run(owner, earlier, sending)``, an update given ``update``, once the values it
+    writes are settled: the new embedded documents it writes (``push__tags=Tag()``,
+    ``set__address=...``) get their generated values (given back if nothing was written), and
+    the values it gives generated fields (inside those embedded documents; and, unless
+    ``upserting``, for which :func:`upsert` does it, the documents' own: ``set__number=5``)
+    are told to their fields.
 
     ``owner``: whom the values of this attempt are for, the same in the application's retry of
     the update (same collection and filter) after a lost reply; ``earlier``: there was such an
-    attempt (it may have landed: its values are never given back); ``one``: the update must
-    write one document at most, though the caller's may write several. ``ordered``: the update
+    attempt (it may have landed: its values are never given back); ``sending``: how to send it
+    (:class:`Sending`: to one document at most, a filter added). ``ordered``: the update
     writes the first matched document in ``order_by()`` order (``modify()``). Not
     ``acknowledged`` (``w=0``): what the update wrote is not known, so nothing is given back.
 
@@ -204,7 +205,8 @@ def with_given_values(
     query = seam.parts(queryset)
     empty: list[Slot] = []
     given: list[tuple[Slot, tuple[str, ...]]] = []  # with the steps to the value, stored
-    added: set[int] = set()  # slots of values added beside the document's (push__...)
+    # Slots of values added beside the document's (push__...), by id, with their steps.
+    added: dict[int, tuple[Slot, tuple[str, ...]]] = {}
     on_insert: list[tuple[Slot, tuple[str, ...]]] = []  # set_on_insert__'s: given or made
     unique: list[Slot] = []
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
@@ -229,14 +231,14 @@ def with_given_values(
         if operator == "set_on_insert":
             on_insert += found
         if operator in _ADDING:  # added beside what the document holds: never its own
-            added.update(id(slot) for slot, _ in found)
+            added.update((id(slot), (slot, steps)) for slot, steps in found)
         given += [(slot, steps) for slot, steps in found if slot.value is not None]
         # Values that no two documents may share: those made here, and unique ones given.
         shared = made + [slot for slot, _ in found if slot.field.values_unique]
         on_insert_only = on_insert_only and (not shared or operator == "set_on_insert")
         unique += shared
     if not empty and not given and not upserting:
-        return run("", False, False)
+        return run("", False, Sending())
     counted = not single
     single = single or not _may_match_several(query)  # by key: one document at most
     # Counted to one document: written to one at most, so that a document the filter matches
@@ -259,7 +261,7 @@ def with_given_values(
             else:
                 slot.root = this
         if earlier:
-            _refuse_held_elsewhere(query, given, added)
+            _refuse_held_elsewhere(query, given, added, attempt.made)
         # Values an earlier attempt of this update made (its reply lost): its own, not given.
         told = [(slot, steps) for slot, steps in given if _made_key(slot) not in attempt.made]
         sort = query.ordering if ordered else None
@@ -267,7 +269,9 @@ def with_given_values(
         filled: list[Slot] = []
         try:
             filled = values.fill(write, empty)
-            result = run(owner, earlier, one)
+            made_keys = attempt.made | {_made_key(slot) for slot in filled}
+            absent = None if upserting else _not_added_yet(added, made_keys)
+            result = run(owner, earlier, Sending(one, absent))
         except BaseException as error:
             attempt.made |= {_made_key(slot) for slot in filled}  # kept if still unsettled
             if not values.outcome_unknown(error) and not earlier:
@@ -314,18 +318,23 @@ def _unwritten(
 
 
 def _refuse_held_elsewhere(
-    query: seam.QuerySetParts, given: list[tuple[Slot, tuple[str, ...]]], added: set[int]
+    query: seam.QuerySetParts,
+    given: list[tuple[Slot, tuple[str, ...]]],
+    added: Collection[int],
+    made: Collection[tuple[int, str, str]],
 ) -> None:
     """The retry of an update whose earlier attempt may have landed: a value it gives that a
     document the filter does not match holds may be that attempt's (the filter then matched
     it), and would be stored twice; so may one it adds to a list (``added``: ``push__``...)
-    that any document holds, the one it matches too.
+    that any document holds, the one it matches too. Looked up for values no two documents may
+    share, those a field tracks, and those the package made (``made``, see :func:`_made_key`).
 
     Raises:
         NotUniqueError: such a value, quoted (nothing written).
     """
     for slot, steps in given:
-        if not (slot.field.values_unique or slot.field.tracks_assigned):
+        field = slot.field
+        if not (field.values_unique or field.tracks_assigned or _made_key(slot) in made):
             continue
         path = ".".join([*(s for s in steps if s not in ("*", "$")), slot.field.db_field])
         stored = slot.field.to_mongo(slot.value)
@@ -339,6 +348,33 @@ def _refuse_held_elsewhere(
                 "update's filter does not match: its earlier attempt, whose reply was lost, may "
                 "have stored it there"
             )
+
+
+@dataclasses.dataclass(frozen=True)
+class Sending:
+    """How an update is sent (see :func:`with_given_values`)."""
+
+    #: To one document at most, though the caller's update may write several.
+    one: bool = False
+    #: A filter added to the caller's (None: none): the matched document must not hold the
+    #: values the package made for the items the update adds to its lists.
+    absent: dict[str, Any] | None = None
+
+
+def _not_added_yet(
+    added: dict[int, tuple[Slot, tuple[str, ...]]], made: Collection[tuple[int, str, str]]
+) -> dict[str, Any] | None:
+    """A filter by which a document holds none of the values the package made for the items
+    the update adds to its lists (``push__``): a ``$push`` is not idempotent, so an attempt that
+    landed unseen (its reply lost, or still in flight) and the application's retry must not
+    both apply. None if the update adds no such item. (A path through a list of lists matches
+    no stored value: there it guards nothing.)"""
+    absent: dict[str, list[Any]] = {}
+    for slot, steps in added.values():
+        if slot.value is not None and _made_key(slot) in made:
+            path = ".".join([*(s for s in steps if s not in ("*", "$")), slot.field.db_field])
+            absent.setdefault(path, []).append(slot.field.to_mongo(slot.value))
+    return {path: {"$nin": stored} for path, stored in absent.items()} or None
 
 
 def _given_identity(
@@ -519,7 +555,7 @@ def _new_to_match(
     query: seam.QuerySetParts,
     given: list[tuple[Slot, tuple[str, ...]]],
     single: bool,
-    added: set[int],
+    added: Collection[int],
     sort: Any,
 ) -> list[Slot]:
     """The slots of ``given`` whose value is new to the document the update matches: one that

@@ -356,7 +356,7 @@ def _once_each(empty: list[Slot]) -> list[Slot]:
     """``empty`` with one slot per embedded object and field: an object placed more than once
     in one write (in two documents, twice in one) holds one value, stored at each place. A
     value no two documents may share cannot be: refused before any is made."""
-    if len({(id(slot.holder), slot.name) for slot in empty}) == len(empty):
+    if len(empty) < 2 or len({(id(slot.holder), slot.name) for slot in empty}) == len(empty):
         return empty
     once: dict[tuple[int, str], list[Slot]] = {}
     for slot in empty:

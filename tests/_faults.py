@@ -1,0 +1,103 @@
+"""The fault injector and the application's retry loop of the exhaustive fault tests
+(``test_faults_exhaustive.py``, ``test_faults_embedded.py``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import mongoengine as me
+import pymongo.errors
+
+#: An application's retries after a ConnectionFailure.
+RETRIES = 3
+MODES = ("before", "after", "late", "interrupt")
+
+
+class Faults:
+    """Counts the database calls while armed, and fails call ``k``: ``before`` it is applied
+    (never sent), ``after`` (applied, the reply lost) or ``late`` (the reply lost, and the call
+    applied only after the next call, the first of the application's retry, has run: a write
+    still in flight when the connection broke)."""
+
+    def __init__(self, k: int | None = None, mode: str = "before", **more: str) -> None:
+        #: The calls to fail, by index: a mode each (``more``: "k12": "before", a second fault).
+        self.faults = {} if k is None else {k: mode}
+        self.faults.update({int(key[1:]): value for key, value in more.items()})
+        self.armed = False
+        self.calls: list[str] = []  # "collection.method", in order
+        self.fired = False
+        self.held: Callable[[], Any] | None = None  # a late call, not applied yet
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if not self.armed:
+            return call()
+        index = len(self.calls)
+        self.calls.append(f"{collection}.{method}")
+        mode = self.faults.get(index)
+        if mode is None:
+            try:
+                return call()
+            finally:
+                self.land()
+        self.fired = True
+        if mode == "interrupt":
+            # Applied, then the process is interrupted (KeyboardInterrupt, a task's time limit)
+            # before the reply is read; the task is run again with the same objects.
+            with contextlib.suppress(Exception):
+                call()
+            raise KeyboardInterrupt(f"injected at call {index} ({mode})")
+        if mode == "after":
+            # Applied; the reply is lost, whatever it was (a duplicate key, the end of a cursor).
+            with contextlib.suppress(Exception):
+                call()
+        elif mode == "late":
+            self.land()
+            self.held = call
+        raise pymongo.errors.AutoReconnect(f"injected at call {index} ({mode})")
+
+    def land(self) -> None:
+        """Apply the late call, if one is held (whatever it answers, nobody hears it)."""
+        held, self.held = self.held, None
+        if held is not None:
+            with contextlib.suppress(Exception):
+                held()
+
+
+@dataclass
+class Outcome:
+    """How the write and the application's retries ended."""
+
+    returned: bool = False
+    attempts: int = 0
+    #: A ConnectionFailure reached the application (it then retried).
+    failed_over: bool = False
+    ending: BaseException | None = None
+    #: What the write returned: the Python documents to compare with the stored ones.
+    documents: list[me.Document] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        if self.returned:
+            return f"returned after {self.attempts} attempt(s)"
+        return f"ended with {type(self.ending).__name__} after {self.attempts} attempt(s)"
+
+
+def retrying(call: Callable[[], list[Any]]) -> Outcome:
+    """Run ``call`` (a write) as an application would: again after a ConnectionFailure, at most
+    :data:`RETRIES` times; any other error ends it."""
+    outcome = Outcome()
+    while outcome.attempts <= RETRIES:
+        outcome.attempts += 1
+        try:
+            outcome.documents = call()
+        except (pymongo.errors.ConnectionFailure, KeyboardInterrupt) as error:
+            outcome.failed_over, outcome.ending = True, error
+            continue
+        except Exception as error:
+            outcome.ending = error
+            return outcome
+        outcome.returned, outcome.ending = True, None
+        return outcome
+    return outcome

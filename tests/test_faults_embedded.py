@@ -1,0 +1,389 @@
+"""A network error at every database call of a write of embedded documents, in turn.
+
+The same method as ``test_faults_exhaustive.py`` (whose fault injector and retry loop this
+shares: :mod:`_faults`), for generated fields declared on an embedded document: a counter
+(``SequenceField``), a random value reserved in a proxy collection (``RandomUniqueField``
+with ``reserve_in``, 6 of its 12 values taken) and a UUID. Each write (a new document's
+``save()``, a bulk ``insert()``, ``save()`` of a loaded document with an item appended,
+``update_one(push__...)``, an upsert setting one, ``modify(push__...)``) runs once to count
+its database calls, N; then, for every call k < N and every mode (the call never sent, its
+reply lost, applied late, the process interrupted), on a fresh database holding the same
+documents, and is retried as an application would. The raw stored documents are checked
+(:func:`_violations`):
+
+1. every pre-existing document is unchanged, apart from the items the write adds to it;
+2. no document is stored twice, nor one of no known name; each one the write made is stored
+   once if it returned;
+3. no generated value is held by two stored embedded documents;
+4. every embedded document the write stored holds a valid generated value;
+5. each embedded document of the write is stored at most once, once if the write returned;
+6. if the write returned, the Python embedded documents hold the stored values;
+7. every stored value is known to its field: reserved in the proxy collection, or at or below
+   the counter (else a later write could make it again);
+8. a retry refused as a duplicate (after a ``ConnectionFailure``) stored the write's items.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import mongoengine as me
+import pymongo.errors
+import pytest
+from _faults import MODES, Faults, Outcome, retrying
+from _support import TEST_URI
+from bson.binary import Binary
+
+from mongoengine_ids import (
+    MongoEngineIdsError,
+    RandomUniqueField,
+    RetriesExhaustedError,
+    SequenceField,
+    UUID4Field,
+)
+from mongoengine_ids.testing import connected_threadsafe
+
+ACCEPTABLE = (
+    me.errors.OperationError,
+    me.errors.ValidationError,
+    me.errors.InvalidQueryError,
+    pymongo.errors.PyMongoError,
+    MongoEngineIdsError,
+)
+
+_draws = random.Random()
+
+
+def _draw(n: int) -> int:
+    return _draws.randrange(n)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A generated field of an embedded document, and the values stored items hold in it."""
+
+    kind: str
+    make: Callable[[], Any]
+    existing: tuple[Any, ...]
+    #: The proxy collection that reserves its values, or the counter document that counts them.
+    proxy: str | None = None
+    counter: str | None = None
+
+
+CASES = [
+    Case(
+        "sequence",
+        lambda: SequenceField(sequence_name="fe_counted"),
+        (1, 2, 3),
+        counter="fe_counted.code",  # MongoEngine's name: the sequence's, then the field's
+    ),
+    Case(
+        "reserved",
+        lambda: RandomUniqueField(
+            min_value=1,
+            max_value=12,
+            max_retries=40,
+            rng=_draw,
+            warn_collision_rate=1.0,
+            reserve_in="fe_reserved",
+        ),
+        (1, 2, 3, 5, 7, 11),
+        "fe_reserved",
+    ),
+    Case("uuid4", UUID4Field, tuple(uuid.uuid4() for _ in range(3))),
+]
+
+
+@cache
+def _models(case: Case) -> tuple[type[me.EmbeddedDocument], type[me.Document]]:
+    """The embedded class of ``case`` (``code``, ``label``) and the model holding it."""
+    title = case.kind.title()
+    part = type(
+        f"FaultsEmbedded{title}Part",
+        (me.EmbeddedDocument,),
+        {"code": case.make(), "label": me.StringField()},
+    )
+    box = type(
+        f"FaultsEmbedded{title}Box",
+        (me.Document,),
+        {
+            "meta": {"collection": f"faults_embedded_{case.kind}"},
+            "name": me.StringField(),
+            "part": me.EmbeddedDocumentField(part),
+            "parts": me.ListField(me.EmbeddedDocumentField(part)),
+        },
+    )
+    return part, box
+
+
+def _stored_value(value: Any) -> Any:
+    return Binary(value.bytes, 4) if isinstance(value, uuid.UUID) else value
+
+
+def _existing(case: Case) -> list[dict[str, Any]]:
+    """Two stored documents holding the case's values: ``pre-0`` in its list, ``pre-1`` in its
+    single item and its list."""
+    values = [_stored_value(value) for value in case.existing]
+    half = len(values) // 2
+    return [
+        {"name": "pre-0", "parts": [{"code": v, "label": f"old-{v}"} for v in values[:half]]},
+        {
+            "name": "pre-1",
+            "part": {"code": values[half], "label": "old-single"},
+            "parts": [{"code": v, "label": f"old-{v}"} for v in values[half + 1 :]],
+        },
+    ]
+
+
+# -- the writes ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Write:
+    """One write, ready to run (and run again) with the same Python objects."""
+
+    #: Makes the write; returns nothing of interest (the parts are checked).
+    call: Callable[[], list[Any]]
+    #: The embedded documents it writes (labelled ``new-*``), to find in the stored ones.
+    parts: list[Any]
+    #: Names of the documents it makes.
+    names: list[str] = field(default_factory=list)
+
+
+def _save_new(part: Any, box: Any) -> Write:
+    parts = [part(label="new-a"), part(label="new-b"), part(label="new-c")]
+    document = box(name="new-0", parts=parts[:2], part=parts[2])
+    return Write(lambda: [document.save()], parts, ["new-0"])
+
+
+def _insert(part: Any, box: Any) -> Write:
+    parts = [part(label="new-a"), part(label="new-b"), part(label="new-c")]
+    documents = [box(name="new-0", parts=parts[:2]), box(name="new-1", part=parts[2])]
+    return Write(lambda: box.objects.insert(documents, load_bulk=False), parts, ["new-0", "new-1"])
+
+
+def _save_appended(part: Any, box: Any) -> Write:
+    loaded = box.objects.get(name="pre-0")
+    added = part(label="new-a")
+    loaded.parts.append(added)
+    return Write(lambda: [loaded.save()], [added])
+
+
+def _update_push(part: Any, box: Any) -> Write:
+    added = part(label="new-a")
+    return Write(lambda: [box.objects(name="pre-0").update_one(push__parts=added)], [added])
+
+
+def _upsert_set(part: Any, box: Any) -> Write:
+    added = part(label="new-a")
+
+    def call() -> list[Any]:
+        return [box.objects(name="up-0").update_one(upsert=True, set__part=added)]
+
+    return Write(call, [added], ["up-0"])
+
+
+def _modify_push(part: Any, box: Any) -> Write:
+    added = part(label="new-a")
+    return Write(lambda: [box.objects(name="pre-1").modify(new=True, push__parts=added)], [added])
+
+
+WRITES: dict[str, Callable[[Any, Any], Write]] = {
+    "save": _save_new,
+    "insert": _insert,
+    "save-appended": _save_appended,
+    "update-push": _update_push,
+    "upsert-set": _upsert_set,
+    "modify-push": _modify_push,
+}
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    calls: list[str]
+    outcome: Outcome
+    problems: list[str]
+
+
+def _run(case: Case, make_write: Callable[[Any, Any], Write], faults: Faults) -> Run:
+    """One run on a fresh database: the stored documents, the write (faults armed), checks."""
+    part, box = _models(case)
+    _draws.seed(7)
+    with connected_threadsafe(TEST_URI, hook=faults) as connect:
+        db = connect()
+        existing = _existing(case)
+        db[box._get_collection_name()].insert_many([dict(document) for document in existing])
+        if case.proxy is not None:  # stored through the package: their values are reserved
+            db[case.proxy].insert_many([{"_id": v, "ns": "pre"} for v in case.existing])
+        if case.counter is not None:
+            db["mongoengine.counters"].insert_one({"_id": case.counter, "next": max(case.existing)})
+        box._get_collection()
+        write = make_write(part, box)
+        faults.armed = True
+        try:
+            outcome = retrying(write.call)
+        finally:
+            faults.armed = False
+            faults.land()
+        stored = list(db[box._get_collection_name()].find({}, {"_id": 0}))
+        problems = _violations(case, db, write, existing, stored, outcome)
+    box._collection = None
+    return Run(faults.calls, outcome, problems)
+
+
+def _items(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*([document["part"]] if document.get("part") else []), *document.get("parts", [])]
+
+
+def _violations(
+    case: Case,
+    db: Any,
+    write: Write,
+    existing: list[dict[str, Any]],
+    stored: list[dict[str, Any]],
+    outcome: Outcome,
+) -> list[str]:
+    problems: list[str] = []
+    returned = outcome.returned
+    labels = {p.label for p in write.parts}
+    by_name = {document["name"]: document for document in stored}
+    names = Counter(document["name"] for document in stored)
+    # 1, 2: the documents
+    for before in existing:
+        now = by_name.get(before["name"])
+        if now is None:
+            problems.append(f"1. {before['name']!r} is gone")
+            continue
+        kept = {key: value for key, value in now.items() if key not in ("part", "parts")}
+        kept["parts"] = [item for item in now.get("parts", []) if item.get("label") not in labels]
+        if now.get("part") is not None and now["part"].get("label") not in labels:
+            kept["part"] = now["part"]
+        if kept != before:
+            problems.append(f"1. {before['name']!r} is now {now!r}, was {before!r}")
+    known = {before["name"] for before in existing} | set(write.names)
+    for name, count in names.items():
+        if name not in known or count > 1:
+            problems.append(f"2. {name!r} stored {count} time(s)")
+    if returned:
+        problems.extend(f"2. {name!r} not stored" for name in write.names if not names[name])
+    # 3, 4, 5: the embedded documents and their values
+    items = [item for document in stored for item in _items(document)]
+    codes = Counter(_key(item.get("code")) for item in items if item.get("code") is not None)
+    problems.extend(f"3. code {code!r} held {n} times" for code, n in codes.items() if n > 1)
+    problems.extend(
+        f"4. {item!r} holds no generated value"
+        for item in items
+        if item.get("label") in labels and item.get("code") is None
+    )
+    placed = Counter(item.get("label") for item in items if item.get("label") in labels)
+    problems.extend(f"5. {label!r} stored {n} times" for label, n in placed.items() if n > 1)
+    if returned:
+        problems.extend(f"5. {label!r} not stored" for label in labels if not placed[label])
+    # 6: the Python objects hold the stored values
+    if returned:
+        stored_code = {item.get("label"): item.get("code") for item in items}
+        for p in write.parts:
+            if _key(_stored_value(p.code)) != _key(stored_code.get(p.label)):
+                problems.append(
+                    f"6. {p.label!r}: Python {p.code!r}, stored {stored_code.get(p.label)!r}"
+                )
+    # 7: every stored value known to its field
+    if case.proxy is not None:
+        reserved = {document["_id"] for document in db[case.proxy].find()}
+        problems.extend(
+            f"7. code {code!r} is not reserved" for code in codes if code not in reserved
+        )
+    if case.counter is not None:
+        counter = db["mongoengine.counters"].find_one({"_id": case.counter}) or {}
+        problems.extend(
+            f"7. code {code!r} is above the counter {counter.get('next')!r}"
+            for code in codes
+            if code > counter.get("next", 0)
+        )
+    # 8: a retry refused as a duplicate: the earlier attempt was applied
+    ending = outcome.ending
+    if (
+        outcome.failed_over
+        and isinstance(ending, me.errors.NotUniqueError)
+        and not isinstance(ending, RetriesExhaustedError)
+    ):
+        problems.extend(
+            f"8. refused as a duplicate ({str(ending)[:60]}...), but {label!r} is not stored"
+            for label in labels
+            if not placed[label]
+        )
+    if ending is not None and not isinstance(ending, (*ACCEPTABLE, KeyboardInterrupt)):
+        problems.append(f"the write failed with {type(ending).__name__}: {ending}")
+    return problems
+
+
+def _key(value: Any) -> Any:
+    """A stored value as a comparable key (a real server decodes a UUID as uuid.UUID)."""
+    if isinstance(value, uuid.UUID):
+        return value.bytes
+    if isinstance(value, Binary):
+        return bytes(value)
+    return value
+
+
+# -- the tests ----------------------------------------------------------------------------------
+
+_tally: dict[str, int] = {}
+
+
+@pytest.mark.parametrize("write_name", list(WRITES))
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.kind)
+def test_a_fault_at_every_call_of_an_embedded_write_never_doubles_a_value(
+    case: Case, write_name: str
+) -> None:
+    make_write = WRITES[write_name]
+    baseline = _run(case, make_write, Faults())
+    assert baseline.outcome.returned, baseline.outcome.ending
+    assert baseline.problems == []
+    n = len(baseline.calls)
+    failures = []
+    for k in range(n):
+        for mode in MODES:
+            run = _run(case, make_write, Faults(k, mode))
+            if run.problems:
+                failures.append(f"call {k} ({run.calls[k]}) {mode}: {run.outcome}: {run.problems}")
+    _tally[f"{case.kind} {write_name}"] = n
+    assert failures == [], f"{len(failures)} failing run(s) of N={n}:\n" + "\n".join(failures)
+
+
+def test_the_checks_catch_a_value_stored_twice() -> None:
+    """The checks themselves: one object placed in two documents written by a raw insert is
+    found."""
+    case = CASES[1]
+
+    def twice(part: Any, box: Any) -> Write:
+        added = part(label="new-a", code=4)
+
+        def call() -> list[Any]:
+            raw = added.to_mongo()
+            box._get_collection().insert_many(
+                [{"name": "new-0", "parts": [raw]}, {"name": "new-1", "parts": [raw]}]
+            )
+            return []
+
+        return Write(call, [added], ["new-0", "new-1"])
+
+    run = _run(case, twice, Faults())
+    assert any(problem.startswith("3. code 4 held 2 times") for problem in run.problems)
+    assert any(problem.startswith("5. 'new-a' stored 2 times") for problem in run.problems)
+    assert any(problem.startswith("7. code 4 is not reserved") for problem in run.problems)
+
+
+def test_report_the_number_of_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    runs = sum(len(MODES) * n for n in _tally.values())
+    with capsys.disabled():
+        print(f"\nembedded fault runs: {runs} over {len(_tally)} (field, write) cases")
