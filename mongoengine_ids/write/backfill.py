@@ -148,9 +148,12 @@ def fill_if_missing(
         or no such document).
     """
     path = slot.field.db_field
+    # The package's own conditional write: acknowledged, whatever the collection's (w=0), so
+    # that whether it stored the value is known.
+    collection = seam.acknowledging(write.collection)
 
     def attempt() -> Any:
-        return write.collection.update_one(
+        return collection.update_one(
             {**(condition or {}), "_id": doc_id, path: None},
             {"$set": {path: slot.field.to_mongo(slot.value)}},
         )

@@ -83,7 +83,8 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
                 return own(self, doc, save_condition, write_concern)
             return super(owner, self)._save_update(doc, save_condition, write_concern)
 
-        return save_update(self, save_condition, write_next)
+        acknowledged = seam.acknowledged(seam.collection_of(self), write_concern)
+        return save_update(self, save_condition, write_next, acknowledged=acknowledged)
 
     return _save_update
 
@@ -279,7 +280,13 @@ def clear_made_pk(document: BaseDocument) -> None:
 # -- existing documents -------------------------------------------------------------------------
 
 
-def save_update(document: Document, save_condition: Any, write_next: Callable[[], Any]) -> Any:
+def save_update(
+    document: Document,
+    save_condition: Any,
+    write_next: Callable[[], Any],
+    *,
+    acknowledged: bool = True,
+) -> Any:
     """Values for an existing document, then its update (``write_next``).
 
     New embedded documents get values, written by the update; a field the stored copy lacks
@@ -287,7 +294,8 @@ def save_update(document: Document, save_condition: Any, write_next: Callable[[]
     stored (nor writes if ``save_condition`` fails). Values the user assigned are told to their
     fields. Fields a projection left out are not touched. If the outcome of a write is unknown
     (a lost reply), the values are kept as the document's own for the application's retry;
-    if nothing was written, they are given back.
+    if nothing was written, they are given back. Not ``acknowledged`` (``w=0``), any failure
+    leaves the outcome unknown (MongoEngine may fail reading the reply of an update it sent).
     """
     write = Write(type(document), seam.collection_of(document), [document])
     plan = _Existing(write, document)
@@ -305,7 +313,7 @@ def save_update(document: Document, save_condition: Any, write_next: Callable[[]
             write, [s for s in written if s.value is not None], write_next, may_land=True
         )
     except BaseException as error:
-        plan.failed(error)
+        plan.failed(error, unknown=not acknowledged or values.outcome_unknown(error))
         raise
     values.confirm([document])
     return result
@@ -372,13 +380,13 @@ class _Existing:
         #: Missing fields whose conditional write is done.
         self.stored: list[Slot] = []
 
-    def failed(self, error: BaseException) -> None:
-        """Keep the values not known to be stored if the outcome is unknown; else give back
+    def failed(self, error: BaseException, *, unknown: bool) -> None:
+        """Keep the values not known to be stored if the outcome is ``unknown``; else give back
         those this attempt made (a missing field whose write was refused gave its own back).
         Values kept from an earlier attempt stay the document's: that attempt may have landed."""
         pending = [s for s in (*self.embedded, *self.missing) if s not in self.stored]
         noted = [*self.kept_noted, *self.noted]
-        if values.outcome_unknown(error):
+        if unknown:
             values.pending(self.document, pending, noted)
             return
         mine = [slot for slot in self.made if slot in pending and slot.value is not None]

@@ -64,6 +64,7 @@ from mongoengine.fields import (
     CachedReferenceField,
     DictField,
     EmbeddedDocumentField,
+    GenericEmbeddedDocumentField,
     GenericLazyReferenceField,
     GenericReferenceField,
     LazyReferenceField,
@@ -75,6 +76,7 @@ from mongoengine.fields import (
 from mongoengine.queryset import QuerySet, QuerySetManager, transform
 from mongoengine.queryset.base import BaseQuerySet
 from mongoengine.queryset.field_list import QueryFieldList
+from pymongo import WriteConcern
 
 from ..resets import collection_dropped
 
@@ -187,6 +189,14 @@ def acknowledged(collection: Any, write_concern: dict[str, Any] | None) -> bool:
     the collection's own, as MongoEngine adds it) is acknowledged: not ``w=0``, whose result
     says nothing of what it wrote."""
     return {**collection.write_concern.document, **(write_concern or {})}.get("w") != 0
+
+
+def acknowledging(collection: Any) -> Any:
+    """``collection``, or, if its writes are not acknowledged (``w=0``), the same collection
+    with ``w=1``."""
+    if collection.write_concern.document.get("w") != 0:
+        return collection
+    return collection.with_options(write_concern=WriteConcern(w=1))
 
 
 def condition_filter(document_class: type[BaseDocument], condition: Any) -> dict[str, Any]:
@@ -568,12 +578,13 @@ def _field_at(
 
 def generated_in(
     document_class: type[BaseDocument], path: str, value: Any, *, item: bool = False
-) -> list[tuple[type[BaseDocument], str, GeneratedField, Any, tuple[str, ...]]]:
+) -> list[tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], tuple[str, ...]]]:
     """The generated values inside ``value``, embedded documents in stored form (dicts) that an
-    update (a ``__raw__`` one) writes at the dotted db ``path``, at any depth; with ``item``,
-    ``value`` is an item added to the list at ``path``. Each as (class, field name, field,
-    stored value, steps to its holder as stored: ``"*"`` for any item of a list or map); [] if
-    ``path`` leads to no embedded document (a generated field itself among them)."""
+    update writes at the dotted db ``path``, at any depth; with ``item``, ``value`` is an item
+    added to the list at ``path``. Each as (class, field name, field, the stored embedded
+    document holding it, steps to it as stored: ``"*"`` for any item of a list or map); [] if
+    ``path`` leads to no embedded document (a generated field itself among them). A dict's
+    ``_cls`` names its class (a subclass, or any for ``GenericEmbeddedDocumentField``)."""
     found = _field_at(document_class, path)
     if found is None:
         return []
@@ -586,7 +597,7 @@ def generated_in(
 
 def _generated_inside(
     field: Any, value: Any, steps: tuple[str, ...]
-) -> Iterator[tuple[type[BaseDocument], str, GeneratedField, Any, tuple[str, ...]]]:
+) -> Iterator[tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], tuple[str, ...]]]:
     from .field import GeneratedField
 
     if isinstance(field, (ListField, MapField, DictField)):
@@ -595,16 +606,34 @@ def _generated_inside(
         )
         for inner in items:
             yield from _generated_inside(field.field, inner, (*steps, "*"))
-    elif isinstance(field, EmbeddedDocumentField) and isinstance(value, dict):
-        kind = field.document_type
-        for name, inner_field in kind._fields.items():
-            stored = value.get(inner_field.db_field)
-            if stored is None:
-                continue
-            if isinstance(inner_field, GeneratedField):
-                yield kind, name, inner_field, stored, steps
-            else:
-                yield from _generated_inside(inner_field, stored, (*steps, inner_field.db_field))
+        return
+    kind = _embedded_class(field, value)
+    if kind is None:
+        return
+    for name, inner_field in kind._fields.items():
+        stored = value.get(inner_field.db_field)
+        if stored is None:
+            continue
+        if isinstance(inner_field, GeneratedField):
+            yield kind, name, inner_field, value, steps
+        else:
+            yield from _generated_inside(inner_field, stored, (*steps, inner_field.db_field))
+
+
+def _embedded_class(field: Any, value: Any) -> type[BaseDocument] | None:
+    """The class of the stored embedded document ``value`` in ``field`` (None if it is none):
+    the field's, or the subclass its ``_cls`` names."""
+    if not isinstance(value, dict) or not isinstance(
+        field, (EmbeddedDocumentField, GenericEmbeddedDocumentField)
+    ):
+        return None
+    declared = (
+        getattr(field, "document_type", None) if isinstance(field, EmbeddedDocumentField) else None
+    )
+    named = registered(value["_cls"]) if isinstance(value.get("_cls"), str) else None
+    if named is not None and issubclass(named, declared or EmbeddedDocument):
+        return named
+    return declared
 
 
 def embedding_values(document: BaseDocument) -> Iterator[Any]:

@@ -224,8 +224,10 @@ def with_given_values(
             found = value.slots
         else:
             (written,) = seam.update_operations(query.document_class, **{key: value}).values()
-            (path,) = written
-            found = _embedded_slots(value, path)
+            ((path, stored),) = written.items()
+            # Embedded objects; or, given as dicts (set__part={"code": 5}), as MongoEngine
+            # stores them.
+            found = _embedded_slots(value, path) or _stored_slots(query, operator, path, stored)
         made = [slot for slot, _ in found if slot.value is None]
         empty += made
         if operator == "set_on_insert":
@@ -336,7 +338,7 @@ def _refuse_held_elsewhere(
         field = slot.field
         if not (field.values_unique or field.tracks_assigned or _made_key(slot) in made):
             continue
-        path = ".".join([*(s for s in steps if s not in ("*", "$")), slot.field.db_field])
+        path = ".".join([*(s for s in steps if not s.startswith(("*", "$"))), slot.field.db_field])
         stored = slot.field.to_mongo(slot.value)
         holder = query.collection.find_one({path: stored}, {"_id": 1})
         if holder is None:
@@ -372,7 +374,9 @@ def _not_added_yet(
     absent: dict[str, list[Any]] = {}
     for slot, steps in added.values():
         if slot.value is not None and _made_key(slot) in made:
-            path = ".".join([*(s for s in steps if s not in ("*", "$")), slot.field.db_field])
+            path = ".".join(
+                [*(s for s in steps if not s.startswith(("*", "$"))), slot.field.db_field]
+            )
             absent.setdefault(path, []).append(slot.field.to_mongo(slot.value))
     return {path: {"$nin": stored} for path, stored in absent.items()} or None
 
@@ -479,19 +483,33 @@ def _raw_embedded(query: seam.QuerySetParts, update: dict[str, Any]) -> list[tup
     found: list[tuple[str, _Scalars]] = []
     for op, operator in _RAW_WRITING.items():
         fields = raw.get(op) if isinstance(raw, dict) else None
-        slots: list[tuple[Slot, tuple[str, ...]]] = []
-        for path, value in fields.items() if isinstance(fields, dict) else ():
-            item = operator in _ADDING  # one item added to the list at path
-            if item and isinstance(value, dict) and isinstance(value.get("$each"), list):
-                value, item = value["$each"], False  # the items, as a list at path
-            for kind, name, field, stored, steps in seam.generated_in(
-                query.document_class, path, value, item=item
-            ):
-                holder = values.Holder({name: field.to_python(stored)})
-                slots.append((Slot(holder, holder, name, field, kind), _any_item(steps)))
+        slots = [
+            slot
+            for path, value in (fields.items() if isinstance(fields, dict) else ())
+            for slot in _stored_slots(query, operator, path, value)
+        ]
         if slots:
             found.append((operator, _Scalars(slots)))
     return found
+
+
+def _stored_slots(
+    query: seam.QuerySetParts, operator: str, path: str, value: Any
+) -> list[tuple[Slot, tuple[str, ...]]]:
+    """The values of generated fields inside embedded documents in stored form (dicts) that
+    ``operator`` writes at ``path``, as slots with the steps to their holders."""
+    item = operator in _ADDING  # one item added to the list at path
+    if item and isinstance(value, dict) and isinstance(value.get("$each"), list):
+        value, item = value["$each"], False  # the items, as a list at path
+    slots = []
+    for kind, name, field, embedded, steps in seam.generated_in(
+        query.document_class, path, value, item=item
+    ):
+        holder = values.Holder(_stored_values(kind, [name, *field.depends_on], embedded))
+        slots.append(
+            (Slot(holder, holder, name, field, kind), _any_item(steps, len(path.split("."))))
+        )
+    return slots
 
 
 def _own_slots(
@@ -533,22 +551,35 @@ def _own_slots(
     return []
 
 
+def _stored_values(kind: Any, names: list[str], embedded: dict[str, Any]) -> dict[str, Any]:
+    """The values of fields ``names`` of class ``kind`` in the stored embedded document
+    ``embedded``, in Python form (those it holds)."""
+    fields = [(name, seam.field_of(kind, name)) for name in names]
+    return {
+        name: field.to_python(embedded[field.db_field])
+        for name, field in fields
+        if embedded.get(field.db_field) is not None
+    }
+
+
 def _embedded_slots(value: Any, path: str) -> list[tuple[Slot, tuple[str, ...]]]:
     """The generated fields of the embedded documents inside ``value``, which an update writes
     at ``path``, each with the steps to its holder in a stored document (as
-    :func:`values.values_at` takes them: a list index, a positional ``$`` or a map key written
-    to is any item of the same field, as for ``save()``)."""
+    :func:`values.values_at` takes them: a list index or map key inside ``value`` is any item of
+    the same field, as for ``save()``; the place ``path`` names is that place)."""
     return [
-        (Slot(embedded, embedded, name, field), _any_item(steps))
+        (Slot(embedded, embedded, name, field), _any_item(steps, len(path.split("."))))
         for _, steps, embedded in seam.embedded_places_in(value, path)
         for name, field in seam.shape(type(embedded)).generated
     ]
 
 
-def _any_item(steps: tuple[str, ...]) -> tuple[str, ...]:
-    """``steps`` with every step after the top-level field that names an item (an index, ``$``,
-    ``$[]``) made ``"*"``."""
-    return (steps[0], *("*" if s.isdigit() or s.startswith("$") else s for s in steps[1:]))
+def _any_item(steps: tuple[str, ...], written_at: int) -> tuple[str, ...]:
+    """``steps`` with every step past the first ``written_at`` (the path the update names, a
+    place of its own) that names an item (an index, ``$``, ``$[]``) made ``"*"``: inside a
+    value written whole, any item of the same list or map."""
+    inside = ("*" if s.isdigit() or s.startswith("$") else s for s in steps[written_at:])
+    return (*steps[:written_at], *inside)
 
 
 def _new_to_match(

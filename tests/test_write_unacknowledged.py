@@ -1,0 +1,86 @@
+"""Writes with ``w=0``: the reply says nothing of what was written, so the values the package
+made or was given are kept as written (reserved, never given back), and its own conditional
+writes are acknowledged all the same (found by review AH).
+
+mongomock acknowledges every write: :func:`_as_pymongo` answers an update sent to a collection
+whose write concern is ``w=0`` as pymongo does, with an unacknowledged result."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import mongoengine as me
+import pytest
+from mongoengine.errors import NotUniqueError
+from pymongo import WriteConcern
+from pymongo.results import UpdateResult
+
+from mongoengine_ids import RandomUniqueField
+from mongoengine_ids.testing import connected_threadsafe
+
+
+def _as_pymongo(collection: str, method: str, call: Any) -> Any:
+    result = call()
+    sent_to = getattr(call.func, "__self__", None)
+    concern = getattr(sent_to, "write_concern", None)
+    if method.startswith("update") and concern is not None and concern.document.get("w") == 0:
+        return UpdateResult(None, acknowledged=False)
+    return result
+
+
+class WzTicket(me.Document):
+    name = me.StringField()
+    code = RandomUniqueField(digits=6, reserve_in="wz_codes")
+    meta = {"collection": "wz_tickets"}
+
+
+class WzPart(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=6, reserve_in="wz_part_codes")
+
+
+class WzBox(me.Document):
+    name = me.StringField()
+    parts = me.ListField(me.EmbeddedDocumentField(WzPart))
+    meta = {"collection": "wz_boxes"}
+
+
+@pytest.fixture
+def db() -> Iterator[Any]:
+    with connected_threadsafe(hook=_as_pymongo) as connect:
+        yield connect()
+    WzTicket._collection = None
+
+
+def test_a_missing_value_filled_under_w0_is_stored_and_kept(db: Any) -> None:
+    """The conditional write that fills a field the stored copy lacks is the package's own: it
+    is acknowledged even on a ``w=0`` connection (it raised pymongo's InvalidOperation after
+    the write, and the value was given back while stored)."""
+    db.wz_tickets.insert_one({"name": "old"})  # stored before the field existed
+    old = WzTicket.objects.get(name="old")
+    WzTicket._collection = WzTicket._get_collection().with_options(
+        write_concern=WriteConcern(w=0)  # as a connection made with w=0 gives it
+    )
+    old.name = "new"
+    old.save()
+    (stored,) = db.wz_tickets.find({}, {"_id": 0})
+    assert stored == {"name": "new", "code": old.code}
+    assert [doc["_id"] for doc in db.wz_codes.find()] == [old.code]
+    with pytest.raises(NotUniqueError, match=str(old.code)):
+        WzTicket(name="copy", code=old.code).save()
+
+
+def test_a_conditional_save_under_w0_keeps_its_values(db: Any) -> None:
+    """MongoEngine reads the count of a conditional update it sent with ``w=0`` and fails
+    (TypeError) after the update was applied: the values stay reserved."""
+    WzBox(name="b").save()
+    box = WzBox.objects.get(name="b")
+    part = WzPart()
+    box.parts.append(part)
+    with pytest.raises(TypeError):
+        box.save(write_concern={"w": 0}, save_condition={"name": "b"})
+    (stored,) = db.wz_boxes.find({}, {"_id": 0})
+    assert stored == {"name": "b", "parts": [{"code": part.code}]}
+    assert [doc["_id"] for doc in db.wz_part_codes.find()] == [part.code]
+    with pytest.raises(NotUniqueError, match=str(part.code)):
+        WzBox(name="dup", parts=[WzPart(code=part.code)]).save()
