@@ -1616,3 +1616,29 @@ def test_stored_uuid_keys_are_made_of_uuids_only() -> None:
     for kind in (StoredUUID, StoredUUIDText):
         with pytest.raises(TypeError, match=r"value must be a uuid\.UUID .*, not 5"):
             kind(5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("make", "suggested", "not_listed"),
+    [
+        (lambda: SequenceField(verbose=1), "verbose_name", ["default", "choices"]),
+        (lambda: SequenceField(defualt=1), None, ["default", "choices"]),
+        (lambda: RandomUniqueField(digits=6, uniqe_with="a"), "unique", ["unique_with", "default"]),
+    ],
+)
+def test_a_misspelt_option_names_only_options_the_field_takes(
+    make: Callable[[], Any], suggested: str | None, not_listed: list[str]
+) -> None:
+    """The options a field always refuses are neither suggested nor listed as accepted, and
+    MongoEngine's metadata (``verbose_name``, ``help_text``) is (review AI)."""
+    with pytest.raises(TypeError) as caught:
+        make()
+    message = str(caught.value)
+    accepted = message.split("accepted: ", 1)[1].split(", ")
+    assert "verbose_name" in accepted
+    assert "help_text" in accepted
+    assert not set(not_listed) & set(accepted)
+    if suggested is None:
+        assert "did you mean" not in message
+    else:
+        assert f"(did you mean {suggested!r}?)" in message

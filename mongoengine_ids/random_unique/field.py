@@ -323,6 +323,8 @@ class RandomUniqueField(GeneratedField):
         collection whose shard key is not a prefix of it, use ``reserve_in``.
     """
 
+    _refused_options = GeneratedField._refused_options | {"unique_with"}
+
     if TYPE_CHECKING:  # the value's type for type checkers; BaseField.__get__ runs
 
         @overload

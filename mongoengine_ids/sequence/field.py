@@ -1551,7 +1551,7 @@ class SequenceField(GeneratedField):
                 f"{name}.{self.name} has scope={self.scope!r}, which is not a field of {name}: "
                 f"expected one of {sorted(document_class._fields)}"
             )
-        value = document._data.get(self.scope)
+        value = seam.data(document).get(self.scope)
         if value is None:
             raise ValidationError(
                 f"{name}.{self.name} is numbered per {self.scope!r}, which is None: set "

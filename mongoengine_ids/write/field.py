@@ -189,6 +189,10 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     #: :mod:`mongoengine_ids.write.references`).
     stored_form_differs: ClassVar[bool] = False
 
+    #: MongoEngine's options the field refuses whatever their value (never suggested for a
+    #: misspelt one).
+    _refused_options: ClassVar[frozenset[str]] = frozenset({"default", "choices"})
+
     #: How many times a write is retried with a fresh value when :meth:`is_collision` claims a
     #: duplicate-key error (0: never, the error propagates).
     collision_retries: int = 0
@@ -206,10 +210,9 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """
         unknown = [name for name in kwargs if name not in BASE_FIELD_OPTIONS | FIELD_METADATA]
         if unknown:
+            accepted = BASE_FIELD_OPTIONS | FIELD_METADATA | _own_options(type(self))
             raise unexpected_keywords(
-                f"{type(self).__name__}()",
-                unknown,
-                BASE_FIELD_OPTIONS | _own_options(type(self)),
+                f"{type(self).__name__}()", unknown, accepted - self._refused_options
             )
         _check_base_options(kwargs)
         super().__init__(**kwargs)

@@ -246,7 +246,7 @@ def with_values(document: Document, shape: seam.Shape, son: Any, filled: list[Sl
     for slot in filled:
         if slot.holder is not document:
             return document.to_mongo()
-        son[slot.field.db_field] = slot.field.to_mongo(slot.holder._data[slot.name])
+        son[slot.field.db_field] = slot.field.to_mongo(slot.value)
     if "_id" not in son:
         pk = seam.stored_pk(document)
         if pk is not None:

@@ -109,6 +109,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (CachedReferenceField, "prepare_query_value", ("op", "value")),
     (GenericLazyReferenceField, "to_mongo", ("document",)),
     (GenericLazyReferenceField, "build_lazyref", ("value",)),
+    (GenericReferenceField, "to_python", ("value",)),
     (SortedListField, "to_mongo", ("value", "use_db_field", "fields")),
     (DeReference, "__call__", ("items", "max_depth", "instance", "name")),
     (BaseQuerySet, "insert", ("doc_or_docs", "load_bulk", "write_concern", "signal_kwargs")),

@@ -713,7 +713,7 @@ def _fields_of(
         ):
             continue  # the upsert finds a document holding it already: not a new value
         if given is not _ABSENT:
-            holder._data[name] = field.to_python(given)
+            seam.data(holder)[name] = field.to_python(given)
             assigned.append(Slot(holder, holder, name, field, document_class))
             continue
         op = _writer(operations, path)

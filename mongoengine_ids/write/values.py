@@ -99,11 +99,11 @@ class Slot:
 
     @property
     def value(self) -> Any:
-        return self.holder._data.get(self.name)
+        return seam.data(self.holder).get(self.name)
 
     @value.setter
     def value(self, value: Any) -> None:
-        self.holder._data[self.name] = value
+        seam.data(self.holder)[self.name] = value
 
 
 def slots(document: BaseDocument, *, embedded_new_only: bool = False) -> list[Slot]:
@@ -256,7 +256,7 @@ def prepare(
     assigned: list[Slot] = []
     empty: list[Slot] = []
     for slot in others:
-        (empty if slot.holder._data.get(slot.name) is None else assigned).append(slot)
+        (empty if slot.value is None else assigned).append(slot)
     noted = note_assigned(write, assigned) if assigned else []
     try:
         filled = fill(write, empty)
@@ -344,7 +344,7 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
         for (klass, field), group in _by_field(empty).items():
             values = field.new_values(_share(write, klass, group), len(group))
             for slot, value in zip(group, values, strict=True):
-                slot.holder._data[slot.name] = value
+                slot.value = value
                 filled.append(slot)
     except BaseException:
         give_back(write, filled)
