@@ -132,11 +132,17 @@ def _existing(case: Case) -> list[dict[str, Any]]:
     values = [_stored_value(value) for value in case.existing]
     half = len(values) // 2
     return [
-        {"name": "pre-0", "parts": [{"code": v, "label": f"old-{v}"} for v in values[:half]]},
+        {
+            "name": "pre-0",
+            "parts": [{"code": v, "label": f"old-{i}"} for i, v in enumerate(values[:half])],
+        },
         {
             "name": "pre-1",
             "part": {"code": values[half], "label": "old-single"},
-            "parts": [{"code": v, "label": f"old-{v}"} for v in values[half + 1 :]],
+            "parts": [
+                {"code": v, "label": f"old-{half + 1 + i}"}
+                for i, v in enumerate(values[half + 1 :])
+            ],
         },
     ]
 
@@ -154,6 +160,8 @@ class Write:
     parts: list[Any]
     #: Names of the documents it makes.
     names: list[str] = field(default_factory=list)
+    #: Labels of stored embedded documents it replaces.
+    replaces: set[str] = field(default_factory=set)
 
 
 def _save_new(part: Any, box: Any) -> Write:
@@ -194,6 +202,26 @@ def _modify_push(part: Any, box: Any) -> Write:
     return Write(lambda: [box.objects(name="pre-1").modify(new=True, push__parts=added)], [added])
 
 
+def _update_set_item(part: Any, box: Any) -> Write:
+    added = part(label="new-a")
+    call = lambda: [box.objects(name="pre-0").update_one(set__parts__0=added)]  # noqa: E731
+    return Write(call, [added], replaces={"old-0"})
+
+
+def _upsert_push(part: Any, box: Any) -> Write:
+    added = part(label="new-a")
+
+    def call() -> list[Any]:
+        return [box.objects(name="up-0").update_one(upsert=True, push__parts=added)]
+
+    return Write(call, [added], ["up-0"])
+
+
+def _update_counted(part: Any, box: Any) -> Write:
+    added = part(label="new-a")  # update() of several, its filter matching one: counted
+    return Write(lambda: [box.objects(name="pre-1").update(push__parts=added)], [added])
+
+
 WRITES: dict[str, Callable[[Any, Any], Write]] = {
     "save": _save_new,
     "insert": _insert,
@@ -201,6 +229,9 @@ WRITES: dict[str, Callable[[Any, Any], Write]] = {
     "update-push": _update_push,
     "upsert-set": _upsert_set,
     "modify-push": _modify_push,
+    "update-set-item": _update_set_item,
+    "upsert-push": _upsert_push,
+    "update-counted": _update_counted,
 }
 
 
@@ -267,7 +298,11 @@ def _violations(
         kept["parts"] = [item for item in now.get("parts", []) if item.get("label") not in labels]
         if now.get("part") is not None and now["part"].get("label") not in labels:
             kept["part"] = now["part"]
-        if kept != before:
+        gone = [i for i in before.get("parts", []) if i["label"] in write.replaces]
+        if kept != before and kept != {
+            **before,
+            "parts": [i for i in before["parts"] if i not in gone],
+        }:
             problems.append(f"1. {before['name']!r} is now {now!r}, was {before!r}")
     known = {before["name"] for before in existing} | set(write.names)
     for name, count in names.items():

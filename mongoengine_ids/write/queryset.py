@@ -39,7 +39,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         def run(update: dict[str, Any], sending: upserts.Sending) -> Any:
             chosen = {**options, "multi": False} if sending.one else options
             parent: Any = super(GeneratingQuerySetMixin, self._narrowed(sending))
-            return parent.update(upsert=upsert, **chosen, **update)
+            return parent.update(upsert=upsert, **chosen, **sending.sent(update))
 
         return self._generating(
             kwargs,
@@ -56,7 +56,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
 
         def run(update: dict[str, Any], sending: upserts.Sending) -> Any:
             parent: Any = super(GeneratingQuerySetMixin, self._narrowed(sending))
-            return parent.modify(upsert=upsert, **options, **update)
+            return parent.modify(upsert=upsert, **options, **sending.sent(update))
 
         if options.get("remove"):  # the document is deleted: MongoEngine applies no update
             result = run(kwargs, upserts.Sending())

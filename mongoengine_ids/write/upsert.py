@@ -208,6 +208,7 @@ def with_given_values(
     # Slots of values added beside the document's (push__...), by id, with their steps.
     added: dict[int, tuple[Slot, tuple[str, ...]]] = {}
     on_insert: list[tuple[Slot, tuple[str, ...]]] = []  # set_on_insert__'s: given or made
+    pushed: dict[str, list[Slot]] = {}  # push__/push_all__ keywords: the slots they add
     unique: list[Slot] = []
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     operations = _operations(query.document_class, update)
@@ -223,8 +224,8 @@ def with_given_values(
         if isinstance(value, _Scalars):
             found = value.slots
         else:
-            (written,) = seam.update_operations(query.document_class, **{key: value}).values()
-            ((path, stored),) = written.items()
+            (operation,) = seam.update_operations(query.document_class, **{key: value}).values()
+            ((path, stored),) = operation.items()
             # Embedded objects; or, given as dicts (set__part={"code": 5}), as MongoEngine
             # stores them.
             found = _embedded_slots(value, path) or _stored_slots(query, operator, path, stored)
@@ -234,6 +235,8 @@ def with_given_values(
             on_insert += found
         if operator in _ADDING:  # added beside what the document holds: never its own
             added.update((id(slot), (slot, steps)) for slot, steps in found)
+        if operator in ("push", "push_all") and not isinstance(value, _Scalars):
+            pushed[key] = [slot for slot, _ in found]
         given += [(slot, steps) for slot, steps in found if slot.value is not None]
         # Values that no two documents may share: those made here, and unique ones given.
         shared = made + [slot for slot, _ in found if slot.field.values_unique]
@@ -272,8 +275,11 @@ def with_given_values(
         try:
             filled = values.fill(write, empty)
             made_keys = attempt.made | {_made_key(slot) for slot in filled}
-            absent = None if upserting else _not_added_yet(added, made_keys)
-            result = run(owner, earlier, Sending(one, absent))
+            if upserting:
+                sending = Sending(one, renamed=_idempotent_pushes(update, pushed, made_keys))
+            else:
+                sending = Sending(one, absent=_not_added_yet(added, made_keys))
+            result = run(owner, earlier, sending)
         except BaseException as error:
             attempt.made |= {_made_key(slot) for slot in filled}  # kept if still unsettled
             if not values.outcome_unknown(error) and not earlier:
@@ -361,6 +367,14 @@ class Sending:
     #: A filter added to the caller's (None: none): the matched document must not hold the
     #: values the package made for the items the update adds to its lists.
     absent: dict[str, Any] | None = None
+    #: Keywords of the update sent under another name (``push__x`` as ``add_to_set__x``).
+    renamed: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def sent(self, update: dict[str, Any]) -> dict[str, Any]:
+        """``update`` as it is sent: its keywords renamed."""
+        if not self.renamed:
+            return update
+        return {self.renamed.get(key, key): value for key, value in update.items()}
 
 
 def _not_added_yet(
@@ -379,6 +393,24 @@ def _not_added_yet(
             )
             absent.setdefault(path, []).append(slot.field.to_mongo(slot.value))
     return {path: {"$nin": stored} for path, stored in absent.items()} or None
+
+
+def _idempotent_pushes(
+    update: dict[str, Any], pushed: dict[str, list[Slot]], made: Collection[tuple[int, str, str]]
+) -> dict[str, str]:
+    """The ``push__x``/``push_all__x`` keywords of an upsert adding items whose values the
+    package made, renamed ``add_to_set__x``: an upsert cannot be narrowed by a filter (it would
+    insert a second document), and the items are new (their values unique), so adding them to
+    a set adds them as pushing would, except where the same item is there already: the upsert's
+    own attempt that landed unseen (its reply lost, or still in flight) and its retry store it
+    once."""
+    renamed = {}
+    for key, slots in pushed.items():
+        target = f"add_to_set__{key.split('__', 1)[1]}"
+        made_here = any(slot.value is not None and _made_key(slot) in made for slot in slots)
+        if made_here and key.count("__") == 1 and target not in update:
+            renamed[key] = target
+    return renamed
 
 
 def _given_identity(
