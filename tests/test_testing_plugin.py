@@ -29,10 +29,10 @@ class Archived(me.Document):
 
 
 class Card(me.Document):
-    number = RandomUniqueField(digits=1)
+    number = RandomUniqueField(digits=3)
 
 
-def test_filling_a_space(mongoengine_db):
+def test_counting_attempts(mongoengine_db):
     for _ in range(9):
         Card().save()
     assert Card.number.stats().attempts >= 9

@@ -226,9 +226,7 @@ def with_given_values(
         else:
             (operation,) = seam.update_operations(query.document_class, **{key: value}).values()
             ((path, stored),) = operation.items()
-            # Embedded objects; or, given as dicts (set__part={"code": 5}), as MongoEngine
-            # stores them.
-            found = _embedded_slots(value, path) or _stored_slots(query, operator, path, stored)
+            found = _given_slots(query, operator, path, value, stored)
         made = [slot for slot, _ in found if slot.value is None]
         empty += made
         if operator == "set_on_insert":
@@ -351,10 +349,15 @@ def _refuse_held_elsewhere(
             continue
         matched = {"$and": [query.query, {"_id": holder["_id"]}]}
         if id(slot) in added or query.collection.find_one(matched, {"_id": 1}) is None:
+            where = (
+                "a stored document"
+                if id(slot) in added
+                else ("a stored document that this update's filter does not match")
+            )
             raise NotUniqueError(
-                f"{slot.field._label}: {slot.value!r} is held by a stored document that this "
-                "update's filter does not match: its earlier attempt, whose reply was lost, may "
-                "have stored it there"
+                f"{slot.field._label}: {slot.value!r} is held by {where}: an earlier attempt of "
+                "this update, whose reply was lost, may have stored it there, and this one "
+                "would store it twice"
             )
 
 
@@ -380,19 +383,27 @@ class Sending:
 def _not_added_yet(
     added: dict[int, tuple[Slot, tuple[str, ...]]], made: Collection[tuple[int, str, str]]
 ) -> dict[str, Any] | None:
-    """A filter by which a document holds none of the values the package made for the items
-    the update adds to its lists (``push__``): a ``$push`` is not idempotent, so an attempt that
-    landed unseen (its reply lost, or still in flight) and the application's retry must not
-    both apply. None if the update adds no such item. (A path through a list of lists matches
-    no stored value: there it guards nothing.)"""
-    absent: dict[str, list[Any]] = {}
+    """A filter by which a document holds none of the items, with the values the package made
+    for them, that the update adds to its lists (``push__``): a ``$push`` is not idempotent, so
+    an attempt that landed unseen (its reply lost, or still in flight) and the application's
+    retry must not both apply. An item is matched by its value and the values of the fields it
+    is made from (a counter's scope: the same number may be another scope's). None if the
+    update adds no such item, or adds it at a positional ``$`` place (a condition on that list
+    would change which item ``$`` is). (A path through a list of lists matches no stored value:
+    there it guards nothing.)"""
+    conditions = []
     for slot, steps in added.values():
-        if slot.value is not None and _made_key(slot) in made:
-            path = ".".join(
-                [*(s for s in steps if not s.startswith(("*", "$"))), slot.field.db_field]
-            )
-            absent.setdefault(path, []).append(slot.field.to_mongo(slot.value))
-    return {path: {"$nin": stored} for path, stored in absent.items()} or None
+        if slot.value is None or _made_key(slot) not in made or any("$" in s for s in steps):
+            continue
+        field = slot.field
+        item = {field.db_field: field.to_mongo(slot.value)}
+        for name in field.depends_on:
+            source = seam.field_of(slot.kind, name)
+            value = seam.data(slot.holder).get(name)
+            item[source.db_field] = None if value is None else source.to_mongo(value)
+        path = ".".join(step for step in steps if step != "*")
+        conditions.append({path: {"$not": {"$elemMatch": item}}})
+    return {"$and": conditions} if conditions else None
 
 
 def _idempotent_pushes(
@@ -525,11 +536,30 @@ def _raw_embedded(query: seam.QuerySetParts, update: dict[str, Any]) -> list[tup
     return found
 
 
+def _given_slots(
+    query: seam.QuerySetParts, operator: str, path: str, value: Any, stored: Any
+) -> list[tuple[Slot, tuple[str, ...]]]:
+    """The generated fields of the embedded documents a keyword of an update writes at
+    ``path``: those of the embedded objects in ``value``, and those given as dicts
+    (``set__part={"code": 5}``, a dict among the items of a list), read from ``stored``, as
+    MongoEngine sends them."""
+    found = _embedded_slots(value, path)
+    if isinstance(value, dict):
+        return found or _stored_slots(query, operator, path, stored)
+    items = stored.get("$each") if isinstance(stored, dict) else stored
+    if isinstance(value, (list, tuple)) and isinstance(items, list) and len(items) == len(value):
+        for given, sent in zip(value, items, strict=True):
+            if isinstance(given, dict):  # an item of the list at path
+                found += _stored_slots(query, "push", path, sent)
+    return found
+
+
 def _stored_slots(
     query: seam.QuerySetParts, operator: str, path: str, value: Any
 ) -> list[tuple[Slot, tuple[str, ...]]]:
     """The values of generated fields inside embedded documents in stored form (dicts) that
-    ``operator`` writes at ``path``, as slots with the steps to their holders."""
+    ``operator`` writes at ``path``, as slots with the steps to their holders (``push``: one
+    item added to the list at ``path``, or ``$each`` of them)."""
     item = operator in _ADDING  # one item added to the list at path
     if item and isinstance(value, dict) and isinstance(value.get("$each"), list):
         value, item = value["$each"], False  # the items, as a list at path
@@ -628,6 +658,7 @@ def _new_to_match(
     ``modify()`` picks it)."""
     if not single:  # a value one of several matched documents holds is not the others'
         return [slot for slot, _ in given]
+    pinned = {id(slot) for slot, steps in given if _pinned_by_filter(query, slot, steps)}
     tracked = [
         (slot, steps)
         for slot, steps in given
@@ -643,7 +674,18 @@ def _new_to_match(
         if slot.field.to_mongo(slot.value)
         in values.values_at(stored or {}, steps, slot.field.db_field)
     }
-    return [slot for slot, _ in given if id(slot) not in held]
+    return [slot for slot, _ in given if id(slot) not in held | pinned]
+
+
+def _pinned_by_filter(query: seam.QuerySetParts, slot: Slot, steps: tuple[str, ...]) -> bool:
+    """Whether ``slot``, written at a positional ``$`` place of a list, is the value the
+    filter requires of that list's items (``parts__code=v``: the ``$`` item holds it): then
+    it is that item's own."""
+    if steps.count("$") != 1 or steps[-1] != "$":
+        return False
+    path = ".".join([*steps[:-1], slot.field.db_field])
+    required = query.query.get(path)
+    return required is not None and required == slot.field.to_mongo(slot.value)
 
 
 def _filled(write: Write, empty: list[Slot], run: Callable[[], _T]) -> _T:
