@@ -41,12 +41,15 @@ from _support import TEST_URI
 from bson.binary import Binary
 
 from mongoengine_ids import (
+    LocalityUUIDField,
+    LocalityUUIDGenerator,
     MongoEngineIdsError,
     RandomUniqueField,
     RetriesExhaustedError,
     SequenceField,
     UUID4Field,
 )
+from mongoengine_ids.sequence.field import counter_id
 from mongoengine_ids.testing import connected_threadsafe
 
 ACCEPTABLE = (
@@ -97,6 +100,13 @@ CASES = [
         "fe_reserved",
     ),
     Case("uuid4", UUID4Field, tuple(uuid.uuid4() for _ in range(3))),
+    Case(
+        "scoped",
+        lambda: SequenceField(scope="kind", sequence_name="fe_scoped"),
+        (1, 2, 3),
+        counter=counter_id("fe_scoped.code", scope="k"),
+    ),
+    Case("locality", LocalityUUIDField, tuple(LocalityUUIDGenerator(pid=4242).generate_many(3))),
 ]
 
 
@@ -107,7 +117,11 @@ def _models(case: Case) -> tuple[type[me.EmbeddedDocument], type[me.Document]]:
     part = type(
         f"FaultsEmbedded{title}Part",
         (me.EmbeddedDocument,),
-        {"code": case.make(), "label": me.StringField()},
+        {
+            "code": case.make(),
+            "label": me.StringField(),
+            **({"kind": me.StringField(default="k")} if case.kind == "scoped" else {}),
+        },
     )
     box = type(
         f"FaultsEmbedded{title}Box",
@@ -131,6 +145,15 @@ def _existing(case: Case) -> list[dict[str, Any]]:
     single item and its list."""
     values = [_stored_value(value) for value in case.existing]
     half = len(values) // 2
+    if case.kind == "scoped":
+        return [
+            {"name": "pre-0", "parts": [{"kind": "k", "code": 1, "label": "old-0"}]},
+            {
+                "name": "pre-1",
+                "part": {"kind": "k", "code": 2, "label": "old-single"},
+                "parts": [{"kind": "k", "code": 3, "label": "old-2"}],
+            },
+        ]
     return [
         {
             "name": "pre-0",
@@ -222,7 +245,57 @@ def _update_counted(part: Any, box: Any) -> Write:
     return Write(lambda: [box.objects(name="pre-1").update(push__parts=added)], [added])
 
 
+def _doc_update_push(part: Any, box: Any) -> Write:
+    loaded = box.objects.get(name="pre-0")
+    added = part(label="new-a")
+    return Write(lambda: [loaded.update(push__parts=added)], [added])
+
+
+def _doc_update_upsert_push(part: Any, box: Any) -> Write:
+    loaded = box.objects.get(name="pre-1")
+    added = part(label="new-a")
+    return Write(lambda: [loaded.update(upsert=True, push__parts=added)], [added])
+
+
+def _modify_upsert_push_new(part: Any, box: Any) -> Write:
+    added = part(label="new-a")
+
+    def call() -> list[Any]:
+        return [box.objects(name="up-0").modify(upsert=True, new=True, push__parts=added)]
+
+    return Write(call, [added], ["up-0"])
+
+
+def _modify_upsert_push_match(part: Any, box: Any) -> Write:
+    added = part(label="new-a")
+    return Write(
+        lambda: [box.objects(name="pre-1").modify(upsert=True, new=True, push__parts=added)],
+        [added],
+    )
+
+
+def _upsert_one_push_all(part: Any, box: Any) -> Write:
+    added = [part(label="new-a"), part(label="new-b")]
+    return Write(lambda: [box.objects(name="pre-0").upsert_one(push_all__parts=added)], added)
+
+
+def _modify_push_positional_filter(part: Any, box: Any) -> Write:
+    added = part(label="new-a")
+    return Write(
+        lambda: [
+            box.objects(name="pre-1", parts__label__startswith="old").modify(push__parts=added)
+        ],
+        [added],
+    )
+
+
 WRITES: dict[str, Callable[[Any, Any], Write]] = {
+    "doc-update-push": _doc_update_push,
+    "doc-update-upsert-push": _doc_update_upsert_push,
+    "modify-upsert-push-new": _modify_upsert_push_new,
+    "modify-upsert-push-match": _modify_upsert_push_match,
+    "upsert-one-push-all": _upsert_one_push_all,
+    "modify-push-filtered": _modify_push_positional_filter,
     "save": _save_new,
     "insert": _insert,
     "save-appended": _save_appended,

@@ -104,19 +104,30 @@ def test_a_dict_among_the_items_of_a_list_is_told_to_its_field(mongoengine_db: A
 
 
 @pytest.mark.parametrize("field", ["counted", "reserved"])
-def test_an_item_written_back_at_the_place_its_filter_pins_is_its_own(
+def test_an_item_written_at_a_positional_place_the_filter_names_is_refused(
     mongoengine_db: Any, field: str
 ) -> None:
-    """``parts__code=v`` in the filter: the positional ``$`` item holds ``v``."""
+    """Which item ``$`` is, the filter's conditions decide together (and a counter's number
+    is its scope's): a value held in the list is refused there, even one the filter names
+    (review AK: taking it as the item's own stored it twice)."""
     kind = PrCounted if field == "counted" else PrReserved
     PrBox(name="b", **{field: [kind(label="a"), kind(label="b")]}).save()
     loaded = PrBox.objects.get(name="b")
-    item = getattr(loaded, field)[1]
-    item.label = "b-edited"
-    filtered = PrBox.objects(name="b", **{f"{field}__code": item.code})
-    assert filtered.update_one(**{f"set__{field}__S": item}) == 1
+    first = getattr(loaded, field)[0]
+    before = _stored()
+    filtered = PrBox.objects(name="b", **{f"{field}__code": first.code, f"{field}__label": "b"})
+    refused = me.errors.ValidationError if field == "counted" else me.errors.NotUniqueError
+    with pytest.raises(refused):  # allow_explicit=False; reserve_in
+        filtered.update_one(**{f"set__{field}__S": kind(code=first.code, label="moved")})
+    assert _stored() == before
+
+
+def test_an_upsert_adds_items_without_generated_values_as_pushed(mongoengine_db: Any) -> None:
+    """Only a keyword whose items all hold values the package made goes as ``add_to_set__``:
+    an item equal to one the list holds is pushed again, as asked (review AK)."""
+    PrBox(name="a", parts=[PrPart(label="x", code=None)]).save()
+    PrBox.objects(name="a").update_one(
+        upsert=True, push_all__parts=[PrPart(label="q"), PrPart(label="x", code=None)]
+    )
     (stored,) = _stored()
-    assert [(i["code"], i["label"]) for i in stored[field]] == [
-        (getattr(loaded, field)[0].code, "a"),
-        (item.code, "b-edited"),
-    ]
+    assert [item["label"] for item in stored["parts"]] == ["x", "q", "x"]

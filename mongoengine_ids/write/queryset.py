@@ -66,6 +66,13 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         seam.note_loaded(result, seam.parts(self).loaded)  # a projection of the returned one
         return result
 
+    def upsert_one(self, *args: Any, **kwargs: Any) -> Any:
+        """MongoEngine's ``upsert_one()``: its update, then a read of the document, one write:
+        if the read fails with its outcome unknown, the application's retry is that update's
+        retry (see :func:`~.upsert.one_write`)."""
+        with upserts.one_write():
+            return super().upsert_one(*args, **kwargs)
+
     def _narrowed(self, sending: upserts.Sending) -> Any:
         """This queryset, or a copy whose filter also requires ``sending.absent``."""
         return self if sending.absent is None else self.filter(__raw__=sending.absent)

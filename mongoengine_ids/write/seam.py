@@ -115,6 +115,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (BaseQuerySet, "insert", ("doc_or_docs", "load_bulk", "write_concern", "signal_kwargs")),
     (BaseQuerySet, "update", ("upsert", "multi", "write_concern", "read_concern")),
     (BaseQuerySet, "modify", ("upsert", "full_response", "remove", "new")),
+    (BaseQuerySet, "upsert_one", ("write_concern", "read_concern")),
     (BaseQuerySet, "in_bulk", ("object_ids",)),
     (BaseQuerySet, "distinct", ("field",)),
     (BaseQuerySet, "__next__", ()),

@@ -10,6 +10,7 @@ of a generated value is retried with a fresh one, as for ``save()``.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import re
 import uuid
@@ -17,6 +18,7 @@ from collections.abc import Callable, Collection, Iterator
 from typing import Any, Final, TypeVar
 
 from bson.regex import Regex
+from mongoengine.base import BaseDocument
 from mongoengine.document import Document
 from mongoengine.errors import InvalidQueryError, NotUniqueError, ValidationError
 
@@ -94,6 +96,34 @@ def _attempt(query: seam.QuerySetParts, values_of: Any) -> Iterator[_Attempt]:
         if attempt.earlier or values.outcome_unknown(error):
             _unsettled[key] = attempt  # this attempt, or an earlier one, may have landed
         raise
+    enclosing = _one_write.get()
+    if enclosing is not None:
+        enclosing.append((key, attempt))
+
+
+#: The attempts that succeeded within the application's one write (see :func:`one_write`).
+_one_write: contextvars.ContextVar[list[tuple[Any, _Attempt]] | None] = contextvars.ContextVar(
+    "mongoengine_ids_one_write", default=None
+)
+
+
+@contextlib.contextmanager
+def one_write() -> Iterator[None]:
+    """The updates run inside are one write of the application's (``upsert_one()``: its update,
+    then a read of the document): if it fails with its outcome unknown, their attempts are kept
+    for its retry, as an update's own lost reply keeps its attempt; the retry does not send
+    them as new ones."""
+    done: list[tuple[Any, _Attempt]] = []
+    token = _one_write.set(done)
+    try:
+        yield
+    except BaseException as error:
+        if values.outcome_unknown(error):
+            for key, attempt in done:
+                _unsettled[key] = attempt
+        raise
+    finally:
+        _one_write.reset(token)
 
 
 def _upsert(
@@ -208,7 +238,7 @@ def with_given_values(
     # Slots of values added beside the document's (push__...), by id, with their steps.
     added: dict[int, tuple[Slot, tuple[str, ...]]] = {}
     on_insert: list[tuple[Slot, tuple[str, ...]]] = []  # set_on_insert__'s: given or made
-    pushed: dict[str, list[Slot]] = {}  # push__/push_all__ keywords: the slots they add
+    pushed: dict[str, tuple[Any, list[Slot]]] = {}  # push__/push_all__: value, slots
     unique: list[Slot] = []
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     operations = _operations(query.document_class, update)
@@ -234,7 +264,7 @@ def with_given_values(
         if operator in _ADDING:  # added beside what the document holds: never its own
             added.update((id(slot), (slot, steps)) for slot, steps in found)
         if operator in ("push", "push_all") and not isinstance(value, _Scalars):
-            pushed[key] = [slot for slot, _ in found]
+            pushed[key] = (value, [slot for slot, _ in found])
         given += [(slot, steps) for slot, steps in found if slot.value is not None]
         # Values that no two documents may share: those made here, and unique ones given.
         shared = made + [slot for slot, _ in found if slot.field.values_unique]
@@ -272,14 +302,14 @@ def with_given_values(
         filled: list[Slot] = []
         try:
             filled = values.fill(write, empty)
-            made_keys = attempt.made | {_made_key(slot) for slot in filled}
+            attempt.made |= {_made_key(slot) for slot in filled}  # its retry's own
+            made_keys = attempt.made
             if upserting:
                 sending = Sending(one, renamed=_idempotent_pushes(update, pushed, made_keys))
             else:
                 sending = Sending(one, absent=_not_added_yet(added, made_keys))
             result = run(owner, earlier, sending)
         except BaseException as error:
-            attempt.made |= {_made_key(slot) for slot in filled}  # kept if still unsettled
             if not values.outcome_unknown(error) and not earlier:
                 values.give_back(write, filled)  # nothing written: the values are free
                 values.release(write, noted)
@@ -386,8 +416,8 @@ def _not_added_yet(
     """A filter by which a document holds none of the items, with the values the package made
     for them, that the update adds to its lists (``push__``): a ``$push`` is not idempotent, so
     an attempt that landed unseen (its reply lost, or still in flight) and the application's
-    retry must not both apply. An item is matched by its value and the values of the fields it
-    is made from (a counter's scope: the same number may be another scope's). None if the
+    retry must not both apply. A value made from others (a counter's scope: the same number
+    may be another scope's) is matched with them, in an item of a top-level list only. None if the
     update adds no such item, or adds it at a positional ``$`` place (a condition on that list
     would change which item ``$`` is). (A path through a list of lists matches no stored value:
     there it guards nothing.)"""
@@ -396,30 +426,44 @@ def _not_added_yet(
         if slot.value is None or _made_key(slot) not in made or any("$" in s for s in steps):
             continue
         field = slot.field
+        path = ".".join(step for step in steps if step != "*")
+        if not field.depends_on:
+            conditions.append({f"{path}.{field.db_field}": {"$ne": field.to_mongo(slot.value)}})
+            continue
+        if "." in path:  # a scoped value below a list: no one condition on one item; unguarded
+            continue
         item = {field.db_field: field.to_mongo(slot.value)}
         for name in field.depends_on:
             source = seam.field_of(slot.kind, name)
             value = seam.data(slot.holder).get(name)
             item[source.db_field] = None if value is None else source.to_mongo(value)
-        path = ".".join(step for step in steps if step != "*")
         conditions.append({path: {"$not": {"$elemMatch": item}}})
     return {"$and": conditions} if conditions else None
 
 
 def _idempotent_pushes(
-    update: dict[str, Any], pushed: dict[str, list[Slot]], made: Collection[tuple[int, str, str]]
+    update: dict[str, Any],
+    pushed: dict[str, tuple[Any, list[Slot]]],
+    made: Collection[tuple[int, str, str]],
 ) -> dict[str, str]:
-    """The ``push__x``/``push_all__x`` keywords of an upsert adding items whose values the
-    package made, renamed ``add_to_set__x``: an upsert cannot be narrowed by a filter (it would
-    insert a second document), and the items are new (their values unique), so adding them to
-    a set adds them as pushing would, except where the same item is there already: the upsert's
-    own attempt that landed unseen (its reply lost, or still in flight) and its retry store it
-    once."""
+    """The ``push__x``/``push_all__x`` keywords of an upsert whose items are all new embedded
+    documents holding values the package made, renamed ``add_to_set__x``: an upsert cannot be
+    narrowed by a filter (it would insert a second document), and items holding new values are
+    added to a set as pushing adds them, except where the same item is there already: the
+    upsert's own attempt that landed unseen (its reply lost, or still in flight) and its retry
+    store it once. (A keyword of a nested path, or an item without such a value, which a set
+    would not add twice, is left as it is.)"""
     renamed = {}
-    for key, slots in pushed.items():
-        target = f"add_to_set__{key.split('__', 1)[1]}"
-        made_here = any(slot.value is not None and _made_key(slot) in made for slot in slots)
-        if made_here and key.count("__") == 1 and target not in update:
+    for key, (value, slots) in pushed.items():
+        operator, _, rest = key.partition("__")
+        items = value if operator == "push_all" else [value]
+        target = f"add_to_set__{rest}"
+        if "__" in rest or target in update or not isinstance(items, (list, tuple)):
+            continue
+        made_in = {
+            id(slot.holder) for slot in slots if slot.value is not None and _made_key(slot) in made
+        }
+        if items and all(isinstance(item, BaseDocument) and id(item) in made_in for item in items):
             renamed[key] = target
     return renamed
 
@@ -658,7 +702,6 @@ def _new_to_match(
     ``modify()`` picks it)."""
     if not single:  # a value one of several matched documents holds is not the others'
         return [slot for slot, _ in given]
-    pinned = {id(slot) for slot, steps in given if _pinned_by_filter(query, slot, steps)}
     tracked = [
         (slot, steps)
         for slot, steps in given
@@ -674,18 +717,7 @@ def _new_to_match(
         if slot.field.to_mongo(slot.value)
         in values.values_at(stored or {}, steps, slot.field.db_field)
     }
-    return [slot for slot, _ in given if id(slot) not in held | pinned]
-
-
-def _pinned_by_filter(query: seam.QuerySetParts, slot: Slot, steps: tuple[str, ...]) -> bool:
-    """Whether ``slot``, written at a positional ``$`` place of a list, is the value the
-    filter requires of that list's items (``parts__code=v``: the ``$`` item holds it): then
-    it is that item's own."""
-    if steps.count("$") != 1 or steps[-1] != "$":
-        return False
-    path = ".".join([*steps[:-1], slot.field.db_field])
-    required = query.query.get(path)
-    return required is not None and required == slot.field.to_mongo(slot.value)
+    return [slot for slot, _ in given if id(slot) not in held]
 
 
 def _filled(write: Write, empty: list[Slot], run: Callable[[], _T]) -> _T:
