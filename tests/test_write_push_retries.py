@@ -131,3 +131,66 @@ def test_an_upsert_adds_items_without_generated_values_as_pushed(mongoengine_db:
     )
     (stored,) = _stored()
     assert [item["label"] for item in stored["parts"]] == ["x", "q", "x"]
+
+
+class PrSub(me.EmbeddedDocument):
+    code = SequenceField(sequence_name="pr_sub")
+
+
+class PrPlain(me.EmbeddedDocument):
+    label = me.StringField()
+    sub = me.EmbeddedDocumentField(PrSub)  # its generated value is inside it
+
+
+class PrHolder(me.EmbeddedDocument):
+    scoped = me.ListField(me.EmbeddedDocumentField(PrScoped))
+
+
+class PrNested(me.Document):
+    name = me.StringField()
+    plains = me.ListField(me.EmbeddedDocumentField(PrPlain))
+    holder = me.EmbeddedDocumentField(PrHolder)
+    meta = {"collection": "pr_nested"}
+
+
+def _in_flight_then_retried(write: Any) -> list[dict[str, Any]]:
+    """Run ``write`` with its first update held back (its reply lost) and applied right after
+    the retry's first database call; the stored documents."""
+    held: list[Any] = []
+
+    def hook(collection: str, method: str, call: Any) -> Any:
+        if collection == "pr_nested" and method == "update_one" and not held:
+            held.append(call)
+            raise pymongo.errors.AutoReconnect("injected: in flight")
+        try:
+            return call()
+        finally:
+            if len(held) == 1:
+                held.append(None)
+                held[0]()  # lands now
+
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        db.pr_nested.insert_one({"name": "pre", "plains": [], "holder": {"scoped": []}})
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            write()
+        write()  # the application's retry
+        stored = list(db.pr_nested.find({}, {"_id": 0}))
+    PrNested._collection = None
+    return stored
+
+
+def test_an_upsert_pushing_an_item_whose_value_is_inside_it_stores_it_once() -> None:
+    plain = PrPlain(label="new", sub=PrSub())
+    stored = _in_flight_then_retried(
+        lambda: PrNested.objects(name="pre").upsert_one(push__plains=plain)
+    )
+    assert [doc["plains"] for doc in stored] == [[{"label": "new", "sub": {"code": 1}}]]
+
+
+def test_a_scoped_item_pushed_into_a_list_of_an_embedded_document_is_stored_once() -> None:
+    item = PrScoped(kind="k")
+    stored = _in_flight_then_retried(
+        lambda: PrNested.objects(name="pre").update_one(push__holder__scoped=item)
+    )
+    assert [doc["holder"]["scoped"] for doc in stored] == [[{"kind": "k", "code": 1}]]

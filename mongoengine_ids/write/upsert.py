@@ -97,7 +97,7 @@ def _attempt(query: seam.QuerySetParts, values_of: Any) -> Iterator[_Attempt]:
             _unsettled[key] = attempt  # this attempt, or an earlier one, may have landed
         raise
     enclosing = _one_write.get()
-    if enclosing is not None:
+    if enclosing is not None and (values_of or attempt.made):  # it wrote values of its own
         enclosing.append((key, attempt))
 
 
@@ -236,7 +236,7 @@ def with_given_values(
     empty: list[Slot] = []
     given: list[tuple[Slot, tuple[str, ...]]] = []  # with the steps to the value, stored
     # Slots of values added beside the document's (push__...), by id, with their steps.
-    added: dict[int, tuple[Slot, tuple[str, ...]]] = {}
+    added: dict[int, tuple[Slot, tuple[str, ...], bool]] = {}
     on_insert: list[tuple[Slot, tuple[str, ...]]] = []  # set_on_insert__'s: given or made
     pushed: dict[str, tuple[Any, list[Slot]]] = {}  # push__/push_all__: value, slots
     unique: list[Slot] = []
@@ -262,7 +262,12 @@ def with_given_values(
         if operator == "set_on_insert":
             on_insert += found
         if operator in _ADDING:  # added beside what the document holds: never its own
-            added.update((id(slot), (slot, steps)) for slot, steps in found)
+            # Whether each slot's holder is an item added itself (else inside one).
+            items = value if isinstance(value, (list, tuple)) else [value]
+            added.update(
+                (id(slot), (slot, steps, any(slot.holder is item for item in items)))
+                for slot, steps in found
+            )
         if operator in ("push", "push_all") and not isinstance(value, _Scalars):
             pushed[key] = (value, [slot for slot, _ in found])
         given += [(slot, steps) for slot, steps in found if slot.value is not None]
@@ -411,18 +416,18 @@ class Sending:
 
 
 def _not_added_yet(
-    added: dict[int, tuple[Slot, tuple[str, ...]]], made: Collection[tuple[int, str, str]]
+    added: dict[int, tuple[Slot, tuple[str, ...], bool]], made: Collection[tuple[int, str, str]]
 ) -> dict[str, Any] | None:
     """A filter by which a document holds none of the items, with the values the package made
     for them, that the update adds to its lists (``push__``): a ``$push`` is not idempotent, so
     an attempt that landed unseen (its reply lost, or still in flight) and the application's
     retry must not both apply. A value made from others (a counter's scope: the same number
-    may be another scope's) is matched with them, in an item of a top-level list only. None if the
-    update adds no such item, or adds it at a positional ``$`` place (a condition on that list
-    would change which item ``$`` is). (A path through a list of lists matches no stored value:
-    there it guards nothing.)"""
+    may be another scope's) is matched with them, held by an item added itself only (not inside
+    one: no one condition reaches it there). None if the update adds no such item, or adds it
+    at a positional ``$`` place (a condition on that list would change which item ``$`` is).
+    (A path through a list of lists matches no stored value: there it guards nothing.)"""
     conditions = []
-    for slot, steps in added.values():
+    for slot, steps, is_item in added.values():
         if slot.value is None or _made_key(slot) not in made or any("$" in s for s in steps):
             continue
         field = slot.field
@@ -430,7 +435,7 @@ def _not_added_yet(
         if not field.depends_on:
             conditions.append({f"{path}.{field.db_field}": {"$ne": field.to_mongo(slot.value)}})
             continue
-        if "." in path:  # a scoped value below a list: no one condition on one item; unguarded
+        if not is_item:  # inside an item added: no one condition on the item reaches it
             continue
         item = {field.db_field: field.to_mongo(slot.value)}
         for name in field.depends_on:
@@ -463,7 +468,11 @@ def _idempotent_pushes(
         made_in = {
             id(slot.holder) for slot in slots if slot.value is not None and _made_key(slot) in made
         }
-        if items and all(isinstance(item, BaseDocument) and id(item) in made_in for item in items):
+        if items and all(
+            isinstance(item, BaseDocument)
+            and any(id(inner) in made_in for inner in [item, *values.embedded(item)])
+            for item in items
+        ):
             renamed[key] = target
     return renamed
 
