@@ -96,7 +96,7 @@ def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int
             _refuse_unready(write, field, lacking, list(read.values()), filled_count)
             return filled_count
         ids = [stored["_id"] for stored in found]
-        holders = [values.Holder(_values_of(stored, read)) for stored in found]
+        holders = [values.Holder(values.python_values(stored, read)) for stored in found]
         slots = [Slot(h, h, name, field, write.document_class) for h in holders]
         values.fill(write, slots)
         for doc_id, slot in zip(ids, slots, strict=True):
@@ -126,15 +126,6 @@ def _refuse_unready(
             f"backfill() again ({filled} document(s) were given a value meanwhile)"
         )
         raise _Unready(error, filled)
-
-
-def _values_of(stored: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-    """The values of ``fields`` (by name) in the ``stored`` document, in Python form."""
-    return {
-        name: field.to_python(stored[field.db_field])
-        for name, field in fields.items()
-        if stored.get(field.db_field) is not None
-    }
 
 
 def fill_if_missing(

@@ -196,7 +196,7 @@ def acknowledged(collection: Any, write_concern: dict[str, Any] | None) -> bool:
 def acknowledging(collection: Any) -> Any:
     """``collection``, or, if its writes are not acknowledged (``w=0``), the same collection
     with ``w=1``."""
-    if collection.write_concern.document.get("w") != 0:
+    if acknowledged(collection, None):
         return collection
     return collection.with_options(write_concern=WriteConcern(w=1))
 

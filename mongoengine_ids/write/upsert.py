@@ -351,11 +351,18 @@ def _unwritten(
         if "*" not in steps
         and "$" not in steps
         and query.collection.find_one(
-            {".".join([*steps, slot.field.db_field]): slot.field.to_mongo(slot.value)},
+            {_query_path(steps, slot.field.db_field): slot.field.to_mongo(slot.value)},
             {"_id": 1},
         )
         is None
     ]
+
+
+def _query_path(steps: tuple[str, ...], *names: str) -> str:
+    """The dotted path a query takes to ``steps`` (as :func:`values.values_at` takes them: any
+    item of a list is matched by the list's own path; a ``$`` place is left out), then
+    ``names``."""
+    return ".".join([*(step for step in steps if not step.startswith(("*", "$"))), *names])
 
 
 def _refuse_held_elsewhere(
@@ -377,18 +384,16 @@ def _refuse_held_elsewhere(
         field = slot.field
         if not (field.values_unique or field.tracks_assigned or _made_key(slot) in made):
             continue
-        path = ".".join([*(s for s in steps if not s.startswith(("*", "$"))), slot.field.db_field])
+        path = _query_path(steps, slot.field.db_field)
         stored = slot.field.to_mongo(slot.value)
         holder = query.collection.find_one({path: stored}, {"_id": 1})
         if holder is None:
             continue
         matched = {"$and": [query.query, {"_id": holder["_id"]}]}
         if id(slot) in added or query.collection.find_one(matched, {"_id": 1}) is None:
-            where = (
-                "a stored document"
-                if id(slot) in added
-                else ("a stored document that this update's filter does not match")
-            )
+            where = "a stored document"
+            if id(slot) not in added:
+                where += " that this update's filter does not match"
             raise NotUniqueError(
                 f"{slot.field._label}: {slot.value!r} is held by {where}: an earlier attempt of "
                 "this update, whose reply was lost, may have stored it there, and this one "
@@ -431,9 +436,9 @@ def _not_added_yet(
         if slot.value is None or _made_key(slot) not in made or any("$" in s for s in steps):
             continue
         field = slot.field
-        path = ".".join(step for step in steps if step != "*")
         if not field.depends_on:
-            conditions.append({f"{path}.{field.db_field}": {"$ne": field.to_mongo(slot.value)}})
+            path = _query_path(steps, field.db_field)
+            conditions.append({path: {"$ne": field.to_mongo(slot.value)}})
             continue
         if not is_item:  # inside an item added: no one condition on the item reaches it
             continue
@@ -442,7 +447,7 @@ def _not_added_yet(
             source = seam.field_of(slot.kind, name)
             value = seam.data(slot.holder).get(name)
             item[source.db_field] = None if value is None else source.to_mongo(value)
-        conditions.append({path: {"$not": {"$elemMatch": item}}})
+        conditions.append({_query_path(steps): {"$not": {"$elemMatch": item}}})
     return {"$and": conditions} if conditions else None
 
 
@@ -582,7 +587,7 @@ def _raw_embedded(query: seam.QuerySetParts, update: dict[str, Any]) -> list[tup
         slots = [
             slot
             for path, value in (fields.items() if isinstance(fields, dict) else ())
-            for slot in _stored_slots(query, operator, path, value)
+            for slot in _stored_slots(query, path, value, item=operator in _ADDING)
         ]
         if slots:
             found.append((operator, _Scalars(slots)))
@@ -598,29 +603,29 @@ def _given_slots(
     MongoEngine sends them."""
     found = _embedded_slots(value, path)
     if isinstance(value, dict):
-        return found or _stored_slots(query, operator, path, stored)
+        return found or _stored_slots(query, path, stored, item=operator in _ADDING)
     items = stored.get("$each") if isinstance(stored, dict) else stored
     if isinstance(value, (list, tuple)) and isinstance(items, list) and len(items) == len(value):
         for given, sent in zip(value, items, strict=True):
             if isinstance(given, dict):  # an item of the list at path
-                found += _stored_slots(query, "push", path, sent)
+                found += _stored_slots(query, path, sent, item=True)
     return found
 
 
 def _stored_slots(
-    query: seam.QuerySetParts, operator: str, path: str, value: Any
+    query: seam.QuerySetParts, path: str, value: Any, *, item: bool
 ) -> list[tuple[Slot, tuple[str, ...]]]:
-    """The values of generated fields inside embedded documents in stored form (dicts) that
-    ``operator`` writes at ``path``, as slots with the steps to their holders (``push``: one
-    item added to the list at ``path``, or ``$each`` of them)."""
-    item = operator in _ADDING  # one item added to the list at path
+    """The values of generated fields inside embedded documents in stored form (dicts) that an
+    update writes at ``path``, as slots with the steps to their holders (``item``: ``value`` is
+    one item added to the list at ``path``, or ``$each`` of them)."""
     if item and isinstance(value, dict) and isinstance(value.get("$each"), list):
         value, item = value["$each"], False  # the items, as a list at path
     slots = []
     for kind, name, field, embedded, steps in seam.generated_in(
         query.document_class, path, value, item=item
     ):
-        holder = values.Holder(_stored_values(kind, [name, *field.depends_on], embedded))
+        read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
+        holder = values.Holder(values.python_values(embedded, read))
         slots.append(
             (Slot(holder, holder, name, field, kind), _any_item(steps, len(path.split("."))))
         )
@@ -651,11 +656,7 @@ def _own_slots(
             projection = {source.db_field: 1 for source in sources}
             combinations = []
             for stored in query.collection.find(query.query, projection):
-                found = {
-                    source.name: source.to_python(stored[source.db_field])
-                    for source in sources
-                    if stored.get(source.db_field) is not None
-                }
+                found = values.python_values(stored, {source.name: source for source in sources})
                 if {**found, **set_here} not in combinations:
                     combinations.append({**found, **set_here})
         return [
@@ -664,17 +665,6 @@ def _own_slots(
             for holder in [values.Holder({**data, name: value})]
         ]
     return []
-
-
-def _stored_values(kind: Any, names: list[str], embedded: dict[str, Any]) -> dict[str, Any]:
-    """The values of fields ``names`` of class ``kind`` in the stored embedded document
-    ``embedded``, in Python form (those it holds)."""
-    fields = [(name, seam.field_of(kind, name)) for name in names]
-    return {
-        name: field.to_python(embedded[field.db_field])
-        for name, field in fields
-        if embedded.get(field.db_field) is not None
-    }
 
 
 def _embedded_slots(value: Any, path: str) -> list[tuple[Slot, tuple[str, ...]]]:

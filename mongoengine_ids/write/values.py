@@ -132,6 +132,16 @@ def values_at(value: Any, steps: tuple[str, ...], name: str) -> list[Any]:
     return [found for item in items for found in values_at(item, rest, name)]
 
 
+def python_values(stored: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """The values of ``fields`` (fields by name) that the stored document (or embedded
+    document) ``stored`` holds, by name, in Python form."""
+    return {
+        name: field.to_python(stored[field.db_field])
+        for name, field in fields.items()
+        if stored.get(field.db_field) is not None
+    }
+
+
 def _collect(
     document: BaseDocument, root: BaseDocument, embedded_new_only: bool, found: list[Slot]
 ) -> None:
@@ -356,11 +366,11 @@ def _once_each(empty: list[Slot]) -> list[Slot]:
     """``empty`` with one slot per embedded object and field: an object placed more than once
     in one write (in two documents, twice in one) holds one value, stored at each place. A
     value no two documents may share cannot be: refused before any is made."""
-    if len(empty) < 2 or len({(id(slot.holder), slot.name) for slot in empty}) == len(empty):
-        return empty
     once: dict[tuple[int, str], list[Slot]] = {}
     for slot in empty:
         once.setdefault((id(slot.holder), slot.name), []).append(slot)
+    if len(once) == len(empty):
+        return empty
     for first, *others in once.values():
         if others and first.field.values_unique:
             kind = first.kind.__name__
