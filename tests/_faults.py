@@ -1,9 +1,10 @@
-"""The fault injector and the application's retry loop of the exhaustive fault tests
-(``test_faults_exhaustive.py``, ``test_faults_embedded.py``)."""
+"""The fault injector, the application's retry loop and what both exhaustive fault tests
+(``test_faults_exhaustive.py``, ``test_faults_embedded.py``) share."""
 
 from __future__ import annotations
 
 import contextlib
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,9 +12,29 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 
+from mongoengine_ids import MongoEngineIdsError, RetriesExhaustedError
+
 #: An application's retries after a ConnectionFailure.
 RETRIES = 3
 MODES = ("before", "after", "late", "interrupt")
+#: Errors that end an attempt as an acceptable outcome (a duplicate, a refused write...);
+#: anything else (TypeError, KeyError...) is a fault of the write path itself.
+ACCEPTABLE = (
+    me.errors.OperationError,
+    me.errors.ValidationError,
+    me.errors.InvalidQueryError,
+    pymongo.errors.PyMongoError,
+    MongoEngineIdsError,
+)
+
+#: RandomUniqueField's draws (its ``rng``: :func:`draw`), re-seeded before every run: the same
+#: draws (and so the same collisions and database calls) as in the counting run, up to the
+#: fault.
+draws = random.Random()
+
+
+def draw(n: int) -> int:
+    return draws.randrange(n)
 
 
 class Faults:
@@ -77,6 +98,16 @@ class Outcome:
     ending: BaseException | None = None
     #: What the write returned: the Python documents to compare with the stored ones.
     documents: list[me.Document] = field(default_factory=list)
+
+    @property
+    def refused_as_duplicate(self) -> bool:
+        """The application's retry was refused as a duplicate (not for retries running out):
+        it takes its earlier attempt as applied (the spec's ``UnconfirmedWriteError``)."""
+        return (
+            self.failed_over
+            and isinstance(self.ending, me.errors.NotUniqueError)
+            and not isinstance(self.ending, RetriesExhaustedError)
+        )
 
     def __str__(self) -> str:
         if self.returned:

@@ -25,7 +25,6 @@ documents, and is retried as an application would. The raw stored documents are 
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -34,37 +33,20 @@ from functools import cache
 from typing import Any
 
 import mongoengine as me
-import pymongo.errors
 import pytest
-from _faults import MODES, Faults, Outcome, retrying
+from _faults import ACCEPTABLE, MODES, Faults, Outcome, draw, draws, retrying
 from _support import TEST_URI
 from bson.binary import Binary
 
 from mongoengine_ids import (
     LocalityUUIDField,
     LocalityUUIDGenerator,
-    MongoEngineIdsError,
     RandomUniqueField,
-    RetriesExhaustedError,
     SequenceField,
     UUID4Field,
 )
 from mongoengine_ids.sequence.field import counter_id
 from mongoengine_ids.testing import connected_threadsafe
-
-ACCEPTABLE = (
-    me.errors.OperationError,
-    me.errors.ValidationError,
-    me.errors.InvalidQueryError,
-    pymongo.errors.PyMongoError,
-    MongoEngineIdsError,
-)
-
-_draws = random.Random()
-
-
-def _draw(n: int) -> int:
-    return _draws.randrange(n)
 
 
 @dataclass(frozen=True)
@@ -92,7 +74,7 @@ CASES = [
             min_value=1,
             max_value=12,
             max_retries=40,
-            rng=_draw,
+            rng=draw,
             warn_collision_rate=1.0,
             reserve_in="fe_reserved",
         ),
@@ -321,7 +303,7 @@ class Run:
 def _run(case: Case, make_write: Callable[[Any, Any], Write], faults: Faults) -> Run:
     """One run on a fresh database: the stored documents, the write (faults armed), checks."""
     part, box = _models(case)
-    _draws.seed(7)
+    draws.seed(7)
     with connected_threadsafe(TEST_URI, hook=faults) as connect:
         db = connect()
         existing = _existing(case)
@@ -419,11 +401,7 @@ def _violations(
         )
     # 8: a retry refused as a duplicate: the earlier attempt was applied
     ending = outcome.ending
-    if (
-        outcome.failed_over
-        and isinstance(ending, me.errors.NotUniqueError)
-        and not isinstance(ending, RetriesExhaustedError)
-    ):
+    if outcome.refused_as_duplicate:
         problems.extend(
             f"8. refused as a duplicate ({str(ending)[:60]}...), but {label!r} is not stored"
             for label in labels

@@ -48,7 +48,6 @@ server (``MONGOENGINE_IDS_TEST_URI``) the same faults are injected into pymongo'
 from __future__ import annotations
 
 import contextlib
-import random
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -59,7 +58,7 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 import pytest
-from _faults import MODES, Faults, Outcome, retrying
+from _faults import ACCEPTABLE, MODES, Faults, Outcome, draw, draws, retrying
 from _support import TEST_URI
 from bson.binary import Binary
 from bson.objectid import ObjectId
@@ -68,9 +67,7 @@ from mongoengine.base import BaseField
 from mongoengine_ids import (
     LocalityUUIDField,
     LocalityUUIDGenerator,
-    MongoEngineIdsError,
     RandomUniqueField,
-    RetriesExhaustedError,
     SequenceField,
     UUID4Field,
     UUID7Field,
@@ -82,25 +79,7 @@ from mongoengine_ids.write.seam import generated_fields
 
 #: Documents of the bulk insert (each retry sends them all again).
 INSERTED = 4
-#: Errors that end an attempt as an acceptable outcome (a duplicate, a refused write...);
-#: anything else (TypeError, KeyError...) is a fault of the write path itself.
-ACCEPTABLE = (
-    me.errors.OperationError,
-    me.errors.ValidationError,
-    me.errors.InvalidQueryError,
-    pymongo.errors.PyMongoError,
-    MongoEngineIdsError,
-)
-
 # -- the fields ---------------------------------------------------------------------------------
-
-#: RandomUniqueField's draws, re-seeded before every run: the same draws (and so the same
-#: collisions and database calls) as in the counting run, up to the fault.
-_draws = random.Random()
-
-
-def _draw(n: int) -> int:
-    return _draws.randrange(n)
 
 
 @dataclass(frozen=True)
@@ -132,7 +111,7 @@ _uuid7 = UUID7Generator()
 
 def _random_field(**kwargs: Any) -> RandomUniqueField:
     return RandomUniqueField(
-        min_value=1, max_value=12, max_retries=40, rng=_draw, warn_collision_rate=1.0, **kwargs
+        min_value=1, max_value=12, max_retries=40, rng=draw, warn_collision_rate=1.0, **kwargs
     )
 
 
@@ -399,7 +378,7 @@ class Run:
 def _run(case: Case, make_write: Callable[[type[me.Document]], Write], faults: Faults) -> Run:
     """One run on a fresh database: pre-existing documents, the write (faults armed), checks."""
     model = _model(case)
-    _draws.seed(52)
+    draws.seed(52)
     with _database(faults) as db:
         collection = db[model._get_collection_name()]
         generated = model._fields[case.name]
@@ -499,11 +478,7 @@ def _violations(
     # 7. a retry refused as a duplicate: the application takes the earlier attempt as applied
     # (the spec's UnconfirmedWriteError), so its documents had better be stored.
     ending = outcome.ending
-    if (
-        outcome.failed_over
-        and isinstance(ending, me.NotUniqueError)
-        and not isinstance(ending, RetriesExhaustedError)
-    ):
+    if outcome.refused_as_duplicate:
         problems.extend(
             f"7. the retry was refused as a duplicate ({str(ending)[:60]}...), but {key!r} "
             "is not stored"

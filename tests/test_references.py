@@ -385,7 +385,9 @@ def test_unloaded_references_are_written_back_in_stored_form(world: World) -> No
 # -- GenericReferenceField ------------------------------------------------------------------
 
 
-def test_generic_reference_field(world: World) -> None:
+def _generic_shipment(world: World) -> tuple[Any, Any, Any, Any]:
+    """A shipment referring to orders a and b by ``GenericReferenceField``s: ``anything`` to
+    a, ``several`` to both; returns (Shipment, shipment, a, b)."""
     Order = world.order()
     Shipment = world.model(
         "Shipment",
@@ -393,7 +395,11 @@ def test_generic_reference_field(world: World) -> None:
         several=me.ListField(me.GenericReferenceField()),
     )
     a, b = Order(name="a").save(), Order(name="b").save()
-    shipment = Shipment(anything=a, several=[a, b]).save()
+    return Shipment, Shipment(anything=a, several=[a, b]).save(), a, b
+
+
+def test_generic_reference_field(world: World) -> None:
+    Shipment, shipment, a, b = _generic_shipment(world)
 
     raw = world.raw(Shipment, shipment)
     for stored, target in [(raw["anything"], a), *zip(raw["several"], [a, b], strict=True)]:
@@ -411,14 +417,7 @@ def test_generic_reference_field(world: World) -> None:
 def test_a_generic_reference_read_without_dereferencing_holds_the_key(world: World) -> None:
     """Its DBRef equals the document, as ``ReferenceField``'s does (found by review AE: on
     mongomock it held the stored Binary, equal to nothing); dereferenced later, it loads."""
-    Order = world.order()
-    Shipment = world.model(
-        "Shipment",
-        anything=me.GenericReferenceField(),
-        several=me.ListField(me.GenericReferenceField()),
-    )
-    a, b = Order(name="a").save(), Order(name="b").save()
-    Shipment(anything=a, several=[a, b]).save()
+    Shipment, _, a, b = _generic_shipment(world)
     loaded = Shipment.objects.no_dereference().get()
     refs = [loaded.anything["_ref"], *(item["_ref"] for item in loaded.several)]
     assert [ref.id for ref in refs] == [a.id, a.id, b.id]
