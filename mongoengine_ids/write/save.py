@@ -119,7 +119,15 @@ def save_create(
         document, shape, write, son, insert, filled, noted, made_pk, write_next, may_write_more
     )
     try:
-        written = step.send(retrying)
+        written = values.send(
+            write,
+            filled,
+            step.attempt,
+            stored=step.stored,
+            on_unknown=step.unknown,
+            earlier_landed=step.earlier_landed if retrying else None,
+            may_land=retrying,
+        )
     except values.EarlierInsertLanded:
         return _over_own_copy(document, write_next)  # as if the look-up above had found it
     except BaseException:
@@ -157,26 +165,22 @@ class _Insert:
     #: The server refused the last attempt (a duplicate key): it cannot land.
     refused: bool = False
 
-    def send(self, retrying: bool) -> Any:
-        """Send the document with its values; ``retrying``: an earlier insert of it, whose reply
-        was lost, may land at any time."""
-        document, collection = self.document, self.write.collection
-        own_step = self.may_write_more
-        return values.send(
-            self.write,
-            self.filled,
-            self.attempt,
-            # After a failure no field claims: did the insert itself land?
-            stored=(lambda: _inserted(document, collection)) if own_step and self.insert else None,
-            on_unknown=self.unknown,
-            # A duplicate key: the earlier insert, landed late? (A model's own step may fail
-            # after its insert: its duplicate key is its own.)
-            earlier_landed=(
-                (lambda: landed.earlier_insert_landed(document, collection))
-                if retrying and not own_step
-                else None
-            ),
-            may_land=retrying,
+    def stored(self) -> bool:
+        """After a failure no field claims: did the insert land? Only a model's own step may
+        fail after its insert; MongoEngine's is the insert alone."""
+        if not (self.may_write_more and self.insert):
+            return False
+        try:
+            return landed.stored(self.document, self.write.collection)
+        except values.OUTCOME_UNKNOWN:
+            return True  # cannot tell: as if it were (its key and values are kept)
+
+    def earlier_landed(self) -> bool:
+        """A duplicate key while an earlier insert of the document (whose reply was lost) may
+        land: is it that insert, landed late? (A model's own step may fail after its insert:
+        its duplicate key is its own.)"""
+        return not self.may_write_more and landed.earlier_insert_landed(
+            self.document, self.write.collection
         )
 
     def attempt(self) -> Any:
@@ -209,14 +213,6 @@ def _over_own_copy(document: Document, write_next: Callable[[Any, bool], Any]) -
     replaced by the current version (the application may have changed it since)."""
     values.confirm([document])
     return write_next(document.to_mongo(), False)
-
-
-def _inserted(document: Document, collection: Any) -> bool:
-    """Whether ``document`` is stored (a look-up by its key); True if the look-up is lost."""
-    try:
-        return landed.stored(document, collection)
-    except values.OUTCOME_UNKNOWN:
-        return True  # cannot tell: as if it were (its key and values are kept)
 
 
 def _landed(

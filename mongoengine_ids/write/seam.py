@@ -257,12 +257,15 @@ def set_key(document: BaseDocument, stored: Any) -> None:
 _WRITTEN = "_mongoengine_ids_written"
 
 
-def mark_written(documents: Iterable[BaseDocument]) -> None:
-    """The documents are in the database now: a later ``save()`` updates each."""
+def mark_written(documents: Iterable[BaseDocument], *, settle: bool = False) -> None:
+    """The documents are in the database now: a later ``save()`` updates each. With
+    ``settle``, their write is known to be settled too (:meth:`State.settle`)."""
     for document in documents:
         # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
         object.__setattr__(document, "_created", False)
         object.__setattr__(document, _WRITTEN, True)
+        if settle and (found := document.__dict__.get(_STATE)) is not None:
+            found.settle()
 
 
 def writes_whole(document: BaseDocument) -> bool:
@@ -453,8 +456,6 @@ class Shape:
     pk_left_to_driver: bool
     #: The name of the primary key field ("id" for an embedded document, which has none).
     pk_name: str
-    #: The class this is the shape of (a subclass inherits the attribute, not the shape).
-    of: type[BaseDocument]
 
 
 _SHAPE = "_mongoengine_ids_shape"
@@ -462,8 +463,8 @@ _SHAPE = "_mongoengine_ids_shape"
 
 def shape(document_class: type[BaseDocument]) -> Shape:
     """The :class:`Shape` of ``document_class`` (its fields are fixed once it is made)."""
-    found: Shape | None = getattr(document_class, _SHAPE, None)
-    if found is None or found.of is not document_class:  # none yet, or a base class's
+    found: Shape | None = document_class.__dict__.get(_SHAPE)  # its own, not a base class's
+    if found is None:
         from .field import GeneratedField
 
         fields = document_class._fields
@@ -483,7 +484,6 @@ def shape(document_class: type[BaseDocument]) -> Shape:
             _serialises_itself(document_class),
             issubclass(document_class, Document) and _keeps_object_ids(fields.get(pk or "id")),
             pk or "id",
-            document_class,
         )
         setattr(document_class, _SHAPE, found)
     return found

@@ -78,7 +78,7 @@ class Slot:
         kind: the class whose field it is (default: the holder's class).
     """
 
-    __slots__ = ("field", "holder", "kind", "name", "root")
+    __slots__ = ("_data", "field", "holder", "kind", "name", "root")
 
     def __init__(
         self,
@@ -93,17 +93,18 @@ class Slot:
         self.name = name
         self.field = field
         self.kind = type(holder) if kind is None else kind
+        self._data = seam.data(holder)  # the same dict while the write lasts
 
     def __repr__(self) -> str:
         return f"Slot({type(self.holder).__name__}.{self.name}={self.value!r})"
 
     @property
     def value(self) -> Any:
-        return seam.data(self.holder).get(self.name)
+        return self._data.get(self.name)
 
     @value.setter
     def value(self, value: Any) -> None:
-        seam.data(self.holder)[self.name] = value
+        self._data[self.name] = value
 
 
 def slots(document: BaseDocument, *, embedded_new_only: bool = False) -> list[Slot]:
@@ -184,12 +185,7 @@ def confirm(documents: list[BaseDocument]) -> None:
     """The documents are known to be stored: nothing of an earlier lost reply is pending, and
     the values assigned to them (and to their embedded documents) are theirs by being stored,
     no longer by a reservation made for their write (:func:`_owner`)."""
-    stored = _with_embedded(documents)
-    for holder in stored:
-        state = seam.state(holder, create=False)
-        if state is not None:
-            state.settle()
-    seam.mark_written(stored)
+    seam.mark_written(_with_embedded(documents), settle=True)
 
 
 def settle(holders: Iterable[Any]) -> None:
@@ -366,6 +362,8 @@ def _once_each(empty: list[Slot]) -> list[Slot]:
     """``empty`` with one slot per embedded object and field: an object placed more than once
     in one write (in two documents, twice in one) holds one value, stored at each place. A
     value no two documents may share cannot be: refused before any is made."""
+    if len(empty) < 2:
+        return empty
     once: dict[tuple[int, str], list[Slot]] = {}
     for slot in empty:
         once.setdefault((id(slot.holder), slot.name), []).append(slot)
