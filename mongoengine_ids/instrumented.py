@@ -228,7 +228,8 @@ for _name in _FIXED_ATTRIBUTES:
 
 
 class _CursorProxy(_Proxy):
-    """A cursor: mongomock computes the results on the first ``next()``, a round trip."""
+    """A cursor: mongomock computes the results on the first ``next()``, or on reading one
+    result by index (``cursor[0]``), a round trip."""
 
     __slots__ = ()
 
@@ -238,6 +239,15 @@ class _CursorProxy(_Proxy):
     def __next__(self) -> Any:
         target = self._target
         return self._control.run(self._collection, "getMore", functools.partial(next, target))
+
+    def __getitem__(self, key: Any) -> Any:
+        # cursor[i] (MongoEngine's first()) runs a query of its own: a round trip; a slice
+        # makes a cursor, which is local until read.
+        if isinstance(key, slice):
+            return super().__getitem__(key)
+        target = self._target
+        found = self._control.run(self._collection, "find", lambda: target[key])
+        return self._control.wrap(found, self._collection)
 
 
 def instrumented_client_class(

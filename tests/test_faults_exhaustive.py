@@ -39,10 +39,10 @@ A second test holds call k back ("late") and fails, in turn, every later call of
 ("before"): a retry that fails before it sends anything must not forget the held write.
 
 The counted calls are those of the write and its retries only: the pre-existing documents, the
-model's indexes and a document to be re-saved are set up beforehand. Reading a cursor by index
-(``cursor[0]``, which MongoEngine's ``first()`` uses, e.g. in ``upsert_one()``) does not pass
-through the instrumented client's hook, so it is neither counted nor failed. Against a real
-server (``MONGOENGINE_IDS_TEST_URI``) the same faults are injected into pymongo's client.
+model's indexes and a document to be re-saved are set up beforehand. Every read is a call,
+reading a cursor by index (``cursor[0]``, which MongoEngine's ``first()`` and ``with_id()`` use,
+e.g. in ``upsert_one()``) too. Against a real server (``MONGOENGINE_IDS_TEST_URI``) the same
+faults are injected into pymongo's client.
 """
 
 from __future__ import annotations

@@ -195,3 +195,31 @@ def test_the_threadsafe_client_keeps_each_objects_own_options_and_names() -> Non
         assert calls == []
         quiet.insert_one({"_id": 1})
         assert calls == ["insert_one"]
+
+
+def test_the_threadsafe_hook_sees_a_cursor_read_by_index() -> None:
+    """``cursor[0]`` (MongoEngine's ``first()``, ``with_id()``) runs a query: the hook sees it,
+    and can fail it; a slice makes a cursor, which is read later."""
+    import pymongo.errors
+
+    calls: list[str] = []
+    fail = False
+
+    def hook(collection: str, method: str, call: Any) -> Any:
+        calls.append(f"{collection}.{method}")
+        if fail:
+            raise pymongo.errors.AutoReconnect("injected")
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        db.things.insert_many([{"_id": 1}, {"_id": 2}])
+        calls.clear()
+        cursor = db.things.find({}).sort("_id", -1)
+        assert cursor[0] == {"_id": 2}
+        assert calls == ["things.find"]
+        assert list(db.things.find({})[1:]) == [{"_id": 2}]
+        assert calls == ["things.find", "things.getMore", "things.getMore"]
+        fail = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            db.things.find({})[0]
