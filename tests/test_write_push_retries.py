@@ -103,6 +103,33 @@ def test_a_dict_among_the_items_of_a_list_is_told_to_its_field(mongoengine_db: A
     assert codes == [[5, 4], [6, 7]]
 
 
+class PrShelf(me.Document):
+    by_key = me.MapField(me.EmbeddedDocumentField(PrNumbered))
+    reserved = me.MapField(me.EmbeddedDocumentField(PrReserved))
+    meta = {"collection": "pr_shelves"}
+
+
+def test_a_dict_among_the_values_of_a_map_is_told_to_its_field(mongoengine_db: Any) -> None:
+    """Beside embedded objects, a dict given as a map's value is told to its field as in a
+    list: its number moves the counter past it, its reservation is taken."""
+    shelf = PrShelf().save()
+    PrShelf.objects(id=shelf.id).update_one(
+        set__by_key={"obj": PrNumbered(label="obj"), "dict": {"code": 4, "label": "dict"}}
+    )
+    PrShelf(by_key={"later": PrNumbered()}).save()
+    stored = list(PrShelf._get_collection().find({}, {"_id": 0, "reserved": 0}))
+    assert [{key: item["code"] for key, item in doc["by_key"].items()} for doc in stored] == [
+        {"obj": 5, "dict": 4},
+        {"later": 6},
+    ]
+    taken = PrShelf(reserved={"a": PrReserved()}).save().reserved["a"].code
+    with pytest.raises(me.errors.NotUniqueError, match=str(taken)):
+        PrShelf.objects(id=shelf.id).update_one(
+            set__reserved={"obj": PrReserved(), "dict": {"code": taken}}
+        )
+    assert PrShelf._get_collection().find_one({"_id": shelf.id})["reserved"] == {}
+
+
 @pytest.mark.parametrize("field", ["counted", "reserved"])
 def test_an_item_written_at_a_positional_place_the_filter_names_is_refused(
     mongoengine_db: Any, field: str

@@ -599,11 +599,18 @@ def _given_slots(
 ) -> list[tuple[Slot, tuple[str, ...]]]:
     """The generated fields of the embedded documents a keyword of an update writes at
     ``path``: those of the embedded objects in ``value``, and those given as dicts
-    (``set__part={"code": 5}``, a dict among the items of a list), read from ``stored``, as
-    MongoEngine sends them."""
+    (``set__part={"code": 5}``, a dict among the items of a list or the values of a map), read
+    from ``stored``, as MongoEngine sends them."""
     found = _embedded_slots(value, path)
+    adding = operator in _ADDING
     if isinstance(value, dict):
-        return found or _stored_slots(query, path, stored, item=operator in _ADDING)
+        if not found:
+            return _stored_slots(query, path, stored, item=adding)
+        if not adding and isinstance(stored, dict):  # a map of objects and dicts
+            for key, given in value.items():
+                if isinstance(given, dict) and key in stored:
+                    found += _stored_slots(query, path, {key: stored[key]}, item=False)
+        return found
     items = stored.get("$each") if isinstance(stored, dict) else stored
     if isinstance(value, (list, tuple)) and isinstance(items, list) and len(items) == len(value):
         for given, sent in zip(value, items, strict=True):
