@@ -10,6 +10,7 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 import pytest
+from bson import Binary
 
 from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
 from mongoengine_ids.testing import connected_threadsafe
@@ -171,6 +172,7 @@ class PrPlain(me.EmbeddedDocument):
 
 class PrHolder(me.EmbeddedDocument):
     scoped = me.ListField(me.EmbeddedDocumentField(PrScoped))
+    by_key = me.MapField(me.ListField(me.EmbeddedDocumentField(PrPart)))
 
 
 class PrNested(me.Document):
@@ -221,3 +223,46 @@ def test_a_scoped_item_pushed_into_a_list_of_an_embedded_document_is_stored_once
         lambda: PrNested.objects(name="pre").update_one(push__holder__scoped=item)
     )
     assert [doc["holder"]["scoped"] for doc in stored] == [[{"kind": "k", "code": 1}]]
+
+
+@pytest.mark.parametrize("keyword", ["push__holder__scoped", "push__holder__by_key__k"])
+def test_an_upsert_pushing_into_a_nested_list_stores_the_item_once(keyword: str) -> None:
+    """A list inside an embedded document, or a map's list: the upsert's push goes as
+    ``add_to_set`` as at the top level (it was pushed, and the attempt landing late stored the
+    item, and its value, twice)."""
+    item = PrScoped(kind="k") if keyword.endswith("scoped") else PrPart(label="new")
+    stored = _in_flight_then_retried(
+        lambda: PrNested.objects(name="pre").upsert_one(**{keyword: item})
+    )
+    (doc,) = stored
+    if keyword.endswith("scoped"):
+        assert doc["holder"]["scoped"] == [{"kind": "k", "code": 1}]
+    else:
+        assert doc["holder"]["by_key"]["k"] == [
+            {"code": Binary(item.code.bytes, 4), "label": "new"}
+        ]
+
+
+def test_an_upsert_inserting_pushes_into_a_nested_list(mongoengine_db: Any) -> None:
+    """No document matches: the upsert inserts one holding the pushed item, as a push would."""
+    item = PrPart(label="new")
+    PrNested.objects(name="none").update_one(upsert=True, push__holder__by_key__k=item)
+    (doc,) = PrNested._get_collection().find({}, {"_id": 0})
+    stored_item = {"code": Binary(item.code.bytes, 4), "label": "new"}
+    assert doc == {"name": "none", "holder": {"by_key": {"k": [stored_item]}}}
+
+
+@pytest.mark.parametrize("keyword", ["push__plains__0", "push__holder__by_key__k__0"])
+def test_an_upsert_pushing_at_a_position_keeps_the_position(
+    mongoengine_db: Any, keyword: str
+) -> None:
+    """``push__x__0`` pushes at index 0 (MongoEngine's ``$position``), which no set can: sent
+    as a push."""
+    first = PrPlain(label="old") if "plains" in keyword else PrPart(label="old")
+    pushed = PrPlain(label="new", sub=PrSub()) if "plains" in keyword else PrPart(label="new")
+    path = keyword.removeprefix("push__").removesuffix("__0")
+    PrNested.objects(name="n").update_one(upsert=True, **{f"push__{path}": first})
+    PrNested.objects(name="n").update_one(upsert=True, **{keyword: pushed})
+    (doc,) = PrNested._get_collection().find({}, {"_id": 0})
+    items = doc["plains"] if "plains" in keyword else doc["holder"]["by_key"]["k"]
+    assert [item["label"] for item in items] == ["new", "old"]

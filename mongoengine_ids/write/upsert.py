@@ -461,14 +461,15 @@ def _idempotent_pushes(
     narrowed by a filter (it would insert a second document), and items holding new values are
     added to a set as pushing adds them, except where the same item is there already: the
     upsert's own attempt that landed unseen (its reply lost, or still in flight) and its retry
-    store it once. (A keyword of a nested path, or an item without such a value, which a set
-    would not add twice, is left as it is.)"""
+    store it once. (An item without such a value, which a set would not add twice, and a push
+    at a position, ``push__parts__0``, which a set cannot express, are left as they are.)"""
     renamed = {}
     for key, (value, slots) in pushed.items():
         operator, _, rest = key.partition("__")
         items = value if operator == "push_all" else [value]
         target = f"add_to_set__{rest}"
-        if "__" in rest or target in update or not isinstance(items, (list, tuple)):
+        at_position = rest.rpartition("__")[2].isdigit()  # push__parts__0: at index 0
+        if at_position or target in update or not isinstance(items, (list, tuple)):
             continue
         made_in = {
             id(slot.holder) for slot in slots if slot.value is not None and _made_key(slot) in made
