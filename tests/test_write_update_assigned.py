@@ -411,9 +411,7 @@ def test_a_value_given_by_a_path_inside_an_embedded_document_is_told(
     with pytest.raises(NotUniqueError):
         UaBox.objects(name=name).update_one(upsert=upsert, set__part__code=a.part.code)
     with pytest.raises(NotUniqueError):
-        UaBox.objects(name="b", parts__n=b.parts[0].n).update_one(
-            set__parts__S__code=a.part.code
-        )
+        UaBox.objects(name="b", parts__n=b.parts[0].n).update_one(set__parts__S__code=a.part.code)
     assert _stored() == before
     UaBox.objects(id=b.id).update_one(set__part__n=40)
     assert UaBox(name="c", part=UaPart()).save().part.n == 41
@@ -485,9 +483,6 @@ def test_the_retry_of_an_update_matching_another_document_is_refused_its_value(
         with pytest.raises(NotUniqueError, match="earlier attempt"):
             update()
         assert [doc.get("part") for doc in _uz()].count({"code": 123456}) == 1
-
-
-
 
 
 def test_another_update_with_the_same_filter_leaves_the_retry_its_reservation() -> None:
@@ -968,4 +963,39 @@ def test_an_item_written_whole_at_its_place_keeps_its_own_value(mongoengine_db: 
     own = before[0]["parts"][1]["code"]
     UzBox.objects(name="b").update_one(set__parts__1=UzPart(code=own, label="y"))
     UzBox.objects(name="b").update_one(__raw__={"$set": {"parts.1": {"code": own, "label": "y"}}})
+    assert _uz() == before
+
+
+# -- review AM ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "how", ["copy", "same object", "map", "raw", "modify", "modify upsert", "doc.update"]
+)
+def test_a_documents_own_value_written_twice_by_an_update_is_refused(
+    mongoengine_db: Any, how: str
+) -> None:
+    """The matched document holds the value once; an update writing it at two places is
+    refused, as ``save()`` refuses it (each place was taken as the document's own)."""
+    import copy
+
+    box = UzBox(name="b", parts=[UzPart(label="0"), UzPart(label="1")]).save()
+    box = UzBox.objects.get(id=box.id)
+    first = box.parts[0]
+    twice = [first, first if how == "same object" else copy.deepcopy(first)]
+    query = UzBox.objects(id=box.id)
+    writes = {
+        "copy": lambda: query.update_one(set__parts=twice),
+        "same object": lambda: query.update_one(set__parts=twice),
+        "map": lambda: query.update_one(set__by_key={"a": twice[0], "b": twice[1]}),
+        "raw": lambda: query.update_one(
+            __raw__={"$set": {"parts": [{"code": first.code}, {"code": first.code}]}}
+        ),
+        "modify": lambda: query.modify(set__parts=twice),
+        "modify upsert": lambda: query.modify(upsert=True, new=True, set__parts=twice),
+        "doc.update": lambda: box.update(set__parts=twice),
+    }
+    before = _uz()
+    with pytest.raises(NotUniqueError, match=str(first.code)):
+        writes[how]()
     assert _uz() == before

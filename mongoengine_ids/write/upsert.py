@@ -14,6 +14,7 @@ import contextvars
 import dataclasses
 import re
 import uuid
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, Final, TypeVar
 
@@ -706,13 +707,18 @@ def _new_to_match(
     document holds where it is written (``steps``: any item of a top-level field written
     whole, or one place; ``$``: a place not known, or added beside the others: new) is left
     out, for a field that tracks assigned values (one read of its stored copy, in the order
-    ``modify()`` picks it)."""
+    ``modify()`` picks it). A value the update writes more than once for one field is new
+    where it is written twice (as ``save()`` refuses a document holding it twice)."""
     if not single:  # a value one of several matched documents holds is not the others'
         return [slot for slot, _ in given]
+    written = Counter((id(slot.field), repr(slot.field.to_mongo(slot.value))) for slot, _ in given)
     tracked = [
         (slot, steps)
         for slot, steps in given
-        if slot.field.tracks_assigned and "$" not in steps and id(slot) not in added
+        if slot.field.tracks_assigned
+        and "$" not in steps
+        and id(slot) not in added
+        and written[(id(slot.field), repr(slot.field.to_mongo(slot.value)))] == 1
     ]
     tops = {(*steps, slot.field.db_field)[0] for slot, steps in tracked}
     stored = (
