@@ -351,6 +351,35 @@ def test_fork_child_has_its_own_pid_and_never_repeats_the_parent() -> None:
     assert len(set(child_ids)) == 2000
 
 
+def test_a_clock_failing_in_a_forked_child_leaves_no_generator_with_the_parents_state() -> None:
+    """Review AN: one generator's clock raising in the child stopped the reset of the others,
+    which kept the parent's pid and counter (the same ids as the parent's)."""
+
+    parent = os.getpid()
+
+    def flaky() -> int:
+        if os.getpid() != parent:
+            raise RuntimeError("clock not ready in the child")
+        return T
+
+    generators = [LocalityUUIDGenerator(mode="sequential", clock=flaky) for _ in range(3)]
+    generators += [LocalityUUIDGenerator(counter=123, clock=lambda: T) for _ in range(3)]
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            with os.fdopen(write_end, "w") as out:
+                out.write("\n".join(str(g.pid) for g in generators))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        pids = {int(line) for line in pipe.read().splitlines()}
+    os.waitpid(child, 0)
+    assert pids == {child % 65536}
+    assert {g.pid for g in generators} == {parent % 65536}
+
+
 def test_switching_modes_never_repeats_a_value() -> None:
     # Java's library: sequential -> spread -> sequential in one 10-minute window reset the
     # counter to the same start and repeated an id in the same millisecond.

@@ -481,8 +481,11 @@ class LocalityUUIDGenerator:
         # The parent's lock may have been held by another thread at fork time.
         self._new_lock()
         self._set_pid(os.getpid())
-        self._counter = self._fresh_counter()
         self._ms = -1
+        try:
+            self._counter = self._fresh_counter()
+        except Exception:  # a clock failing in the child: the other generators are reset too
+            self._counter = secrets.randbits(C.LOCALITY_COUNTER_BITS)
         self._first = self._counter
 
     def _start_new_millisecond(self) -> None:
