@@ -11,9 +11,10 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 import pytest
+from _support import real_server
 from mongoengine.errors import NotUniqueError
 
-from mongoengine_ids import RandomUniqueField, SequenceField
+from mongoengine_ids import ExplicitValueError, RandomUniqueField, SequenceField
 
 
 class UaPart(me.EmbeddedDocument):
@@ -999,3 +1000,158 @@ def test_a_documents_own_value_written_twice_by_an_update_is_refused(
     with pytest.raises(NotUniqueError, match=str(first.code)):
         writes[how]()
     assert _uz() == before
+
+
+class AmLine(me.EmbeddedDocument):
+    kind = me.StringField()
+    no = SequenceField(sequence_name="am_line", scope="kind")
+
+
+class AmInvoice(me.Document):
+    tenant = me.StringField()
+    number = SequenceField(sequence_name="am_invoice", scope="tenant")
+    lines = me.ListField(me.EmbeddedDocumentField(AmLine))
+    x = me.IntField()
+    meta = {"collection": "am_invoices"}
+
+
+def _numbers() -> list[tuple[str, int]]:
+    stored = AmInvoice._get_collection().find()
+    return sorted((doc["tenant"], doc["number"]) for doc in stored)
+
+
+def _line_numbers() -> list[tuple[str, int]]:
+    stored = AmInvoice._get_collection().find()
+    return sorted((line["kind"], line["no"]) for doc in stored for line in doc.get("lines", []))
+
+
+def test_a_document_saved_into_another_scope_tells_that_scope_its_number(
+    mongoengine_db: Any,
+) -> None:
+    """Review AM: the number kept after the scope changed was handed out again by the new
+    scope's counter. save() tells it, as a number you assign there."""
+    for x in range(3):
+        AmInvoice(tenant="A", x=x, lines=[AmLine(kind="a"), AmLine(kind="a")]).save()
+    AmInvoice(tenant="B", x=9, lines=[AmLine(kind="b")]).save()
+    moved = AmInvoice.objects.get(x=2)
+    moved.tenant = "B"
+    moved.lines[1].kind = "b"
+    moved.save()
+    for x in range(10, 13):
+        AmInvoice(tenant="B", x=x, lines=[AmLine(kind="b")]).save()
+    assert _numbers() == [("A", 1), ("A", 2), ("B", 1), ("B", 3), ("B", 4), ("B", 5), ("B", 6)]
+    lines = _line_numbers()
+    assert len(lines) == len(set(lines)) == 10
+    assert [no for kind, no in lines if kind == "b"] == [1, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "set",
+        "modify",
+        "raw",
+        "several",
+        "embedded",
+        "embedded raw",
+        "upsert",
+        pytest.param("all items", marks=real_server),  # mongomock cannot apply $[]
+    ],
+)
+def test_an_update_moving_documents_to_another_scope_tells_it_their_numbers(
+    mongoengine_db: Any, how: str
+) -> None:
+    """Review AM: the update kept the numbers in the new scope, whose counter handed them out
+    again. The numbers the matched documents keep are told to it (one read)."""
+    for x in range(3):
+        AmInvoice(tenant="A", x=x, lines=[AmLine(kind="a"), AmLine(kind="a")]).save()
+    AmInvoice(tenant="B", x=9, lines=[AmLine(kind="b")]).save()
+    writes = {
+        "set": lambda: AmInvoice.objects(x=2).update_one(set__tenant="B"),
+        "modify": lambda: AmInvoice.objects(x=2).modify(set__tenant="B"),
+        "raw": lambda: AmInvoice.objects(x=2).update_one(__raw__={"$set": {"tenant": "B"}}),
+        "several": lambda: AmInvoice.objects(x__gte=1, tenant="A").update(set__tenant="B"),
+        "embedded": lambda: AmInvoice.objects(x=1).update_one(set__lines__0__kind="b"),
+        "embedded raw": lambda: AmInvoice.objects(x=1).update_one(
+            __raw__={"$set": {"lines.0.kind": "b"}}
+        ),
+        "upsert": lambda: AmInvoice.objects(x=2).update_one(upsert=True, set__tenant="B"),
+        "all items": lambda: AmInvoice.objects(x=2).update_one(
+            __raw__={"$set": {"lines.$[].kind": "b"}}
+        ),
+    }
+    writes[how]()
+    for x in range(10, 13):
+        AmInvoice(tenant="B", x=x, lines=[AmLine(kind="b")]).save()
+    numbers, lines = _numbers(), _line_numbers()
+    assert len(numbers) == len(set(numbers)) == 7
+    assert len(lines) == len(set(lines)) == 10
+    if how in ("set", "modify", "raw"):
+        assert numbers == [("A", 1), ("A", 2), ("B", 1), ("B", 3), ("B", 4), ("B", 5), ("B", 6)]
+    if how == "upsert":  # the number made for its insert, not written, is a gap
+        assert numbers == [("A", 1), ("A", 2), ("B", 1), ("B", 3), ("B", 5), ("B", 6), ("B", 7)]
+    if how == "several":
+        assert numbers == [("A", 1), ("B", 1), ("B", 2), ("B", 3), ("B", 4), ("B", 5), ("B", 6)]
+    if how in ("embedded", "embedded raw"):  # a:3 moved: b:3
+        assert [no for kind, no in lines if kind == "b"] == [1, 3, 4, 5, 6]
+    if how == "all items":
+        assert [no for kind, no in lines if kind == "b"] == [1, 5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("how", ["unset", "rename", "positional", "inc"])
+def test_an_update_changing_a_scope_otherwise_is_refused(mongoengine_db: Any, how: str) -> None:
+    """The scope's new value is not known: refused before anything is written."""
+    AmInvoice(tenant="A", x=1, lines=[AmLine(kind="a")]).save()
+    writes = {
+        "unset": lambda: AmInvoice.objects(x=1).update_one(unset__tenant=True),
+        "rename": lambda: AmInvoice.objects(x=1).update_one(rename__tenant="other"),
+        "positional": lambda: AmInvoice.objects(x=1, lines__kind="a").update_one(
+            set__lines__S__kind="b"
+        ),
+        "inc": lambda: AmInvoice.objects(x=1).update_one(__raw__={"$max": {"tenant": "Z"}}),
+    }
+    before = list(AmInvoice._get_collection().find())
+    with pytest.raises(me.errors.InvalidQueryError, match="is numbered per"):
+        writes[how]()
+    assert list(AmInvoice._get_collection().find()) == before
+
+
+def test_an_update_giving_the_number_with_the_new_scope_tells_it_there(
+    mongoengine_db: Any,
+) -> None:
+    """The number it already held in its old scope is new to the scope the update sets."""
+    for x in range(3):
+        AmInvoice(tenant="A", x=x).save()
+    AmInvoice(tenant="B", x=9).save()
+    AmInvoice.objects(x=2).update_one(set__tenant="B", set__number=3)
+    for x in range(10, 13):
+        AmInvoice(tenant="B", x=x).save()
+    assert _numbers() == [("A", 1), ("A", 2), ("B", 1), ("B", 3), ("B", 4), ("B", 5), ("B", 6)]
+
+
+def test_updates_that_keep_the_scope_are_not_refused(mongoengine_db: Any) -> None:
+    """$setOnInsert writes a new document; a $set of the value the filter fixes moves none."""
+    AmInvoice(tenant="A", x=1).save()
+    AmInvoice.objects(x=5).update_one(upsert=True, set_on_insert__tenant="B", set__x=5)
+    AmInvoice.objects(x=1, tenant="A").update_one(upsert=True, set__tenant="A")
+    AmInvoice.objects(x=6, tenant="C").update_one(upsert=True, set__tenant="C")
+    assert _numbers() == [("A", 1), ("B", 1), ("C", 1)]
+
+
+class AmStrict(me.Document):
+    tenant = me.StringField()
+    number = SequenceField(sequence_name="am_strict", scope="tenant", allow_explicit=False)
+    meta = {"collection": "am_strict"}
+
+
+@pytest.mark.parametrize("how", ["save", "update"])
+def test_a_move_to_another_scope_is_refused_by_allow_explicit(
+    mongoengine_db: Any, how: str
+) -> None:
+    AmStrict(tenant="A").save()
+    moved = AmStrict(tenant="A").save()
+    before = list(AmStrict._get_collection().find())
+    moved.tenant = "B"
+    with pytest.raises(ExplicitValueError, match="moved to another 'tenant'"):
+        moved.save() if how == "save" else AmStrict.objects(id=moved.id).update_one(set__tenant="B")
+    assert list(AmStrict._get_collection().find()) == before

@@ -20,7 +20,7 @@ added later) gets one with a conditional write, or takes the value another proce
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -346,8 +346,10 @@ class _Existing:
                 # user assigned to it is noted, and so is one of a field that tracks its values
                 # that the update writes again (the embedded document may come from another
                 # document): unless the stored copy holds it (see _new_values).
+                here = seam.changed_here(slot.holder)
                 if value is not None and (
-                    slot.field.db_field in seam.changed_here(slot.holder)
+                    slot.field.db_field in here
+                    or _reads_changed(slot, here)
                     or (slot.field.tracks_assigned and rewritten.holds(slot.holder))
                 ):
                     assigned.append(slot)
@@ -356,9 +358,15 @@ class _Existing:
                     empty.append(slot)
                 elif slot.name not in unloaded and slot.field.db_field not in changed:
                     self.missing.append(slot)
-            elif not own_field or whole or slot.field.db_field in changed:
+            elif (
+                not own_field
+                or whole
+                or slot.field.db_field in changed
+                or _reads_changed(slot, changed)
+            ):
                 # By the user (a loaded value is not marked changed; a document MongoEngine
-                # writes whole writes them all: _new_values tells its own from new ones).
+                # writes whole writes them all: _new_values tells its own from new ones), or
+                # moved to another scope, where it is the user's number as if assigned there.
                 assigned.append(slot)
         assigned = _new_values(write, document, assigned)
         self.noted = values.note_assigned(write, assigned)
@@ -393,6 +401,13 @@ class _Existing:
             values.pending(self.document, kept, self.kept_noted)
 
 
+def _reads_changed(slot: Slot, changed: Iterable[str]) -> bool:
+    """Whether a field the slot's field reads (a scope) is among ``changed`` (db field names
+    of the slot's holder): its value, kept, now belongs to another scope."""
+    names = slot.field.depends_on
+    return bool(names) and any(seam.field_of(slot.kind, name).db_field in changed for name in names)
+
+
 class _Rewritten:
     """The embedded documents of ``document`` that MongoEngine's update writes again: those
     under a path it saw change (all of them, for a document it writes whole). Found on the
@@ -417,8 +432,9 @@ class _Rewritten:
 def _new_values(write: Write, document: Document, assigned: list[Slot]) -> list[Slot]:
     """The slots of ``assigned`` whose value is new to ``document``: not one its stored copy
     already holds in that field (set back after a change, kept in a replaced, rebuilt or
-    reordered embedded document), unless the document now holds it twice. Only the fields that
-    track assigned values are looked up, in one read of the stored copy."""
+    reordered embedded document; a scoped counter's number in the same scope), unless the
+    document now holds it twice. Only the fields that track assigned values are looked up, in
+    one read of the stored copy."""
     tracked = [slot for slot in assigned if slot.field.tracks_assigned]
     if not tracked:
         return assigned
@@ -426,39 +442,33 @@ def _new_values(write: Write, document: Document, assigned: list[Slot]) -> list[
         (id(slot.field), slot.value) for slot in values.slots(document) if slot.value is not None
     )
     looked_up = [slot for slot in tracked if held[(id(slot.field), slot.value)] == 1]
-    stored = _stored_values(write, document, looked_up)
-    return [
-        slot
-        for slot in assigned
-        if slot not in looked_up or slot.field.to_mongo(slot.value) not in stored[id(slot)]
-    ]
+    stored = _held_by_stored_copy(write, document, looked_up)
+    return [slot for slot in assigned if id(slot) not in stored]
 
 
-def _stored_values(write: Write, document: Document, slots: list[Slot]) -> dict[int, list[Any]]:
-    """For each slot (by id), the values of its field in the stored copy of ``document`` where
-    its holder could sit: the document itself, or anywhere in the same top-level field (any
-    list item, any map key) for an embedded document (none if it is not in ``document``).
-    One read."""
+def _held_by_stored_copy(write: Write, document: Document, slots: list[Slot]) -> set[int]:
+    """The slots (by id) whose value the stored copy of ``document`` holds where their holder
+    could sit: the document itself, or anywhere in the same top-level field (any list item,
+    any map key) for an embedded document (nowhere if it is not in ``document``). One read."""
     ways = {id(inner): way for _, way, inner in seam.embedded_places(document)}
     steps_of = {
         id(slot): () if slot.holder is document else ways.get(id(slot.holder)) for slot in slots
     }
-    tops = {
-        (*steps, slot.field.db_field)[0]
-        for slot in slots
-        if (steps := steps_of[id(slot)]) is not None
-    }
-    stored = (
-        write.collection.find_one({"_id": seam.stored_pk(document)}, dict.fromkeys(tops, 1))
-        if tops
-        else None
-    )
+    tops: set[str] = set()
+    for slot in slots:
+        steps = steps_of[id(slot)]
+        if steps:
+            tops.add(steps[0])
+        elif steps is not None:  # the document's own field, and those it reads (a scope)
+            tops.add(slot.field.db_field)
+            tops.update(seam.field_of(slot.kind, name).db_field for name in slot.field.depends_on)
+    if not tops:
+        return set()
+    stored = write.collection.find_one({"_id": seam.stored_pk(document)}, dict.fromkeys(tops, 1))
     return {
-        id(slot): []
-        if steps is None
-        else values.values_at(stored or {}, steps, slot.field.db_field)
+        id(slot)
         for slot in slots
-        for steps in [steps_of[id(slot)]]
+        if (steps := steps_of[id(slot)]) is not None and values.holds(stored or {}, steps, slot)
     }
 
 

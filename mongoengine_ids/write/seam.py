@@ -578,6 +578,21 @@ def _field_at(
     return None
 
 
+def reading_at(
+    document_class: type[BaseDocument], path: str
+) -> list[tuple[type[BaseDocument], str, GeneratedField]]:
+    """The generated fields that read (``depends_on``) the field a dotted db ``path`` of an
+    update names (a counter's scope), of the class that declares it: (class, name, field)
+    each; [] if none, or if the path ends at an item of a list or map."""
+    found = _field_at(document_class, path)
+    if found is None or found[3]:
+        return []
+    kind, name = found[0], found[1]
+    return [
+        (kind, each, field) for each, field in shape(kind).generated if name in field.depends_on
+    ]
+
+
 def generated_in(
     document_class: type[BaseDocument], path: str, value: Any, *, item: bool = False
 ) -> list[tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], tuple[str, ...]]]:

@@ -25,7 +25,7 @@ from mongoengine.errors import InvalidQueryError, NotUniqueError, ValidationErro
 
 from ..resets import on_reset
 from . import seam, values
-from .field import Stored, Write
+from .field import GeneratedField, Stored, Write
 from .values import Slot
 
 _T = TypeVar("_T")
@@ -243,6 +243,8 @@ def with_given_values(
     unique: list[Slot] = []
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     operations = _operations(query.document_class, update)
+    sort = query.ordering if ordered else None
+    moved = _moved_scope(query, operations, single or not _may_match_several(query), sort)
     written = [
         *update.items(),
         *_scalars(query, update, operations, upserting),
@@ -276,7 +278,7 @@ def with_given_values(
         shared = made + [slot for slot, _ in found if slot.field.values_unique]
         on_insert_only = on_insert_only and (not shared or operator == "set_on_insert")
         unique += shared
-    if not empty and not given and not upserting:
+    if not empty and not given and not moved and not upserting:
         return run("", False, Sending())
     counted = not single
     single = single or not _may_match_several(query)  # by key: one document at most
@@ -303,7 +305,7 @@ def with_given_values(
             _refuse_held_elsewhere(query, given, added, attempt.made)
         # Values an earlier attempt of this update made (its reply lost): its own, not given.
         told = [(slot, steps) for slot, steps in given if _made_key(slot) not in attempt.made]
-        sort = query.ordering if ordered else None
+        told += moved
         noted = values.note_assigned(write, _new_to_match(query, told, single, added, sort))
         filled: list[Slot] = []
         try:
@@ -533,6 +535,65 @@ def _operations(document_class: Any, update: dict[str, Any]) -> dict[str, Any]:
     return operations
 
 
+def _moved_scope(
+    query: seam.QuerySetParts, operations: dict[str, Any], single: bool, sort: Any
+) -> list[tuple[Slot, tuple[str, ...]]]:
+    """The values an update moves to another scope: it sets a field that a generated field
+    reads (a ``SequenceField``'s scope) in the documents it matches and keeps their values,
+    which then belong to the new scope's numbering. Each is a slot holding the value with its
+    new scope, to tell its field as a value given there (one read of the matched documents,
+    the first in ``sort`` order if ``single``). A value the update gives at the same place is
+    told as given; ``$setOnInsert`` writes a new document.
+
+    Raises:
+        InvalidQueryError: the scope is changed otherwise (``$unset``, ``$rename``, ``$inc``...)
+            or at a place not known beforehand (``$``, ``$[x]``): its new value is not known.
+    """
+    setting = operations.get("$set", {})
+    moves: list[tuple[type[BaseDocument], str, GeneratedField, str, tuple[str, ...]]] = []
+    for operator, fields in operations.items():
+        if operator == "$setOnInsert" or not isinstance(fields, dict):
+            continue
+        renamed = [str(target) for target in fields.values()] if operator == "$rename" else []
+        for path in [*fields, *renamed]:
+            for kind, name, field in seam.reading_at(query.document_class, path):
+                holder = path.rpartition(".")[0]
+                if (f"{holder}.{field.db_field}" if holder else field.db_field) in setting:
+                    continue  # given at the same place: told as given, in the scope written
+                steps = tuple("*" if s == "$[]" else s for s in holder.split(".") if s)
+                if operator != "$set" or path in renamed or any(s.startswith("$") for s in steps):
+                    raise InvalidQueryError(
+                        f"{kind.__name__}.{name} is numbered per {path.rpartition('.')[2]!r}: "
+                        f"this update changes {path!r} ({operator}) and keeps {name}, which "
+                        "would then belong to another numbering, whose counter may hand it out "
+                        f"again; set {path!r} with $set (its value is then told to that "
+                        f"counter), give {name} in the same update, or load the document and "
+                        "save() it"
+                    )
+                moves.append((kind, name, field, path, steps))
+    if not moves:
+        return []
+    tops = {steps[0] if steps else path for *_, path, steps in moves}
+    tops.update(field.db_field for _, _, field, _, steps in moves if not steps)
+    projection = dict.fromkeys(tops, 1)
+    if single:
+        stored = query.collection.find_one(query.query, projection, sort=sort)
+        matched = [] if stored is None else [stored]
+    else:
+        matched = list(query.collection.find(query.query, projection))
+    found = []
+    for stored in matched:
+        for kind, name, field, path, steps in moves:
+            scope, new = path.rpartition(".")[2], setting[path]
+            read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
+            for holder in values.holders_at(stored, steps):
+                if holder.get(field.db_field) is None or holder.get(scope) == new:
+                    continue  # no value, or no move
+                moved = values.Holder(values.python_values({**holder, scope: new}, read))
+                found.append((Slot(moved, moved, name, field, kind), steps))
+    return found
+
+
 class _Scalars:
     """The values an update's ``$set`` gives generated fields reached by a path (not inside an
     embedded document it writes whole), as slots with the steps to their holders."""
@@ -721,15 +782,16 @@ def _new_to_match(
         and written[(id(slot.field), repr(slot.field.to_mongo(slot.value)))] == 1
     ]
     tops = {(*steps, slot.field.db_field)[0] for slot, steps in tracked}
+    tops.update(  # the fields a document's own field reads (a scope)
+        seam.field_of(slot.kind, name).db_field
+        for slot, steps in tracked
+        if not steps
+        for name in slot.field.depends_on
+    )
     stored = (
         query.collection.find_one(query.query, dict.fromkeys(tops, 1), sort=sort) if tops else None
     )
-    held = {
-        id(slot)
-        for slot, steps in tracked
-        if slot.field.to_mongo(slot.value)
-        in values.values_at(stored or {}, steps, slot.field.db_field)
-    }
+    held = {id(slot) for slot, steps in tracked if values.holds(stored or {}, steps, slot)}
     return [slot for slot, _ in given if id(slot) not in held]
 
 

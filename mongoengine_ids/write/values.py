@@ -120,17 +120,39 @@ def slots(document: BaseDocument, *, embedded_new_only: bool = False) -> list[Sl
 
 def values_at(value: Any, steps: tuple[str, ...], name: str) -> list[Any]:
     """The values of key ``name`` in the stored embedded documents that ``steps`` lead to from
-    ``value`` (a db field name or map key each, a list index, or ``"*"``: every item of a list
-    or map; ``"$"``, a place not known, leads nowhere)."""
+    ``value`` (see :func:`holders_at`)."""
+    return [holder[name] for holder in holders_at(value, steps) if name in holder]
+
+
+def holders_at(value: Any, steps: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The stored embedded documents (dicts) that ``steps`` lead to from ``value`` (a db field
+    name or map key each, a list index, or ``"*"``: every item of a list or map; ``"$"``, a
+    place not known, leads nowhere); no steps: ``value`` itself."""
     if not steps:
-        return [value[name]] if isinstance(value, dict) and name in value else []
+        return [value] if isinstance(value, dict) else []
     step, rest = steps[0], steps[1:]
     if step.isdigit() and isinstance(value, list):  # one item of a list
-        return values_at(value[int(step)], rest, name) if int(step) < len(value) else []
+        return holders_at(value[int(step)], rest) if int(step) < len(value) else []
     if step != "*":
-        return values_at(value.get(step), rest, name) if isinstance(value, dict) else []
+        return holders_at(value.get(step), rest) if isinstance(value, dict) else []
     items = value if isinstance(value, list) else value.values() if isinstance(value, dict) else []
-    return [found for item in items for found in values_at(item, rest, name)]
+    return [found for item in items for found in holders_at(item, rest)]
+
+
+def holds(stored: Any, steps: tuple[str, ...], slot: Slot) -> bool:
+    """Whether a stored embedded document (or document) that ``steps`` lead to from ``stored``
+    holds ``slot``'s value, and the same values of the fields the slot's field reads (a scoped
+    counter's number belongs to its scope: the same number in another scope is another)."""
+    field = slot.field
+    wanted = {field.db_field: field.to_mongo(slot.value)}
+    for name in field.depends_on:
+        source = seam.field_of(slot.kind, name)
+        value = slot._data.get(name)
+        wanted[source.db_field] = None if value is None else source.to_mongo(value)
+    return any(
+        all(holder.get(key) == value for key, value in wanted.items())
+        for holder in holders_at(stored, steps)
+    )
 
 
 def python_values(stored: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
