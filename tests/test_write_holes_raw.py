@@ -126,3 +126,44 @@ def test_staticmethod_drop_collection_of_a_model_without_generated_fields(
 
     assert XWithIds._fields["number"] is not None
     assert XGuarded.drop_collection() == "refused"
+
+
+# -- review AM: a raw value an upsert would insert as it is -------------------------------------
+
+
+class XRawKey(me.Document):
+    id = SequenceField(primary_key=True, sequence_name="x_raw_key")
+    code = SequenceField(sequence_name="x_raw_code", prefix="AC-")
+    name = me.StringField()
+    meta = {"collection": "x_raw_keys"}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"_id": "11"},  # the filter fixes the key as text
+        {"code": 9},  # an int for a formatted counter, which stores "AC-9"
+    ],
+)
+def test_an_upsert_inserting_a_raw_value_not_in_stored_form_is_refused(
+    mongoengine_db: Any, raw: dict[str, Any]
+) -> None:
+    """It was inserted as given: ``"11"`` beside the ``11`` the counter then handed out (two
+    documents for number 11; ``objects(id=11)`` finds one)."""
+    with pytest.raises(me.ValidationError, match="stores it as"):
+        XRawKey.objects(__raw__=raw).update_one(upsert=True, set__name="raw")
+    with pytest.raises(me.ValidationError, match="stores it as"):
+        XRawKey.objects(name="n").update_one(
+            upsert=True, __raw__={"$setOnInsert": raw, "$set": {"name": "n"}}
+        )
+    assert list(mongoengine_db.x_raw_keys.find()) == []
+
+
+def test_an_upsert_given_the_value_through_the_field_inserts_its_stored_form(
+    mongoengine_db: Any,
+) -> None:
+    XRawKey.objects(id="11").update_one(upsert=True, set__name="kw")
+    XRawKey.objects(__raw__={"_id": 12, "code": "AC-9"}).update_one(upsert=True, set__name="r")
+    stored = sorted(mongoengine_db.x_raw_keys.find(), key=lambda doc: doc["_id"])
+    assert [(doc["_id"], doc["code"]) for doc in stored] == [(11, "AC-1"), (12, "AC-9")]
+    assert XRawKey(name="next").save().id == 13

@@ -894,6 +894,8 @@ def _fields_of(
         ):
             continue  # the upsert finds a document holding it already: not a new value
         if given is not _ABSENT:
+            where = "its filter fixes" if given is in_filter else "it sets"
+            _check_stored_form(field, given, where)
             seam.data(holder)[name] = field.to_python(given)
             assigned.append(Slot(holder, holder, name, field, document_class))
             continue
@@ -937,6 +939,7 @@ def _check_fixed(field: Any, stored: Any, query: dict[str, Any], collection: Any
     """
     try:
         field.validate(field.to_python(stored))
+        _check_stored_form(field, stored, "its filter fixes")
     except ValidationError as error:
         if collection.find_one(query, {"_id": 1}) is None:
             raise ValidationError(
@@ -944,6 +947,24 @@ def _check_fixed(field: Any, stored: Any, query: dict[str, Any], collection: Any
                 f"({error})",
                 field_name=field.name,
             ) from error
+
+
+def _check_stored_form(field: Any, given: Any, where: str) -> None:
+    """Refuse a value an upsert inserts as given (a ``__raw__`` filter or update is sent as
+    it is) that is not in the form the field stores: ``"11"`` for a counter stores the text,
+    which the field's queries never find, beside an ``11`` it may hand out.
+
+    Raises:
+        ValidationError: saying the form the field stores.
+    """
+    stored = field.to_mongo(field.to_python(given))
+    if stored != given or type(stored) is not type(given):
+        raise ValidationError(
+            f"{field._label}: the upsert would insert {given!r}, which {where}, as it is; the "
+            f"field stores it as {stored!r}: give that, or name the field in a query "
+            "(not __raw__), which converts it",
+            field_name=field.name,
+        )
 
 
 def _given(
