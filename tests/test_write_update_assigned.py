@@ -1155,3 +1155,35 @@ def test_a_move_to_another_scope_is_refused_by_allow_explicit(
     with pytest.raises(ExplicitValueError, match="moved to another 'tenant'"):
         moved.save() if how == "save" else AmStrict.objects(id=moved.id).update_one(set__tenant="B")
     assert list(AmStrict._get_collection().find()) == before
+
+
+class AmCleared(me.Document):
+    n = SequenceField(sequence_name="am_cleared")
+    part = me.EmbeddedDocumentField(AmLine)
+    x = me.IntField()
+    meta = {"collection": "am_cleared"}
+
+
+@pytest.mark.parametrize(
+    ("keyword", "several", "suggested"),
+    [
+        ("set__n", False, "unset__n"),
+        ("set__n", True, "unset__n"),
+        ("set__part__no", False, "unset__part__no"),
+    ],
+)
+def test_setting_a_generated_field_to_none_is_refused(
+    mongoengine_db: Any, keyword: str, several: bool, suggested: str
+) -> None:
+    """Review AM: null was stored (a value for a unique index) and counter values were made
+    that no document got; for several documents the error blamed a shared value."""
+    for x in range(2):
+        AmCleared(x=x, part=AmLine(kind="k")).save()
+    before = list(AmCleared._get_collection().find())
+    query = AmCleared.objects if several else AmCleared.objects(x=0)
+    with pytest.raises(me.errors.InvalidQueryError, match=f"setting it to None.*{suggested}"):
+        query.update(**{keyword: None}) if several else query.update_one(**{keyword: None})
+    assert list(AmCleared._get_collection().find()) == before
+    assert AmCleared(x=9).save().n == 3  # no number spent
+    AmCleared.objects(x=0).update_one(unset__n=True)
+    assert "n" not in AmCleared._get_collection().find_one({"x": 0})

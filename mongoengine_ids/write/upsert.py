@@ -617,6 +617,13 @@ def _scalars(
         if found is None or isinstance(value, Stored):
             continue
         kind, name, field = found
+        if value is None and not (upserting and "." not in path):  # (upsert() says it so)
+            raise InvalidQueryError(
+                f"{kind.__name__}.{name} is generated: setting it to None ({path!r}) would "
+                "store null, which a unique index counts as a value (two documents holding it "
+                f"collide); use unset__{path.replace('.', '__').replace('$', 'S')} (or "
+                "$unset) to remove the value"
+            )
         if "." not in path:
             if not upserting:
                 slots += _own_slots(query, operations, path, value)
