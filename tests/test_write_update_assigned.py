@@ -1187,3 +1187,102 @@ def test_setting_a_generated_field_to_none_is_refused(
     assert AmCleared(x=9).save().n == 3  # no number spent
     AmCleared.objects(x=0).update_one(unset__n=True)
     assert "n" not in AmCleared._get_collection().find_one({"x": 0})
+
+
+# -- review AO: the scope moves, checked again --------------------------------------------------
+
+
+class AoBase(me.Document):
+    tenant = me.StringField()
+    x = me.IntField()
+    meta = {"collection": "ao_base", "allow_inheritance": True}
+
+
+class AoSub(AoBase):
+    number = SequenceField(sequence_name="ao_sub", scope="tenant")
+
+
+def test_an_update_through_a_base_class_tells_a_subclass_documents_move(
+    mongoengine_db: Any,
+) -> None:
+    for x in range(3):
+        AoSub(tenant="A", x=x).save()
+    AoSub(tenant="B", x=9).save()
+    AoBase.objects(x=2).update_one(set__tenant="B")
+    for x in range(10, 13):
+        AoSub(tenant="B", x=x).save()
+    numbers = sorted((d["tenant"], d["number"]) for d in AoBase._get_collection().find())
+    assert numbers == [("A", 1), ("A", 2), ("B", 1), ("B", 3), ("B", 4), ("B", 5), ("B", 6)]
+
+
+@pytest.mark.parametrize("load", ["only", "exclude"])
+def test_a_document_loaded_without_its_number_cannot_move_to_another_scope(
+    mongoengine_db: Any, load: str
+) -> None:
+    AmInvoice(tenant="A", x=1).save()
+    loaded = (
+        AmInvoice.objects.only("tenant", "x")
+        if load == "only"
+        else AmInvoice.objects.exclude("number")
+    ).get(x=1)
+    before = list(AmInvoice._get_collection().find())
+    loaded.tenant = "B"
+    with pytest.raises(me.errors.OperationError, match="was not loaded"):
+        loaded.save()
+    assert list(AmInvoice._get_collection().find()) == before
+
+
+class AoLine(me.EmbeddedDocument):
+    kind = me.StringField()
+    no = SequenceField(sequence_name="ao_line", scope="kind", allow_explicit=False)
+
+
+class AoDay(me.Document):
+    day = me.DateTimeField()
+    n = SequenceField(sequence_name="ao_day", scope="day", allow_explicit=False)
+    part = me.EmbeddedDocumentField(AoLine)
+    lines = me.ListField(me.EmbeddedDocumentField(AoLine))
+    meta = {"collection": "ao_days"}
+
+
+def test_what_moves_nothing_is_not_refused_by_allow_explicit(mongoengine_db: Any) -> None:
+    """Review AO: the same number in two scopes counted as held twice, a datetime sent with
+    microseconds (kept to the millisecond) as a move, and a number given back by a path as a
+    new one of no scope: each refused by allow_explicit=False."""
+    import datetime
+
+    now = datetime.datetime(2024, 1, 1, 12, 0, 0, 123456)
+    doc = AoDay(day=now, part=AoLine(kind="a"), lines=[AoLine(kind="a"), AoLine(kind="b")]).save()
+    doc = AoDay.objects.get(id=doc.id)
+    query = AoDay.objects(id=doc.id)
+    query.update_one(set__lines=list(doc.lines))
+    query.update_one(set__lines=list(reversed(doc.lines)))
+    query.update_one(set__day=now)
+    query.update_one(set__part__no=doc.part.no)
+    query.update_one(__raw__={"$set": {"part.no": doc.part.no}})
+    doc = AoDay.objects.get(id=doc.id)
+    doc.day = now
+    doc.lines = list(reversed(doc.lines))
+    doc.save()
+    stored = AoDay._get_collection().find_one()
+    assert [(line["kind"], line["no"]) for line in stored["lines"]] == [("a", 2), ("b", 1)]
+    assert (stored["n"], stored["part"]["no"]) == (1, 1)
+
+
+def test_a_datetime_scope_is_one_counter_per_stored_value(mongoengine_db: Any) -> None:
+    """Review AO: each microsecond named its own counter, while the server keeps
+    milliseconds: two documents of one stored day got the same number."""
+    import datetime
+
+    first = AoDay(day=datetime.datetime(2024, 1, 1, 12, 0, 0, 123456)).save()
+    second = AoDay(day=datetime.datetime(2024, 1, 1, 12, 0, 0, 123999)).save()
+    assert (first.n, second.n) == (1, 2)
+
+
+def test_a_move_changing_the_number_otherwise_is_refused(mongoengine_db: Any) -> None:
+    """Review AO: the number read before the update was told, not the one it stored."""
+    AmInvoice(tenant="A", x=1).save()
+    before = list(AmInvoice._get_collection().find())
+    with pytest.raises(me.errors.InvalidQueryError, match=r"changes 'number' with \$inc"):
+        AmInvoice.objects(x=1).update_one(set__tenant="B", inc__number=1)
+    assert list(AmInvoice._get_collection().find()) == before

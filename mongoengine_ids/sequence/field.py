@@ -1559,7 +1559,7 @@ class SequenceField(GeneratedField):
                 "update)",
                 field_name=self.name,
             )
-        return document_class._fields[self.scope].to_mongo(value)
+        return seam.as_stored(document_class._fields[self.scope].to_mongo(value))
 
     # -- MongoEngine's field-level helpers -------------------------------------------------------
 
@@ -1583,7 +1583,7 @@ class SequenceField(GeneratedField):
                     f"{self.scope} ({error})",
                     field_name=self.name,
                 ) from error
-            stored_scope = source.to_mongo(scope)
+            stored_scope = seam.as_stored(source.to_mongo(scope))
         elif scope is not None:
             raise TypeError(
                 f"{owner.__name__}.{self.name} has one counter (no scope=): scope={scope!r} refused"

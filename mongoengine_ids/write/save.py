@@ -354,6 +354,13 @@ class _Existing:
                 ):
                     assigned.append(slot)
             elif value is None:
+                if own_field and slot.name in unloaded and _reads_changed(slot, changed):
+                    raise OperationError(
+                        f"{type(document).__name__}.{slot.name} was not loaded (only(), "
+                        f"exclude()), and the field it is numbered by changed: its number would "
+                        "then belong to another numbering, whose counter was not told of it; "
+                        "load it (reload()) before changing that field"
+                    )
                 if not own_field:
                     empty.append(slot)
                 elif slot.name not in unloaded and slot.field.db_field not in changed:
@@ -439,9 +446,9 @@ def _new_values(write: Write, document: Document, assigned: list[Slot]) -> list[
     if not tracked:
         return assigned
     held = Counter(
-        (id(slot.field), slot.value) for slot in values.slots(document) if slot.value is not None
+        values.identity_key(slot) for slot in values.slots(document) if slot.value is not None
     )
-    looked_up = [slot for slot in tracked if held[(id(slot.field), slot.value)] == 1]
+    looked_up = [slot for slot in tracked if held[values.identity_key(slot)] == 1]
     stored = _held_by_stored_copy(write, document, looked_up)
     return [slot for slot in assigned if id(slot) not in stored]
 

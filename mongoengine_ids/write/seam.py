@@ -42,6 +42,7 @@ behaviour by ``tests/test_references.py``.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import inspect
 import os
@@ -582,15 +583,40 @@ def reading_at(
     document_class: type[BaseDocument], path: str
 ) -> list[tuple[type[BaseDocument], str, GeneratedField]]:
     """The generated fields that read (``depends_on``) the field a dotted db ``path`` of an
-    update names (a counter's scope), of the class that declares it: (class, name, field)
-    each; [] if none, or if the path ends at an item of a list or map."""
+    update names (a counter's scope), of the class that declares it or of its subclasses
+    (which the documents written may be): (class, name, field) each, once per field; [] if
+    none, or if the path ends at an item of a list or map."""
     found = _field_at(document_class, path)
     if found is None or found[3]:
         return []
-    kind, name = found[0], found[1]
-    return [
-        (kind, each, field) for each, field in shape(kind).generated if name in field.depends_on
-    ]
+    name = found[1]
+    seen: set[int] = set()
+    reading = []
+    for kind in _with_subclasses(found[0]):
+        for each, field in shape(kind).generated:
+            if name in field.depends_on and id(field) not in seen:
+                seen.add(id(field))
+                reading.append((kind, each, field))
+    return reading
+
+
+def _with_subclasses(kind: type[BaseDocument]) -> list[type[BaseDocument]]:
+    """``kind`` and every class derived from it, bases first."""
+    found = [kind]
+    for sub in kind.__subclasses__():
+        found += [each for each in _with_subclasses(sub) if each not in found]
+    return found
+
+
+def as_stored(value: Any) -> Any:
+    """A value in stored form as the server keeps it: a datetime to the millisecond, in UTC
+    without a time zone (BSON has no finer, and stores UTC), so that values equal in the
+    database compare (and name a counter) the same here."""
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        return value.replace(microsecond=value.microsecond // 1000 * 1000)
+    return value
 
 
 def generated_in(

@@ -558,17 +558,20 @@ def _moved_scope(
         for path in [*fields, *renamed]:
             for kind, name, field in seam.reading_at(query.document_class, path):
                 holder = path.rpartition(".")[0]
-                if (f"{holder}.{field.db_field}" if holder else field.db_field) in setting:
+                own = f"{holder}.{field.db_field}" if holder else field.db_field
+                if own in setting:
                     continue  # given at the same place: told as given, in the scope written
                 steps = tuple("*" if s == "$[]" else s for s in holder.split(".") if s)
+                changing = _writer(operations, own)  # $inc...: the number kept is not known
+                if changing not in (None, "$setOnInsert"):
+                    operator, path = str(changing), own
                 if operator != "$set" or path in renamed or any(s.startswith("$") for s in steps):
                     raise InvalidQueryError(
-                        f"{kind.__name__}.{name} is numbered per {path.rpartition('.')[2]!r}: "
-                        f"this update changes {path!r} ({operator}) and keeps {name}, which "
-                        "would then belong to another numbering, whose counter may hand it out "
-                        f"again; set {path!r} with $set (its value is then told to that "
-                        f"counter), give {name} in the same update, or load the document and "
-                        "save() it"
+                        f"{kind.__name__}.{name} is numbered per {field.depends_on[0]!r}: this "
+                        f"update changes {path!r} with {operator} as it moves documents to "
+                        "another numbering, whose counter could then hand their numbers out "
+                        f"again; set the scope with $set and give {name} with $set (or leave "
+                        "it as it is), or load the document and save() it"
                     )
                 moves.append((kind, name, field, path, steps))
     if not moves:
@@ -587,7 +590,9 @@ def _moved_scope(
             scope, new = path.rpartition(".")[2], setting[path]
             read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
             for holder in values.holders_at(stored, steps):
-                if holder.get(field.db_field) is None or holder.get(scope) == new:
+                if holder.get(field.db_field) is None or seam.as_stored(
+                    holder.get(scope)
+                ) == seam.as_stored(new):
                     continue  # no value, or no move
                 moved = values.Holder(values.python_values({**holder, scope: new}, read))
                 found.append((Slot(moved, moved, name, field, kind), steps))
@@ -628,7 +633,14 @@ def _scalars(
             if not upserting:
                 slots += _own_slots(query, operations, path, value)
             continue
-        holder = values.Holder({name: field.to_python(value)})
+        data = {name: field.to_python(value)}
+        parent = path.rpartition(".")[0]
+        for each in field.depends_on:  # a scope the update sets beside it (else the stored one)
+            source = seam.field_of(kind, each)
+            beside = operations.get("$set", {}).get(f"{parent}.{source.db_field}")
+            if beside is not None:
+                data[each] = source.to_python(beside)
+        holder = values.Holder(data)
         # Written at this very place: its own only if it held the value there already (not
         # known for a positional $: then new).
         slots.append((Slot(holder, holder, name, field, kind), tuple(path.split(".")[:-1])))
@@ -779,14 +791,14 @@ def _new_to_match(
     where it is written twice (as ``save()`` refuses a document holding it twice)."""
     if not single:  # a value one of several matched documents holds is not the others'
         return [slot for slot, _ in given]
-    written = Counter((id(slot.field), repr(slot.field.to_mongo(slot.value))) for slot, _ in given)
+    written = Counter(values.identity_key(slot) for slot, _ in given)
     tracked = [
         (slot, steps)
         for slot, steps in given
         if slot.field.tracks_assigned
         and "$" not in steps
         and id(slot) not in added
-        and written[(id(slot.field), repr(slot.field.to_mongo(slot.value)))] == 1
+        and written[values.identity_key(slot)] == 1
     ]
     tops = {(*steps, slot.field.db_field)[0] for slot, steps in tracked}
     tops.update(  # the fields a document's own field reads (a scope)

@@ -143,16 +143,30 @@ def holds(stored: Any, steps: tuple[str, ...], slot: Slot) -> bool:
     """Whether a stored embedded document (or document) that ``steps`` lead to from ``stored``
     holds ``slot``'s value, and the same values of the fields the slot's field reads (a scoped
     counter's number belongs to its scope: the same number in another scope is another)."""
+    return any(
+        all(seam.as_stored(holder.get(key)) == value for key, value in _identity(slot))
+        for holder in holders_at(stored, steps)
+    )
+
+
+def _identity(slot: Slot) -> list[tuple[str, Any]]:
+    """What identifies ``slot``'s value in a stored holder, as (db field, value as stored)
+    pairs: the value, and the values of the fields its field reads (a scope) that are known
+    (an update giving a value by a path may not say its scope: the stored one, then)."""
     field = slot.field
-    wanted = {field.db_field: field.to_mongo(slot.value)}
+    found = [(field.db_field, seam.as_stored(field.to_mongo(slot.value)))]
     for name in field.depends_on:
         source = seam.field_of(slot.kind, name)
         value = slot._data.get(name)
-        wanted[source.db_field] = None if value is None else source.to_mongo(value)
-    return any(
-        all(holder.get(key) == value for key, value in wanted.items())
-        for holder in holders_at(stored, steps)
-    )
+        if value is not None:
+            found.append((source.db_field, seam.as_stored(source.to_mongo(value))))
+    return found
+
+
+def identity_key(slot: Slot) -> tuple[Any, ...]:
+    """A hashable key of ``slot``'s field and value with its scope: two slots with the same key
+    hold the same value of that field (a number of one scope)."""
+    return (id(slot.field), *(repr(pair) for pair in _identity(slot)))
 
 
 def python_values(stored: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
