@@ -167,3 +167,18 @@ def test_an_upsert_given_the_value_through_the_field_inserts_its_stored_form(
     stored = sorted(mongoengine_db.x_raw_keys.find(), key=lambda doc: doc["_id"])
     assert [(doc["_id"], doc["code"]) for doc in stored] == [(11, "AC-1"), (12, "AC-9")]
     assert XRawKey(name="next").save().id == 13
+
+
+def test_an_upsert_by_a_stored_key_object_is_accepted(mongoengine_db: Any) -> None:
+    """Review AP: a StoredUUID (what references hold: the stored Binary) was refused."""
+    from mongoengine_ids import LocalityUUIDField
+
+    class XStoredKey(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        name = me.StringField()
+        meta = {"collection": "x_stored_keys"}
+
+    doc = XStoredKey(name="first").save()
+    key = XStoredKey.id.reference_key(doc.id)
+    XStoredKey.objects(__raw__={"_id": key}).update_one(upsert=True, set__name="again")
+    assert [d["name"] for d in mongoengine_db.x_stored_keys.find()] == ["again"]

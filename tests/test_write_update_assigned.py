@@ -1286,3 +1286,52 @@ def test_a_move_changing_the_number_otherwise_is_refused(mongoengine_db: Any) ->
     with pytest.raises(me.errors.InvalidQueryError, match=r"changes 'number' with \$inc"):
         AmInvoice.objects(x=1).update_one(set__tenant="B", inc__number=1)
     assert list(AmInvoice._get_collection().find()) == before
+
+
+# -- review AP ----------------------------------------------------------------------------------
+
+
+def test_an_update_of_several_documents_moving_no_scope_reads_nothing_more() -> None:
+    """Review AP: every update() not by key counted its documents first, to read moves."""
+    from mongoengine_ids.testing import connected_threadsafe
+
+    calls: list[str] = []
+
+    def hook(collection: str, method: str, call: Any) -> Any:
+        calls.append(f"{collection}.{method}")
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        AmInvoice(tenant="A", x=1).save()
+        AmInvoice(tenant="A", x=2).save()
+        calls.clear()
+        AmInvoice.objects(tenant="A").update(set__x=5)
+        assert calls == ["am_invoices.update_many"]
+        AmInvoice._collection = None
+
+
+def test_a_scope_set_to_none_or_moving_one_number_twice_is_refused(mongoengine_db: Any) -> None:
+    """Review AP: null was stored as the scope, numbers kept; two documents holding one number
+    in their scopes were moved into one, which then held it twice."""
+    AmInvoice(tenant="A", x=1).save()
+    AmInvoice(tenant="C", x=2).save()  # number 1 of C
+    before = list(AmInvoice._get_collection().find())
+    with pytest.raises(me.errors.InvalidQueryError, match="is numbered per"):
+        AmInvoice.objects(x=1).update_one(set__tenant=None)
+    with pytest.raises(NotUniqueError, match="the same number 1 into one 'tenant'"):
+        AmInvoice.objects(x__in=[1, 2]).update(set__tenant="B")
+    assert list(AmInvoice._get_collection().find()) == before
+
+
+def test_the_admin_api_names_a_datetime_scopes_counter_as_the_field_does(
+    mongoengine_db: Any,
+) -> None:
+    import datetime
+
+    from mongoengine_ids.sequence import set_next_value
+
+    day = datetime.datetime(2024, 1, 1, 12, 0, 0, 250999, tzinfo=datetime.timezone.utc)
+    AoDay(day=day).save()
+    set_next_value(AoDay._get_db(), "ao_day.n", 100, scope=day)
+    assert AoDay(day=day.replace(microsecond=250000, tzinfo=None)).save().n == 100

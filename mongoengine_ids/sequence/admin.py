@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from pymongo.read_preferences import ReadPreference
 
 from .._checks import check_collection_name
+from ..write import seam
 from .field import (
     DEFAULT_COLLECTION,
     INT64_MAX,
@@ -217,6 +218,7 @@ def show_counter(
         LookupError: no counter of that name (and scope).
     """
     _check_sequence_name(name)
+    scope = seam.as_stored(scope)  # as the field names its counter
     base = name if scope is None else f"{name}{SCOPE_SEPARATOR}{scope}"
     documents = list(_collection(database, collection).find({"_id": base}))
     if not documents:
@@ -296,7 +298,7 @@ def set_next_value(
         target.update_one({"_id": document_id}, {"$set": {"next": value - 1}}, upsert=True)
     else:
         # $max: a concurrent lease that moved it further is kept.
-        extra = {} if scope is None else {"sequence": name, "scope": scope}
+        extra = {} if scope is None else {"sequence": name, "scope": seam.as_stored(scope)}
         update: dict[str, Any] = {"$max": {"next": value - 1}}
         if extra:
             update["$setOnInsert"] = extra
@@ -321,6 +323,7 @@ def _counter_owning(
             bounds = ", ".join(f"{s.low}..{s.high}" for s in info.shards)
             raise ValueError(f"value={value!r} is in no shard of {name!r}; its shards own {bounds}")
         return owners[0].document_id, owners[0]
+    scope = seam.as_stored(scope)
     document_id = name if scope is None else f"{name}{SCOPE_SEPARATOR}{scope}"
     return document_id, None if info is None else info.shards[0]
 

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, Final, TypeVar
 
+from bson.binary import Binary, UuidRepresentation
 from bson.regex import Regex
 from mongoengine.base import BaseDocument
 from mongoengine.document import Document
@@ -244,7 +245,7 @@ def with_given_values(
     on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     operations = _operations(query.document_class, update)
     sort = query.ordering if ordered else None
-    moved = _moved_scope(query, operations, single or not _may_match_several(query), sort)
+    moved = _moved_scope(query, operations, single, sort)
     written = [
         *update.items(),
         *_scalars(query, update, operations, upserting),
@@ -562,10 +563,13 @@ def _moved_scope(
                 if own in setting:
                     continue  # given at the same place: told as given, in the scope written
                 steps = tuple("*" if s == "$[]" else s for s in holder.split(".") if s)
+                unknown = any(s.startswith("$") for s in steps) or (
+                    operator == "$set" and fields[path] is None
+                )
                 changing = _writer(operations, own)  # $inc...: the number kept is not known
                 if changing not in (None, "$setOnInsert"):
                     operator, path = str(changing), own
-                if operator != "$set" or path in renamed or any(s.startswith("$") for s in steps):
+                if operator != "$set" or path in renamed or unknown:
                     raise InvalidQueryError(
                         f"{kind.__name__}.{name} is numbered per {field.depends_on[0]!r}: this "
                         f"update changes {path!r} with {operator} as it moves documents to "
@@ -576,6 +580,7 @@ def _moved_scope(
                 moves.append((kind, name, field, path, steps))
     if not moves:
         return []
+    single = single or not _may_match_several(query)
     tops = {steps[0] if steps else path for *_, path, steps in moves}
     tops.update(field.db_field for _, _, field, _, steps in moves if not steps)
     projection = dict.fromkeys(tops, 1)
@@ -596,6 +601,14 @@ def _moved_scope(
                     continue  # no value, or no move
                 moved = values.Holder(values.python_values({**holder, scope: new}, read))
                 found.append((Slot(moved, moved, name, field, kind), steps))
+    keys = Counter(values.identity_key(slot) for slot, _ in found)
+    twice = next((slot for slot, _ in found if keys[values.identity_key(slot)] > 1), None)
+    if twice is not None:
+        raise NotUniqueError(
+            f"{twice.kind.__name__}.{twice.name}: this update moves documents holding the same "
+            f"number {twice.value!r} into one {twice.field.depends_on[0]!r}, which would then "
+            "hold it twice; renumber them (give the number in the update), or move them apart"
+        )
     return found
 
 
@@ -914,7 +927,7 @@ def _fields_of(
             continue  # the upsert finds a document holding it already: not a new value
         if given is not _ABSENT:
             where = "its filter fixes" if given is in_filter else "it sets"
-            _check_stored_form(field, given, where)
+            _check_stored_form(field, given, where, collection)
             seam.data(holder)[name] = field.to_python(given)
             assigned.append(Slot(holder, holder, name, field, document_class))
             continue
@@ -958,7 +971,6 @@ def _check_fixed(field: Any, stored: Any, query: dict[str, Any], collection: Any
     """
     try:
         field.validate(field.to_python(stored))
-        _check_stored_form(field, stored, "its filter fixes")
     except ValidationError as error:
         if collection.find_one(query, {"_id": 1}) is None:
             raise ValidationError(
@@ -966,9 +978,15 @@ def _check_fixed(field: Any, stored: Any, query: dict[str, Any], collection: Any
                 f"({error})",
                 field_name=field.name,
             ) from error
+        return
+    try:
+        _check_stored_form(field, stored, "its filter fixes", collection)
+    except ValidationError:
+        if collection.find_one(query, {"_id": 1}) is None:
+            raise
 
 
-def _check_stored_form(field: Any, given: Any, where: str) -> None:
+def _check_stored_form(field: Any, given: Any, where: str, collection: Any) -> None:
     """Refuse a value an upsert inserts as given (a ``__raw__`` filter or update is sent as
     it is) that is not in the form the field stores: ``"11"`` for a counter stores the text,
     which the field's queries never find, beside an ``11`` it may hand out.
@@ -977,13 +995,17 @@ def _check_stored_form(field: Any, given: Any, where: str) -> None:
         ValidationError: saying the form the field stores.
     """
     stored = field.to_mongo(field.to_python(given))
-    if stored != given or type(stored) is not type(given):
-        raise ValidationError(
-            f"{field._label}: the upsert would insert {given!r}, which {where}, as it is; the "
-            f"field stores it as {stored!r}: give that, or name the field in a query "
-            "(not __raw__), which converts it",
-            field_name=field.name,
-        )
+    if stored == given and isinstance(given, type(stored)):
+        return  # (a subclass too: a StoredUUID is the stored Binary)
+    standard = collection.codec_options.uuid_representation == UuidRepresentation.STANDARD
+    if isinstance(given, uuid.UUID) and standard and stored == Binary.from_uuid(given):
+        return  # the client sends it as that Binary
+    raise ValidationError(
+        f"{field._label}: the upsert would insert {given!r}, which {where}, as it is; the "
+        f"field stores it as {stored!r}: give that, or name the field in a query "
+        "(not __raw__), which converts it",
+        field_name=field.name,
+    )
 
 
 def _given(
