@@ -1120,13 +1120,22 @@ def test_an_update_giving_the_number_with_the_new_scope_tells_it_there(
     mongoengine_db: Any,
 ) -> None:
     """The number it already held in its old scope is new to the scope the update sets."""
+    numbers = _moved_then_numbered(
+        AmInvoice, lambda: AmInvoice.objects(x=2).update_one(set__tenant="B", set__number=3)
+    )
+    assert numbers == [("A", 1), ("A", 2), ("B", 1), ("B", 3), ("B", 4), ("B", 5), ("B", 6)]
+
+
+def _moved_then_numbered(model: Any, move: Any) -> list[tuple[str, int]]:
+    """Numbers 1..3 in tenant A and 1 in B (x = 0..2, 9), ``move()``, three more saved in B
+    (x = 10..12): the stored (tenant, number) pairs, sorted."""
     for x in range(3):
-        AmInvoice(tenant="A", x=x).save()
-    AmInvoice(tenant="B", x=9).save()
-    AmInvoice.objects(x=2).update_one(set__tenant="B", set__number=3)
+        model(tenant="A", x=x).save()
+    model(tenant="B", x=9).save()
+    move()
     for x in range(10, 13):
-        AmInvoice(tenant="B", x=x).save()
-    assert _numbers() == [("A", 1), ("A", 2), ("B", 1), ("B", 3), ("B", 4), ("B", 5), ("B", 6)]
+        model(tenant="B", x=x).save()
+    return sorted((d["tenant"], d["number"]) for d in model._get_collection().find())
 
 
 def test_updates_that_keep_the_scope_are_not_refused(mongoengine_db: Any) -> None:
@@ -1205,13 +1214,7 @@ class AoSub(AoBase):
 def test_an_update_through_a_base_class_tells_a_subclass_documents_move(
     mongoengine_db: Any,
 ) -> None:
-    for x in range(3):
-        AoSub(tenant="A", x=x).save()
-    AoSub(tenant="B", x=9).save()
-    AoBase.objects(x=2).update_one(set__tenant="B")
-    for x in range(10, 13):
-        AoSub(tenant="B", x=x).save()
-    numbers = sorted((d["tenant"], d["number"]) for d in AoBase._get_collection().find())
+    numbers = _moved_then_numbered(AoSub, lambda: AoBase.objects(x=2).update_one(set__tenant="B"))
     assert numbers == [("A", 1), ("A", 2), ("B", 1), ("B", 3), ("B", 4), ("B", 5), ("B", 6)]
 
 

@@ -19,7 +19,6 @@ added later) gets one with a conditional write, or takes the value another proce
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -445,10 +444,8 @@ def _new_values(write: Write, document: Document, assigned: list[Slot]) -> list[
     tracked = [slot for slot in assigned if slot.field.tracks_assigned]
     if not tracked:
         return assigned
-    held = Counter(
-        values.identity_key(slot) for slot in values.slots(document) if slot.value is not None
-    )
-    looked_up = [slot for slot in tracked if held[values.identity_key(slot)] == 1]
+    twice = values.repeated(slot for slot in values.slots(document) if slot.value is not None)
+    looked_up = [slot for slot in tracked if values.identity_key(slot) not in twice]
     stored = _held_by_stored_copy(write, document, looked_up)
     return [slot for slot in assigned if id(slot) not in stored]
 
@@ -461,14 +458,13 @@ def _held_by_stored_copy(write: Write, document: Document, slots: list[Slot]) ->
     steps_of = {
         id(slot): () if slot.holder is document else ways.get(id(slot.holder)) for slot in slots
     }
-    tops: set[str] = set()
-    for slot in slots:
-        steps = steps_of[id(slot)]
-        if steps:
-            tops.add(steps[0])
-        elif steps is not None:  # the document's own field, and those it reads (a scope)
-            tops.add(slot.field.db_field)
-            tops.update(seam.field_of(slot.kind, name).db_field for name in slot.field.depends_on)
+    tops = set().union(
+        *(
+            values.read_for(slot, steps)
+            for slot in slots
+            if (steps := steps_of[id(slot)]) is not None
+        )
+    )
     if not tops:
         return set()
     stored = write.collection.find_one({"_id": seam.stored_pk(document)}, dict.fromkeys(tops, 1))

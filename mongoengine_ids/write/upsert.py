@@ -14,7 +14,6 @@ import contextvars
 import dataclasses
 import re
 import uuid
-from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, Final, TypeVar
 
@@ -363,7 +362,7 @@ def _unwritten(
 
 
 def _query_path(steps: tuple[str, ...], *names: str) -> str:
-    """The dotted path a query takes to ``steps`` (as :func:`values.values_at` takes them: any
+    """The dotted path a query takes to ``steps`` (as :func:`values.holders_at` takes them: any
     item of a list is matched by the list's own path; a ``$`` place is left out), then
     ``names``."""
     return ".".join([*(step for step in steps if not step.startswith(("*", "$"))), *names])
@@ -551,7 +550,10 @@ def _moved_scope(
             or at a place not known beforehand (``$``, ``$[x]``): its new value is not known.
     """
     setting = operations.get("$set", {})
-    moves: list[tuple[type[BaseDocument], str, GeneratedField, str, tuple[str, ...]]] = []
+    # (class, name, field, path of the scope, steps to its holder, the fields a slot reads)
+    moves: list[
+        tuple[type[BaseDocument], str, GeneratedField, str, tuple[str, ...], dict[str, Any]]
+    ] = []
     for operator, fields in operations.items():
         if operator == "$setOnInsert" or not isinstance(fields, dict):
             continue
@@ -567,22 +569,24 @@ def _moved_scope(
                     operator == "$set" and fields[path] is None
                 )
                 changing = _writer(operations, own)  # $inc...: the number kept is not known
+                shown, at = (operator, path)
                 if changing not in (None, "$setOnInsert"):
-                    operator, path = str(changing), own
-                if operator != "$set" or path in renamed or unknown:
+                    shown, at = str(changing), own
+                if shown != "$set" or path in renamed or unknown:
                     raise InvalidQueryError(
                         f"{kind.__name__}.{name} is numbered per {field.depends_on[0]!r}: this "
-                        f"update changes {path!r} with {operator} as it moves documents to "
+                        f"update changes {at!r} with {shown} as it moves documents to "
                         "another numbering, whose counter could then hand their numbers out "
                         f"again; set the scope with $set and give {name} with $set (or leave "
                         "it as it is), or load the document and save() it"
                     )
-                moves.append((kind, name, field, path, steps))
+                read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
+                moves.append((kind, name, field, path, steps, read))
     if not moves:
         return []
     single = single or not _may_match_several(query)
-    tops = {steps[0] if steps else path for *_, path, steps in moves}
-    tops.update(field.db_field for _, _, field, _, steps in moves if not steps)
+    tops = {steps[0] if steps else path for *_, path, steps, _ in moves}
+    tops.update(field.db_field for _, _, field, _, steps, _ in moves if not steps)
     projection = dict.fromkeys(tops, 1)
     if single:
         stored = query.collection.find_one(query.query, projection, sort=sort)
@@ -591,9 +595,8 @@ def _moved_scope(
         matched = list(query.collection.find(query.query, projection))
     found = []
     for stored in matched:
-        for kind, name, field, path, steps in moves:
+        for kind, name, field, path, steps, read in moves:
             scope, new = path.rpartition(".")[2], setting[path]
-            read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
             for holder in values.holders_at(stored, steps):
                 if holder.get(field.db_field) is None or seam.as_stored(
                     holder.get(scope)
@@ -601,8 +604,8 @@ def _moved_scope(
                     continue  # no value, or no move
                 moved = values.Holder(values.python_values({**holder, scope: new}, read))
                 found.append((Slot(moved, moved, name, field, kind), steps))
-    keys = Counter(values.identity_key(slot) for slot, _ in found)
-    twice = next((slot for slot, _ in found if keys[values.identity_key(slot)] > 1), None)
+    repeated = values.repeated(slot for slot, _ in found)
+    twice = next((slot for slot, _ in found if values.identity_key(slot) in repeated), None)
     if twice is not None:
         raise NotUniqueError(
             f"{twice.kind.__name__}.{twice.name}: this update moves documents holding the same "
@@ -772,7 +775,7 @@ def _own_slots(
 def _embedded_slots(value: Any, path: str) -> list[tuple[Slot, tuple[str, ...]]]:
     """The generated fields of the embedded documents inside ``value``, which an update writes
     at ``path``, each with the steps to its holder in a stored document (as
-    :func:`values.values_at` takes them: a list index or map key inside ``value`` is any item of
+    :func:`values.holders_at` takes them: a list index or map key inside ``value`` is any item of
     the same field, as for ``save()``; the place ``path`` names is that place)."""
     return [
         (Slot(embedded, embedded, name, field), _any_item(steps, len(path.split("."))))
@@ -804,22 +807,16 @@ def _new_to_match(
     where it is written twice (as ``save()`` refuses a document holding it twice)."""
     if not single:  # a value one of several matched documents holds is not the others'
         return [slot for slot, _ in given]
-    written = Counter(values.identity_key(slot) for slot, _ in given)
+    twice = values.repeated(slot for slot, _ in given)
     tracked = [
         (slot, steps)
         for slot, steps in given
         if slot.field.tracks_assigned
         and "$" not in steps
         and id(slot) not in added
-        and written[values.identity_key(slot)] == 1
+        and values.identity_key(slot) not in twice
     ]
-    tops = {(*steps, slot.field.db_field)[0] for slot, steps in tracked}
-    tops.update(  # the fields a document's own field reads (a scope)
-        seam.field_of(slot.kind, name).db_field
-        for slot, steps in tracked
-        if not steps
-        for name in slot.field.depends_on
-    )
+    tops = set().union(*(values.read_for(slot, steps) for slot, steps in tracked))
     stored = (
         query.collection.find_one(query.query, dict.fromkeys(tops, 1), sort=sort) if tops else None
     )

@@ -118,12 +118,6 @@ def slots(document: BaseDocument, *, embedded_new_only: bool = False) -> list[Sl
     return found
 
 
-def values_at(value: Any, steps: tuple[str, ...], name: str) -> list[Any]:
-    """The values of key ``name`` in the stored embedded documents that ``steps`` lead to from
-    ``value`` (see :func:`holders_at`)."""
-    return [holder[name] for holder in holders_at(value, steps) if name in holder]
-
-
 def holders_at(value: Any, steps: tuple[str, ...]) -> list[dict[str, Any]]:
     """The stored embedded documents (dicts) that ``steps`` lead to from ``value`` (a db field
     name or map key each, a list index, or ``"*"``: every item of a list or map; ``"$"``, a
@@ -143,10 +137,23 @@ def holds(stored: Any, steps: tuple[str, ...], slot: Slot) -> bool:
     """Whether a stored embedded document (or document) that ``steps`` lead to from ``stored``
     holds ``slot``'s value, and the same values of the fields the slot's field reads (a scoped
     counter's number belongs to its scope: the same number in another scope is another)."""
+    identity = _identity(slot)
     return any(
-        all(seam.as_stored(holder.get(key)) == value for key, value in _identity(slot))
+        all(seam.as_stored(holder.get(key)) == value for key, value in identity)
         for holder in holders_at(stored, steps)
     )
+
+
+def read_for(slot: Slot, steps: tuple[str, ...]) -> set[str]:
+    """The top-level db fields a read of the stored document must return for :func:`holds` to
+    answer for ``slot`` at ``steps``: the field holding its holder, or, for the document's own
+    field, that field and those it reads (a scope)."""
+    if steps:
+        return {steps[0]}
+    return {
+        slot.field.db_field,
+        *(seam.field_of(slot.kind, n).db_field for n in slot.field.depends_on),
+    }
 
 
 def _identity(slot: Slot) -> list[tuple[str, Any]]:
@@ -167,6 +174,16 @@ def identity_key(slot: Slot) -> tuple[Any, ...]:
     """A hashable key of ``slot``'s field and value with its scope: two slots with the same key
     hold the same value of that field (a number of one scope)."""
     return (id(slot.field), *(repr(pair) for pair in _identity(slot)))
+
+
+def repeated(slots: Iterable[Slot]) -> set[tuple[Any, ...]]:
+    """The :func:`identity_key` of every value two or more of ``slots`` hold."""
+    seen: set[tuple[Any, ...]] = set()
+    twice: set[tuple[Any, ...]] = set()
+    for slot in slots:
+        key = identity_key(slot)
+        (twice if key in seen else seen).add(key)
+    return twice
 
 
 def python_values(stored: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
