@@ -1338,3 +1338,25 @@ def test_the_admin_api_names_a_datetime_scopes_counter_as_the_field_does(
     AoDay(day=day).save()
     set_next_value(AoDay._get_db(), "ao_day.n", 100, scope=day)
     assert AoDay(day=day.replace(microsecond=250000, tzinfo=None)).save().n == 100
+
+
+def test_a_number_given_by_a_path_needs_its_scope_beside_it(mongoengine_db: Any) -> None:
+    """A number given by a path into a scoped embedded document is told to its scope's counter:
+    without the scope beside it, the update is refused with what to do (it said "which is None
+    ... an upsert"); with it, the counter moves past the number."""
+    doc = AmInvoice(tenant="A", lines=[AmLine(kind="a")]).save()
+    before = list(AmInvoice._get_collection().find())
+    for given in (
+        {"set__lines__0__no": 70},
+        {"__raw__": {"$set": {"lines.0.no": 70}}},
+    ):
+        with pytest.raises(me.errors.InvalidQueryError, match=r"set__lines__0__kind=\.\.\."):
+            AmInvoice.objects(id=doc.id).update_one(**given)
+    with pytest.raises(me.errors.InvalidQueryError, match=r"'lines\.\$\.no'.*set__lines__S__kind"):
+        AmInvoice.objects(id=doc.id, lines__kind="a").update_one(set__lines__S__no=70)
+    assert list(AmInvoice._get_collection().find()) == before
+    AmInvoice.objects(id=doc.id).update_one(set__lines__0__no=70, set__lines__0__kind="a")
+    other = AmInvoice(tenant="B", lines=[AmLine(kind="a")]).save()
+    assert other.lines[0].no == 71
+    stored = [[line["no"] for line in d["lines"]] for d in AmInvoice._get_collection().find()]
+    assert stored == [[70], [71]]

@@ -306,7 +306,9 @@ def with_given_values(
         # Values an earlier attempt of this update made (its reply lost): its own, not given.
         told = [(slot, steps) for slot, steps in given if _made_key(slot) not in attempt.made]
         told += moved
-        noted = values.note_assigned(write, _new_to_match(query, told, single, added, sort))
+        new = _new_to_match(query, told, single, added, sort)
+        _refuse_without_scope(new, told)
+        noted = values.note_assigned(write, new)
         filled: list[Slot] = []
         try:
             filled = values.fill(write, empty)
@@ -613,6 +615,29 @@ def _moved_scope(
             "hold it twice; renumber them (give the number in the update), or move them apart"
         )
     return found
+
+
+def _refuse_without_scope(slots: list[Slot], told: list[tuple[Slot, tuple[str, ...]]]) -> None:
+    """A number given by a path into an embedded document (``set__parts__0__n=``) is told to
+    its scope's counter, which the update must name beside it: refused if it does not.
+
+    Raises:
+        InvalidQueryError: the scope of such a number is not set beside it.
+    """
+    steps_of = {id(slot): steps for slot, steps in told}
+    for slot in slots:
+        steps = steps_of.get(id(slot), ())
+        missing = [name for name in slot.field.depends_on if slot._data.get(name) is None]
+        if steps and missing and isinstance(slot.holder, values.Holder):
+            source = seam.field_of(slot.kind, missing[0]).db_field
+            path = ".".join((*steps, slot.field.db_field))
+            keyword = "__".join((*steps, source)).replace("$", "S")
+            raise InvalidQueryError(
+                f"{slot.kind.__name__}.{slot.name} is numbered per {missing[0]!r}: an update "
+                f"giving it a new number by a path ({path!r}) must also set {missing[0]!r} "
+                f"there (set__{keyword}=...), whose counter is then told of it; or set the "
+                "whole embedded document"
+            )
 
 
 class _Scalars:
