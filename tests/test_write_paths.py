@@ -267,6 +267,108 @@ def test_a_partially_loaded_document_keeps_its_stored_values(
     assert counters(mongoengine_db) == counters_before
 
 
+EMBEDDED_PROJECTIONS: dict[str, Callable[[QuerySet], QuerySet]] = {
+    "only": lambda queryset: queryset.only("name", "parts.label", "part.label"),
+    "exclude": lambda queryset: queryset.exclude("parts.code", "part.code"),
+    "fields": lambda queryset: queryset.fields(parts__code=0, part__code=0),
+}
+
+
+@pytest.mark.parametrize("projection", list(EMBEDDED_PROJECTIONS))
+@by_kind
+def test_an_embedded_value_left_out_by_a_projection_is_never_cleared(
+    mongoengine_db: Any, kind: Kind, projection: str
+) -> None:
+    """A projection leaving out the generated field of embedded documents: a change by path
+    keeps the stored values; a save that writes such an embedded document whole (an append
+    makes MongoEngine write the list whole) is refused, since it would clear them; reloaded,
+    it saves. (It cleared them.)"""
+    Part = type(
+        "PartialPart",
+        (me.EmbeddedDocument,),
+        {
+            "__module__": __name__,
+            "label": me.StringField(),
+            # A random value in embedded documents needs its reservations (reserve_in).
+            "code": kind.make(**({"reserve_in": "partial_codes"} if kind.name == "random" else {})),
+        },
+    )
+    Model = document(
+        "PartialParts",
+        "partial_parts",
+        name=me.StringField(),
+        parts=me.ListField(me.EmbeddedDocumentField(Part)),
+        part=me.EmbeddedDocumentField(Part),
+    )
+    saved = Model(name="a", parts=[Part(label="x"), Part(label="y")], part=Part(label="z")).save()
+    before = raw_one(mongoengine_db.partial_parts)
+    counters_before = counters(mongoengine_db)
+
+    loaded = EMBEDDED_PROJECTIONS[projection](Model.objects).get(id=saved.id)
+    assert [p.code for p in loaded.parts] == [None, None]
+    loaded.parts[1].label = "w"
+    loaded.part.label = "v"
+    loaded.save()
+    before["parts"][1]["label"], before["part"]["label"] = "w", "v"
+    assert raw_one(mongoengine_db.partial_parts) == before
+
+    for change in (
+        lambda doc: doc.parts.append(Part(label="new")),
+        lambda doc: setattr(doc, "part", doc.parts[0]),
+    ):
+        loaded = EMBEDDED_PROJECTIONS[projection](Model.objects).get(id=saved.id)
+        change(loaded)
+        with pytest.raises(me.errors.OperationError, match=r"was not loaded.*whole"):
+            loaded.save()
+        assert raw_one(mongoengine_db.partial_parts) == before
+        assert counters(mongoengine_db) == counters_before
+
+    loaded.reload()
+    loaded.parts.append(Part(label="new"))
+    loaded.save()
+    stored = raw_one(mongoengine_db.partial_parts)
+    assert stored["parts"][:2] == before["parts"]
+    kind.check(stored["parts"][2]["code"])
+
+
+def test_an_embedded_number_left_out_by_a_projection_cannot_change_scope(
+    mongoengine_db: Any,
+) -> None:
+    """A loaded embedded document whose scoped number a projection left out, moved to
+    another scope: refused (its number was kept, and the new scope's counter handed it out
+    again)."""
+    Line = type(
+        "PartialLine",
+        (me.EmbeddedDocument,),
+        {
+            "__module__": __name__,
+            "kind": me.StringField(),
+            "no": SequenceField(sequence_name="partial_line", scope="kind"),
+        },
+    )
+    Model = document(
+        "PartialLines",
+        "partial_lines",
+        lines=me.ListField(me.EmbeddedDocumentField(Line)),
+        line=me.EmbeddedDocumentField(Line),
+    )
+    doc = Model(lines=[Line(kind="a"), Line(kind="a")], line=Line(kind="a")).save()
+    before = raw_one(mongoengine_db.partial_lines)
+    for path, move in (
+        ("lines.kind", lambda loaded: setattr(loaded.lines[1], "kind", "b")),
+        ("line.kind", lambda loaded: setattr(loaded.line, "kind", "b")),
+    ):
+        loaded = Model.objects.only(path).get(id=doc.id)
+        move(loaded)
+        with pytest.raises(me.errors.OperationError, match=r"was not loaded.*numbered by"):
+            loaded.save()
+    assert raw_one(mongoengine_db.partial_lines) == before
+    loaded = Model.objects.get(id=doc.id)
+    loaded.lines[1].kind = "b"
+    loaded.save()
+    assert Model(lines=[Line(kind="b")]).save().lines[0].no == 3
+
+
 @by_kind
 def test_a_partially_loaded_document_of_a_collection_with_several_documents(
     mongoengine_db: Any, kind: Kind

@@ -340,6 +340,7 @@ class _Existing:
         for slot in others:
             own_field = slot.holder is document
             value = slot.value
+            _refuse_unloaded(document, slot, changed, rewritten)
             if not own_field and not seam.is_new(slot.holder):
                 # A loaded embedded document: its fields may not have been loaded. A value the
                 # user assigned to it is noted, and so is one of a field that tracks its values
@@ -353,13 +354,6 @@ class _Existing:
                 ):
                     assigned.append(slot)
             elif value is None:
-                if own_field and slot.name in unloaded and _reads_changed(slot, changed):
-                    raise OperationError(
-                        f"{type(document).__name__}.{slot.name} was not loaded (only(), "
-                        f"exclude()), and the field it is numbered by changed: its number would "
-                        "then belong to another numbering, whose counter was not told of it; "
-                        "load it (reload()) before changing that field"
-                    )
                 if not own_field:
                     empty.append(slot)
                 elif slot.name not in unloaded and slot.field.db_field not in changed:
@@ -405,6 +399,41 @@ class _Existing:
         kept = [slot for slot in pending if slot not in mine]
         if kept or self.kept_noted:
             values.pending(self.document, kept, self.kept_noted)
+
+
+def _refuse_unloaded(
+    document: Document, slot: Slot, changed: list[str], rewritten: _Rewritten
+) -> None:
+    """Refuse a save that needs a generated value a projection (``only()``, ``exclude()``)
+    left out of ``document`` or of an embedded document loaded in it: its scope changed (the
+    number kept would belong to a counter not told of it), or MongoEngine writes its embedded
+    document whole (the stored value would be cleared).
+
+    Raises:
+        OperationError: so; nothing is written.
+    """
+    holder = slot.holder
+    found = seam.state(holder, create=False)
+    if slot.value is not None or found is None or slot.name not in found.unloaded:
+        return
+    own = holder is document
+    moved = _reads_changed(slot, changed if own else seam.changed_here(holder))
+    if not moved and (own or not rewritten.holds(holder)):
+        return
+    where = f"{type(holder).__name__}.{slot.name}" + (
+        "" if own else f" in a {type(document).__name__}"
+    )
+    why = (
+        "the field it is numbered by changed: its number would then belong to another "
+        "numbering, whose counter was not told of it"
+        if moved
+        else "MongoEngine writes its embedded document whole on this save, which would clear "
+        "the stored value"
+    )
+    raise OperationError(
+        f"{where} was not loaded (only(), exclude()), and {why}; load it (reload()) before "
+        "this change"
+    )
 
 
 def _reads_changed(slot: Slot, changed: Iterable[str]) -> bool:

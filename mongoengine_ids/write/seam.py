@@ -834,23 +834,45 @@ def _wrap_setstate(owner: type[Document], own: Callable[[Any, Any], None] | None
 
 
 def note_loaded(document: Any, loaded: QueryFieldList) -> None:
-    """Record which generated fields a projection left out of a document it loaded."""
+    """Record which generated fields a projection left out of a document it loaded, and of
+    the embedded documents loaded inside it (``only("parts.kind")`` leaves ``parts.n`` out)."""
     if not isinstance(document, Document) or not loaded:
         return
-    projection = loaded.as_dict()
-    only = any(value == QueryFieldList.ONLY for value in projection.values() if value in (0, 1))
-    unloaded = set()
-    for name, field in generated_fields(type(document)):
-        path = field.db_field
-        if path == "_id":
-            present = projection.get("_id", 1) != 0
-        elif only:
-            present = projection.get(path) == QueryFieldList.ONLY
-        else:
-            present = projection.get(path) != QueryFieldList.EXCLUDE
-        if not present:
-            unloaded.add(name)
-    state(document).unloaded = frozenset(unloaded)
+    present = _Projection(loaded.as_dict())
+    state(document).unloaded = frozenset(
+        name
+        for name, field in generated_fields(type(document))
+        if not present(("_id",) if field.db_field == "_id" else (field.db_field,))
+    )
+    for _, steps, inner in embedded_places(document):
+        unloaded = frozenset(
+            name
+            for name, field in generated_fields(type(inner))
+            if not present((*steps, field.db_field))
+        )
+        if unloaded:
+            state(inner).unloaded = unloaded
+
+
+class _Projection:
+    """Whether a projection (``QueryFieldList.as_dict()``) returns the value at stored steps
+    (db field names; ``"*"``, any item of a list or map, is not part of its paths)."""
+
+    def __init__(self, projection: dict[str, Any]) -> None:
+        self.projection = projection
+        self.only = any(
+            value == QueryFieldList.ONLY for value in projection.values() if value in (0, 1)
+        )
+
+    def __call__(self, steps: tuple[str, ...]) -> bool:
+        if steps == ("_id",):
+            return bool(self.projection.get("_id", 1) != 0)
+        names = [step for step in steps if step != "*"]
+        # The value at a path, or at any path it lies under ($slice, $elemMatch: whole items).
+        given = [self.projection.get(".".join(names[:end])) for end in range(1, len(names) + 1)]
+        if self.only:
+            return any(value == QueryFieldList.ONLY or isinstance(value, dict) for value in given)
+        return QueryFieldList.EXCLUDE not in given
 
 
 def value_set(document: Any, name: str) -> None:
