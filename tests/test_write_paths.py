@@ -331,6 +331,30 @@ def test_an_embedded_value_left_out_by_a_projection_is_never_cleared(
     kind.check(stored["parts"][2]["code"])
 
 
+@by_kind
+def test_a_document_loaded_without_its_generated_key_is_not_saved_as_a_copy(
+    mongoengine_db: Any, kind: Kind
+) -> None:
+    """Review AQ: loaded with exclude("id") and saved, it was inserted again under a new key;
+    refused now (a key set to None inserts a copy, as documented)."""
+    Model = document("NoKey", "no_keys", id=kind.make(primary_key=True), name=me.StringField())
+    Model(name="a").save()
+    before = raw_docs(mongoengine_db.no_keys)
+    counters_before = counters(mongoengine_db)
+    for projection in (lambda q: q.exclude("id"), lambda q: q.only("name").exclude("id")):
+        loaded = projection(Model.objects).get()
+        loaded.name = "b"
+        with pytest.raises(me.errors.OperationError, match=r"without its key"):
+            loaded.save()
+        assert raw_docs(mongoengine_db.no_keys) == before
+        assert counters(mongoengine_db) == counters_before
+    loaded.pk = None
+    loaded.save()
+    stored = raw_docs(mongoengine_db.no_keys)
+    assert [doc["name"] for doc in stored] == ["a", "b"]
+    assert stored[0]["_id"] != stored[1]["_id"]
+
+
 def test_an_embedded_number_left_out_by_a_projection_cannot_change_scope(
     mongoengine_db: Any,
 ) -> None:

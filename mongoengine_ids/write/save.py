@@ -100,6 +100,12 @@ def save_create(
     shape = seam.shape(type(document))
     write = Write(type(document), seam.collection_of(document), (document,))
     earlier = seam.state(document, create=False)
+    if earlier is not None and shape.pk_name in earlier.unloaded:
+        raise OperationError(
+            f"{type(document).__name__} was loaded without its key (exclude({shape.pk_name!r})): "
+            "save() would insert it as a copy under a new key; load the key, or set it to None "
+            "to insert a copy"
+        )
     retrying = earlier is not None and earlier.unconfirmed  # an insert whose reply was lost
     # Values changed since an earlier attempt are told to the fields (a counter moves past
     # them), values cleared are made again: whether or not the earlier insert landed.

@@ -514,17 +514,33 @@ def _matched_nothing(result: Any) -> bool:
     return getattr(result, "matched_count", None) == 0
 
 
+#: Update operators that compute a field's new value from the stored one.
+_COMPUTING = frozenset({"$inc", "$mul", "$max", "$min", "$bit", "$currentDate"})
+
+
 def _operations(document_class: Any, update: dict[str, Any]) -> dict[str, Any]:
     """The update as MongoEngine sends it (``__raw__`` included; {} for a pipeline, which
-    :func:`upsert` deals with), a ``$rename`` into a generated field refused.
+    :func:`upsert` deals with), a value of a generated field it would compute refused.
 
     Raises:
-        InvalidQueryError: ``rename__<field>=<a generated field>`` (also in ``__raw__``): the
-            value moved would be none the field made or was told of.
+        InvalidQueryError: ``rename__<field>=<a generated field>``, or ``inc__``, ``max__``...
+            of a generated field (also in ``__raw__``, also by a path into an embedded
+            document): the value written would be none the field made or was told of (a
+            counter would hand it out again).
     """
     if not update or isinstance(update.get("__raw__"), list):
         return {}
     operations: dict[str, Any] = seam.update_operations(document_class, **update)
+    for operator in _COMPUTING.intersection(operations):
+        for path in operations[operator] if isinstance(operations[operator], dict) else ():
+            found = seam.generated_at(document_class, str(path))
+            if found is not None:
+                kind, name, _ = found
+                raise InvalidQueryError(
+                    f"{kind.__name__}.{name} is generated: {operator} of {path!r} would store a "
+                    "value the field neither made nor was told of (a counter would hand it out "
+                    "again); give the value with set__ (told to the field)"
+                )
     for source, target in operations.get("$rename", {}).items():
         found = seam.generated_at(document_class, str(target))
         if found is not None:
