@@ -19,6 +19,7 @@ from mongoengine.errors import NotUniqueError, ValidationError
 
 from mongoengine_ids.errors import IdSpaceExhaustedError, InvalidIdError, RetriesExhaustedError
 from mongoengine_ids.resets import reset_process_state
+from mongoengine_ids.sequence import admin
 from mongoengine_ids.sequence.field import (
     DEFAULT_COLLECTION,
     INT64_MAX,
@@ -320,6 +321,35 @@ def test_a_counter_dropped_under_a_live_process_never_repeats_its_values(
     mongoengine_db.client.drop_database(mongoengine_db.name)
     reset_process_state()
     assert [Ticket().save().number for _ in range(2)] == [1, 2]
+
+
+def test_a_counter_dropped_under_a_live_process_is_not_made_again_below_it_by_a_given_number(
+    mongoengine_db: Any,
+) -> None:
+    """Review AS: a number you assign, or the admin API, made the dropped counter again at the
+    number given (an upsert with $max), below the block 4..10 this process still holds: 4..7
+    were handed out twice. Made again after it, as a lease makes it; the admin API refuses
+    (force=True moves it on purpose)."""
+
+    class Stub(Document):
+        number = SequenceField(batch_size=10)
+
+    assert [Stub().save().number for _ in range(3)] == [1, 2, 3]
+    mongoengine_db.drop_collection(DEFAULT_COLLECTION)
+    Stub(number=2).save()  # told to the counter
+    assert counter(mongoengine_db, "stub.number") == {"_id": "stub.number", "next": 10}
+    numbers = [Stub().save().number for _ in range(8)]
+    assert numbers == list(range(4, 12))
+    stored = sorted(doc["number"] for doc in Stub._get_collection().find())
+    assert stored == [1, 2, 2, 3, *range(4, 12)]
+
+    mongoengine_db.drop_collection(DEFAULT_COLLECTION)
+    with pytest.raises(ValueError, match=r"deleted while this process held values of it up to 20"):
+        admin.set_next_value(mongoengine_db, "stub.number", 2)
+    assert counter(mongoengine_db, "stub.number") is None
+    admin.set_next_value(mongoengine_db, "stub.number", 2, force=True)
+    Stub(number=3).save()  # set on purpose: no floor left
+    assert counter(mongoengine_db, "stub.number") == {"_id": "stub.number", "next": 3}
 
 
 def test_a_dropped_counter_of_one_value_per_lease_starts_again_as_mongoengines(

@@ -134,6 +134,31 @@ def test_set_on_a_scoped_sequence(mongoengine_db: Any) -> None:
     assert invoice.number == 500
 
 
+@pytest.mark.parametrize("force", [False, True])
+def test_set_makes_a_new_scoped_counter_as_the_sequence_would(
+    mongoengine_db: Any, force: bool
+) -> None:
+    """Review AS: with force=True, a new scoped counter lacked its sequence and scope, and was
+    listed as a sequence of its own."""
+
+    class Bill(Document):
+        tenant = StringField()
+        number = SequenceField(scope="tenant")
+
+    set_next_value(mongoengine_db, "bill.number", 7, scope="zeta", force=force)
+    stored = mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "bill.number@zeta"})
+    assert stored == {
+        "_id": "bill.number@zeta",
+        "next": 6,
+        "sequence": "bill.number",
+        "scope": "zeta",
+    }
+    assert [(info.name, info.scope) for info in list_counters(mongoengine_db)] == [
+        ("bill.number", "zeta")
+    ]
+    assert Bill(tenant="zeta").save().number == 7
+
+
 def test_set_drops_this_processs_leased_blocks(mongoengine_db: Any) -> None:
     class Ticket(Document):
         number = SequenceField(batch_size=100)

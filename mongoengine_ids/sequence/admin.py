@@ -26,6 +26,8 @@ from .field import (
     SCOPE_SEPARATOR,
     SHARD_SEPARATOR,
     discard_blocks,
+    forget_leased,
+    leased_floor,
 )
 
 if TYPE_CHECKING:
@@ -294,15 +296,22 @@ def set_next_value(
             f"above {value!r}; moving it down can hand values out twice (use force=True, "
             "--force, only if no process holds leased blocks and no document has those values)"
         )
+    leased = leased_floor(target, document_id)
+    if current is None and leased is not None and leased > value - 1 and not force:
+        raise ValueError(
+            f"counter {document_id!r} was deleted while this process held values of it up to "
+            f"{leased!r}: making it again with the next value {value!r} would hand them out "
+            "twice (use force=True, --force, only if no document has those values)"
+        )
+    # A counter made here holds what the sequence's own would (a scoped one: its names).
+    extra = {} if scope is None else {"sequence": name, "scope": seam.as_stored(scope)}
+    # $max unless forced: a concurrent lease that moved it further is kept.
+    update: dict[str, Any] = {"$set" if force else "$max": {"next": value - 1}}
+    if extra:
+        update["$setOnInsert"] = extra
+    target.update_one({"_id": document_id}, update, upsert=True)
     if force:
-        target.update_one({"_id": document_id}, {"$set": {"next": value - 1}}, upsert=True)
-    else:
-        # $max: a concurrent lease that moved it further is kept.
-        extra = {} if scope is None else {"sequence": name, "scope": seam.as_stored(scope)}
-        update: dict[str, Any] = {"$max": {"next": value - 1}}
-        if extra:
-            update["$setOnInsert"] = extra
-        target.update_one({"_id": document_id}, update, upsert=True)
+        forget_leased(target, document_id)  # moved on purpose: what was leased is no floor
     # This process's blocks of the sequence would keep handing out the old values.
     discard_blocks(database.name, collection, name)
     return show_counter(database, name, scope=scope, collection=collection)

@@ -471,12 +471,7 @@ class CounterStore:
         """
         document_id = counter.document_id
         self._check_layout(counter)
-        with _leased_lock:
-            by_counter = _leased_to.get(id(self.collection.database.client), {})
-            highest, held = by_counter.get((self.collection_name, document_id), (None, False))
-        # A floor only if values may have been held: with one value per lease only, the counter
-        # starts again from its first value, as MongoEngine's field does.
-        leased = highest if held else None
+        leased = leased_floor(self.collection, document_id)
         start = counter.low - 1 if leased is None else max(leased, counter.low - 1)
         initial: dict[str, Any] = {"_id": document_id, "next": start}
         if counter.bounded:
@@ -610,10 +605,7 @@ class CounterStore:
             update["$setOnInsert"] = dict(counter.extra)
         collection = self.collection
         self._call(lambda: collection.update_one({"_id": counter.document_id}, update, upsert=True))
-        with _leased_lock:  # set on purpose: what this process leased before is not a floor
-            _leased_to.get(id(collection.database.client), {}).pop(
-                (self.collection_name, counter.document_id), None
-            )
+        forget_leased(collection, counter.document_id)  # set on purpose: no floor now
 
     # -- explicit values ------------------------------------------------------------------------
 
@@ -636,8 +628,11 @@ class CounterStore:
             )
             return
         self._check_layout(counter)
-        # Upsert: {_id} equality upserts are retried by the server itself when they race.
-        update: dict[str, Any] = {"$max": {"next": value}}
+        # Upsert: {_id} equality upserts are retried by the server itself when they race. A
+        # counter deleted while this process held values of it is made again after them (as
+        # create() makes it); an existing one is past them already.
+        floor = leased_floor(collection, counter.document_id)
+        update: dict[str, Any] = {"$max": {"next": value if floor is None else max(value, floor)}}
         if counter.extra:
             update["$setOnInsert"] = dict(counter.extra)
         self._call(lambda: collection.update_one({"_id": counter.document_id}, update, upsert=True))
@@ -664,6 +659,28 @@ _EMPTY: Final = range(0)
 #: sequence held values of it. Such a counter deleted since is never recreated below that value.
 _leased_to: dict[int, dict[tuple[str, str], tuple[int, bool]]] = {}
 _leased_lock = threading.Lock()
+
+
+def leased_floor(collection: Collection[Any], document_id: str) -> int | None:
+    """The highest value this process leased from counter ``document_id`` in ``collection``
+    while a sequence held values of it (None if none did): that counter, deleted since, is
+    never made again below it. (With one value per lease only, it starts again from its first
+    value, as MongoEngine's field does.)"""
+    with _leased_lock:
+        by_counter = _leased_to.get(id(collection.database.client), {})
+        highest, held = by_counter.get((str(collection.full_name), document_id), (None, False))
+    return highest if held else None
+
+
+def forget_leased(collection: Collection[Any], document_id: str) -> None:
+    """Counter ``document_id`` in ``collection`` was set on purpose: what this process leased
+    of it before is no floor (:func:`leased_floor`) any more."""
+    with _leased_lock:
+        _leased_to.get(id(collection.database.client), {}).pop(
+            (str(collection.full_name), document_id), None
+        )
+
+
 _live_sequences: weakref.WeakSet[Sequence] = weakref.WeakSet()
 _live_lock = threading.Lock()
 
