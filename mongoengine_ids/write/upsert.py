@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import logging
 import re
 import uuid
 from collections.abc import Callable, Collection, Iterator
@@ -29,6 +30,7 @@ from .field import GeneratedField, Stored, Write
 from .values import Slot
 
 _T = TypeVar("_T")
+_logger = logging.getLogger(__name__)
 
 #: Update operators that give a field its value on insert.
 _GIVING = ("$set", "$setOnInsert")
@@ -324,19 +326,40 @@ def with_given_values(
                 values.give_back(write, filled)  # nothing written: the values are free
                 values.release(write, noted)
             raise
-    # An earlier attempt's values are never given back (it may have written them), nor those
-    # of an update whose result says nothing (w=0).
-    kept = earlier or not acknowledged
-    if not kept and not upserting and _matched_nothing(result):  # nothing written
-        values.give_back(write, filled)
-        values.release(write, noted)
-    elif not kept and on_insert:  # an upsert that matched: $setOnInsert wrote nothing
-        unwritten = _unwritten(query, on_insert)
-        values.give_back(write, [slot for slot in filled if slot in unwritten])
-        values.release(write, [(slot, value) for slot, value in noted if slot in unwritten])
+        # An earlier attempt's values are never given back (it may have written them), nor
+        # those of an update whose result says nothing (w=0). Still in the attempt: interrupted
+        # here, the write is done and its retry is this attempt's.
+        if not earlier and acknowledged:
+            _give_back_unused(write, query, result, filled, noted, on_insert, upserting)
     # Settled: a later write of the same embedded objects is another one, not a retry.
     values.settle([slot.holder for slot, _ in noted])
     return result
+
+
+def _give_back_unused(
+    write: Write,
+    query: seam.QuerySetParts,
+    result: Any,
+    filled: list[Slot],
+    noted: list[tuple[Slot, Any]],
+    on_insert: list[tuple[Slot, tuple[str, ...]]],
+    upserting: bool,
+) -> None:
+    """Give back the values of a done update that it did not write: all of them if it matched
+    nothing; those of ``$setOnInsert`` no stored document holds if it was an upsert that
+    matched. If the look-up fails, they are kept (a gap): never given back while a document
+    may hold them, and the update, done, does not fail (its retry would write again)."""
+    if not upserting and _matched_nothing(result):  # nothing written
+        values.give_back(write, filled)
+        values.release(write, noted)
+    elif on_insert:  # an upsert that matched: $setOnInsert wrote nothing
+        try:
+            unwritten = _unwritten(query, on_insert)
+        except Exception:
+            _logger.warning("could not look up the unused values of an upsert", exc_info=True)
+            return
+        values.give_back(write, [slot for slot in filled if slot in unwritten])
+        values.release(write, [(slot, value) for slot, value in noted if slot in unwritten])
 
 
 def _made_key(slot: Slot) -> tuple[int, str, str]:
