@@ -39,7 +39,7 @@ from bson import DBRef
 from mongoengine.base import LazyReference
 from mongoengine.document import Document
 from mongoengine.errors import ValidationError
-from mongoengine.fields import LazyReferenceField
+from mongoengine.fields import LazyReferenceField, ReferenceField
 
 from ..stored import StoredUUID, StoredUUIDText
 from . import seam
@@ -97,6 +97,29 @@ def keyed_dbref(document_class: Any, ref: DBRef) -> DBRef:
         return ref
     extra = {name: value for name, value in ref.as_doc().items() if name not in _DBREF_KEYS}
     return DBRef(ref.collection, key, ref.database, **extra)
+
+
+def wrap_dict_query_value(own: Callable[[Any, str, Any], Any]) -> Callable[[Any, str, Any], Any]:
+    """``prepare_query_value`` of ``DictField`` (and ``MapField``), which MongoEngine also asks
+    for the value at one key's path (``refs__x=``): it sent a referenced key as given (a
+    ``uuid.UUID``, which matches no stored form on mongomock, nor text). A value of references
+    to a model whose key is stored in another form is prepared by the reference field, which
+    sends the key as stored."""
+
+    @functools.wraps(own)
+    def prepare_query_value(self: Any, op: str, value: Any) -> Any:
+        inner = getattr(self, "field", None)
+        if (
+            value is not None
+            and not isinstance(value, dict)
+            and not (isinstance(value, str) and op in seam.STRING_OPERATORS)  # a text match: as is
+            and isinstance(inner, (ReferenceField, LazyReferenceField))
+            and seam.uuid_key(seam.referenced_class(inner)) is not None
+        ):
+            return inner.prepare_query_value(op, value)
+        return own(self, op, value)
+
+    return prepare_query_value
 
 
 def wrap_reference_to_python(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:

@@ -23,11 +23,12 @@ places MongoEngine makes a queryset, and the reference fields' methods of the la
 * on the class that declares a generated primary key stored in another form than its value
   (a UUID), ``to_mongo`` and ``to_dbref`` are wrapped so that they give the key in stored form
   (:mod:`.references`);
-* when the first such class is made, five methods of MongoEngine's reference fields and
+* when the first such class is made, these methods of MongoEngine's reference and dict fields and
   ``DeReference.__call__`` are wrapped, once (:func:`hook_reference_fields`): ``to_python`` of
   ``ReferenceField`` and ``LazyReferenceField`` (a stored DBRef), ``prepare_query_value`` of
   ``CachedReferenceField``, ``to_mongo`` and ``build_lazyref`` of ``GenericLazyReferenceField``,
-  and the DBRefs ``distinct()`` hands to ``DeReference``. They act only on references to a
+  ``prepare_query_value`` of ``DictField`` (a query of one key's value: ``refs__x=``), and the
+  DBRefs ``distinct()`` hands to ``DeReference``. They act only on references to a
   model keyed by such a field (:func:`uuid_key`); any other reference gets what MongoEngine's
   own method returns, unchanged.
 
@@ -111,6 +112,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (GenericLazyReferenceField, "to_mongo", ("document",)),
     (GenericLazyReferenceField, "build_lazyref", ("value",)),
     (GenericReferenceField, "to_python", ("value",)),
+    (DictField, "prepare_query_value", ("op", "value")),
     (SortedListField, "to_mongo", ("value", "use_db_field", "fields")),
     (DeReference, "__call__", ("items", "max_depth", "instance", "name")),
     (BaseQuerySet, "insert", ("doc_or_docs", "load_bulk", "write_concern", "signal_kwargs")),
@@ -126,6 +128,9 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (transform, "update", ("_doc_cls",)),
     (transform, "query", ("_doc_cls",)),
 )
+#: Query operators matching text (MongoEngine's own list): a value given to one is not a key.
+STRING_OPERATORS: tuple[str, ...] = tuple(transform.STRING_OPERATORS)
+
 #: Attributes of document instances read as data (and ``_subclasses`` of a model). Also read:
 #: ``_document``, ``_query``, ``_collection``, ``_loaded_fields`` and ``_ordering`` of
 #: querysets, ``ONLY``/``EXCLUDE`` and ``as_dict()`` of QueryFieldList.
@@ -1018,6 +1023,7 @@ def hook_reference_fields() -> None:
             (GenericLazyReferenceField, "build_lazyref", references.wrap_generic_lazy_build),
             (DeReference, "__call__", references.wrap_dereference),
             (GenericReferenceField, "to_python", references.wrap_generic_reference_to_python),
+            (DictField, "prepare_query_value", references.wrap_dict_query_value),
         ):
             own = getattr(owner, name)  # its own, or the one it inherits (to_python)
             if not getattr(own, _WRAPPER, False):
