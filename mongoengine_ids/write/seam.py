@@ -845,9 +845,7 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
         return
     present = _Projection(loaded.as_dict())
     state(document).unloaded = frozenset(
-        name
-        for name, field in generated_fields(type(document))
-        if not present(("_id",) if field.db_field == "_id" else (field.db_field,))
+        name for name, field in generated_fields(type(document)) if not present((field.db_field,))
     )
     for _, steps, inner in embedded_places(document):
         unloaded = frozenset(

@@ -554,25 +554,27 @@ def _operations(document_class: Any, update: dict[str, Any]) -> dict[str, Any]:
     if not update or isinstance(update.get("__raw__"), list):
         return {}
     operations: dict[str, Any] = seam.update_operations(document_class, **update)
-    for operator in _COMPUTING.intersection(operations):
-        for path in operations[operator] if isinstance(operations[operator], dict) else ():
-            found = seam.generated_at(document_class, str(path))
-            if found is not None:
-                kind, name, _ = found
-                raise InvalidQueryError(
-                    f"{kind.__name__}.{name} is generated: {operator} of {path!r} would store a "
-                    "value the field neither made nor was told of (a counter would hand it out "
-                    "again); give the value with set__ (told to the field)"
-                )
-    for source, target in operations.get("$rename", {}).items():
-        found = seam.generated_at(document_class, str(target))
-        if found is not None:
+    for operator, fields in operations.items():
+        if not (operator in _COMPUTING or operator == "$rename") or not isinstance(fields, dict):
+            continue
+        for source, target in fields.items():
+            path = str(target) if operator == "$rename" else str(source)
+            found = seam.generated_at(document_class, path)
+            if found is None:
+                continue
             kind, name, _ = found
-            raise InvalidQueryError(
-                f"{kind.__name__}.{name} is generated: renaming {source!r} to {target!r} would "
-                "move another field's value into it; set it with set__ (told to the field), or "
-                "let save() make it"
-            )
+            if operator == "$rename":
+                why = (
+                    f"renaming {source!r} to {target!r} would move another field's value into "
+                    "it; set it with set__ (told to the field), or let save() make it"
+                )
+            else:
+                why = (
+                    f"{operator} of {source!r} would store a value the field neither made nor "
+                    "was told of (a counter would hand it out again); give the value with set__ "
+                    "(told to the field)"
+                )
+            raise InvalidQueryError(f"{kind.__name__}.{name} is generated: {why}")
     return operations
 
 
@@ -609,7 +611,7 @@ def _moved_scope(
                 unknown = any(s.startswith("$") for s in steps) or (
                     operator == "$set" and fields[path] is None
                 )
-                changing = _writer(operations, own)  # $inc...: the number kept is not known
+                changing = _writer(operations, own)  # $unset...: the number kept is not known
                 shown, at = (operator, path)
                 if changing not in (None, "$setOnInsert"):
                     shown, at = str(changing), own
