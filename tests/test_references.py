@@ -687,6 +687,9 @@ def test_distinct_returns_the_fields_values(world: World, dbref: bool) -> None:
     assert sorted(ids, key=str) == sorted([a.id, b.id], key=str)
     assert [type(value) for value in ids] == [type(a.id)] * 2
     assert sorted(Order.objects.distinct("pk"), key=str) == sorted(ids, key=str)
+    by_stored_name = Order.objects.distinct("_id")  # raw Binary or text before (review AQ)
+    assert sorted(by_stored_name, key=str) == sorted(ids, key=str)
+    assert [type(value) for value in by_stored_name] == [type(a.id)] * 2
     assert sorted(Order.objects.distinct("name")) == ["a", "b"]
     assert Shipment.objects.distinct("order") == [a]
     (order,) = Shipment.objects.distinct("order")
@@ -757,6 +760,32 @@ def test_queries_by_the_document_its_id_and_its_text(world: World, dbref: bool) 
     assert Order.objects(id=str(a.id)).get() == a
     by_id = Order.objects(id__in=[a.id, str(b.id), world.key.stored(c.id)])
     assert sorted(names(by_id)) == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("dbref", [False, True], ids=["id", "dbref"])
+def test_a_query_by_a_document_not_saved_is_refused(world: World, dbref: bool) -> None:
+    """As for an ObjectId key: a document not saved has no key, and a query by it raises, never
+    sending null, which matches every holder whose reference is unset (review AQ: a sequence
+    key sent ``{"order": None}``, and a delete() by it removed the unrelated holders)."""
+    Order = world.order()
+    Shipment = world.model(
+        "Shipment",
+        name=me.StringField(),
+        order=me.LazyReferenceField(Order, dbref=dbref),
+        strong=me.ReferenceField(Order, dbref=dbref),
+        loose=me.GenericLazyReferenceField(),
+    )
+    a = Order(name="a").save()
+    Shipment(name="unset").save()
+    Shipment(name="held", order=a, strong=a, loose=a).save()
+    for query in ("order", "order__in", "order__ne", "strong", "loose"):
+        unsaved = Order(name="not saved")
+        value = [unsaved] if query.endswith("__in") else unsaved
+        with pytest.raises(me.ValidationError):
+            Shipment.objects(**{query: value}).delete()
+    stored = world.database[Shipment._get_collection_name()].find({}, {"name": 1})
+    assert sorted(document["name"] for document in stored) == ["held", "unset"]
+    assert Order.objects.count() == 1
 
 
 # -- the stored key values --------------------------------------------------------------------

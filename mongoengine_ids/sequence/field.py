@@ -1820,6 +1820,12 @@ class SequenceField(GeneratedField):
         return None if value is None else self.coerce(value)
 
     def to_mongo(self, value: Any) -> Any:
+        if value is None:
+            # Asked for the key of a document not saved (a LazyReferenceField's query by it):
+            # refused, as an ObjectId key is; null would match every reference left unset.
+            self.error(
+                f"{self._label}: None is not a sequence value (a document not saved has no key)"
+            )
         return self.coerce(value)
 
     def validate(self, value: Any) -> None:

@@ -320,11 +320,15 @@ def key_field(document_class: type[BaseDocument]) -> Any:
 
 
 def generated_field_at(document_class: type[BaseDocument], path: str) -> GeneratedField | None:
-    """The generated field that the dotted ``path`` names (None if it names another)."""
+    """The generated field that the dotted ``path`` names (None if it names another); a path
+    may name the key by its stored name, ``_id``, as MongoEngine's ``distinct()`` accepts."""
     from .field import GeneratedField
 
+    steps = path.split(".")
+    if steps[0] == "_id":
+        steps[0] = "pk"
     try:
-        found = document_class._lookup_field(path.split("."))
+        found = document_class._lookup_field(steps)
     except LookUpError:
         return None
     field = found[-1] if found else None
@@ -800,19 +804,29 @@ def state(document: BaseDocument, *, create: bool = True) -> State | None:
     return found
 
 
-#: The key of a pickled (or copied) document's state under which its record's ``unloaded`` goes.
+#: The key of a pickled (or copied) document's state under which its record's ``unloaded`` goes,
+#: and the one under which those of its embedded documents go, by path (:func:`embedded_places`).
 _UNLOADED = "_mongoengine_ids_unloaded"
+_UNLOADED_INSIDE = "_mongoengine_ids_unloaded_inside"
 
 
 def _wrap_getstate(owner: type[Document], own: Callable[[Any], Any] | None) -> Any:
     """``__getstate__`` for ``owner``: what pickle and ``copy`` take of a document, with the
-    generated fields a projection left out of it (MongoEngine's takes its data only)."""
+    generated fields a projection left out of it and of its embedded documents (MongoEngine's
+    takes its data only, and makes the embedded documents of a copy anew)."""
 
     def __getstate__(self: Document) -> Any:
         data = own(self) if own is not None else super(owner, self).__getstate__()
         found = state(self, create=False)
         if found is not None and found.unloaded:
             data[_UNLOADED] = sorted(found.unloaded)
+        inside = {
+            path: sorted(record.unloaded)
+            for path, _, embedded in embedded_places(self)
+            if (record := state(embedded, create=False)) is not None and record.unloaded
+        }
+        if inside:
+            data[_UNLOADED_INSIDE] = inside
         if _WRITTEN in self.__dict__:
             data[_WRITTEN] = True  # a copy of a stored document is one (see never_stored)
         return data
@@ -829,10 +843,17 @@ def _wrap_setstate(owner: type[Document], own: Callable[[Any, Any], None] | None
             own(self, data)
         else:
             super(owner, self).__setstate__(data)
-        unloaded = data.get(_UNLOADED) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return
+        unloaded = data.get(_UNLOADED)
         if unloaded:
             state(self).unloaded = frozenset(unloaded)
-        if isinstance(data, dict) and data.get(_WRITTEN):
+        inside = data.get(_UNLOADED_INSIDE)
+        if inside:
+            for path, _, embedded in embedded_places(self):
+                if path in inside:
+                    state(embedded).unloaded = frozenset(inside[path])
+        if data.get(_WRITTEN):
             object.__setattr__(self, _WRITTEN, True)
 
     return __setstate__
