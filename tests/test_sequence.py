@@ -598,6 +598,27 @@ def test_digits_exhaustion_raises_before_anything_is_written(mongoengine_db: Any
     assert counter(mongoengine_db, "code.id") == {"_id": "code.id", "next": 99}
 
 
+def test_a_bulk_insert_too_big_for_the_space_left_keeps_the_values_left(
+    mongoengine_db: Any,
+) -> None:
+    """Review AS: the values left were leased, then lost with the error, and every later
+    save() raised with values never handed out."""
+
+    class Small(Document):
+        id = SequenceField(primary_key=True, digits=1, batch_size=4)
+
+    assert [Small().save().id for _ in range(5)] == [1, 2, 3, 4, 5]  # 6..8 held here
+    with pytest.raises(IdSpaceExhaustedError, match=r"6 values were asked for.* only 4 "):
+        Small.objects.insert([Small() for _ in range(6)], load_bulk=False)
+    assert sorted(doc["_id"] for doc in mongoengine_db["small"].find()) == [1, 2, 3, 4, 5]
+    assert counter(mongoengine_db, "small.id") == {"_id": "small.id", "next": 9}
+    assert [doc.pk for doc in Small.objects.insert([Small(), Small()])] == [6, 7]
+    assert [Small().save().id for _ in range(2)] == [8, 9]
+    with pytest.raises(IdSpaceExhaustedError, match=r"every value from 1 to 9"):
+        Small().save()
+    assert sorted(doc["_id"] for doc in mongoengine_db["small"].find()) == list(range(1, 10))
+
+
 def test_a_partial_block_at_the_end_of_the_space(mongoengine_db: Any) -> None:
     sequence = Sequence("end", database=mongoengine_db, digits=1, batch_size=4)
     assert [sequence.next() for _ in range(9)] == list(range(1, 10))

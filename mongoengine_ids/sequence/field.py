@@ -661,6 +661,17 @@ _leased_to: dict[int, dict[tuple[str, str], tuple[int, bool]]] = {}
 _leased_lock = threading.Lock()
 
 
+def _runs(values: list[int]) -> list[range]:
+    """``values`` as ranges of consecutive values, in order."""
+    runs: list[range] = []
+    for value in values:
+        if runs and runs[-1].stop == value:
+            runs[-1] = range(runs[-1].start, value + 1)
+        else:
+            runs.append(range(value, value + 1))
+    return runs
+
+
 def leased_floor(collection: Collection[Any], document_id: str) -> int | None:
     """The highest value this process leased from counter ``document_id`` in ``collection``
     while a sequence held values of it (None if none did): that counter, deleted since, is
@@ -861,8 +872,9 @@ class Sequence:
         Raises:
             TypeError: ``count`` is not an int.
             ValueError: ``count`` is negative or beyond an int64.
-            IdSpaceExhaustedError: the space cannot supply ``count`` values (none are handed
-                out by this call; values already leased may be lost).
+            IdSpaceExhaustedError: the space cannot supply ``count`` values: none are handed
+                out, and those this process holds stay its own for later calls (fewer at a
+                time), as after any failure of the lease.
         """
         check_int("count", count, 0, INT64_MAX)
         if self._source is not None:
@@ -882,18 +894,31 @@ class Sequence:
                     values.extend(block)
                     missing -= len(block)
                 epoch = self._epoch
-        while missing:
-            size = math.ceil(missing / self.batch_size) * self.batch_size
-            block = self._lease_block(size)
+        try:
+            while missing:
+                size = math.ceil(missing / self.batch_size) * self.batch_size
+                block = self._lease_block(size)
+                with self._lock:
+                    if not self._close(block):
+                        continue  # it holds a value assigned explicitly meanwhile: dropped
+                    taken = block[:missing]
+                    values.extend(taken)
+                    missing -= len(taken)
+                    rest = block[len(taken) :]
+                    if rest and epoch == self._epoch:
+                        self._ready.append(rest)
+        except BaseException as error:
+            # None of them was handed out: they serve the next calls (unless the blocks were
+            # discarded meanwhile). They were lost, and an exhausted space lost its last values.
             with self._lock:
-                if not self._close(block):
-                    continue  # it holds a value assigned explicitly meanwhile: dropped
-                taken = block[:missing]
-                values.extend(taken)
-                missing -= len(taken)
-                rest = block[len(taken) :]
-                if rest and epoch == self._epoch:
-                    self._ready.append(rest)
+                if epoch == self._epoch:
+                    self._ready.extendleft(reversed(_runs(values)))
+            if isinstance(error, IdSpaceExhaustedError) and values:
+                raise IdSpaceExhaustedError(
+                    f"{error}; {count} values were asked for, and only {len(values)} were left "
+                    "(this process keeps them for the next calls)"
+                ) from error
+            raise
         return values
 
     def lease(self, count: int) -> range:
