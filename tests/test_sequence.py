@@ -619,6 +619,30 @@ def test_a_bulk_insert_too_big_for_the_space_left_keeps_the_values_left(
     assert sorted(doc["_id"] for doc in mongoengine_db["small"].find()) == list(range(1, 10))
 
 
+def test_a_counter_moved_down_by_hand_never_hands_out_a_value_again(mongoengine_db: Any) -> None:
+    """Review AS: moved down in the shell (not by set_next_value()) while a process ran, the
+    counter handed that process the values it had leased again: a field without a unique
+    index stored them twice."""
+
+    class Moved(Document):
+        id = SequenceField(primary_key=True, batch_size=10)
+        number = SequenceField(batch_size=10)
+
+    for _ in range(12):
+        Moved().save()  # blocks 1..10 and 11..20 of each counter leased
+    mongoengine_db["mongoengine.counters"].update_many({}, {"$set": {"next": 0}})
+    for _ in range(8):
+        Moved().save()  # 13..20, held already
+    with pytest.warns(RuntimeWarning, match=r"gave 1, but this process leased .* up to 20"):
+        Moved().save()
+    for _ in range(3):
+        Moved().save()
+    stored = list(mongoengine_db["moved"].find())
+    assert sorted(doc["_id"] for doc in stored) == list(range(1, 25))
+    assert sorted(doc["number"] for doc in stored) == list(range(1, 25))
+    assert counter(mongoengine_db, "moved.number") == {"_id": "moved.number", "next": 30}
+
+
 def test_a_partial_block_at_the_end_of_the_space(mongoengine_db: Any) -> None:
     sequence = Sequence("end", database=mongoengine_db, digits=1, batch_size=4)
     assert [sequence.next() for _ in range(9)] == list(range(1, 10))

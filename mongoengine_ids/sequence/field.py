@@ -391,7 +391,10 @@ class CounterStore:
             )
             if document is not None:
                 after = _check_next(document, self.collection_name)
-                return self._leased(document_id, range(after - count + 1, after + 1), held)
+                block = self._leased(document_id, range(after - count + 1, after + 1), held)
+                if block is not None:
+                    return block
+                continue  # the counter was moved down by hand: moved back up, lease again
             block = self._slow_path(counter, count, held)
             if block is not None:
                 return block if len(block) else None
@@ -437,9 +440,16 @@ class CounterStore:
         after = _check_next(leased, self.collection_name)
         return self._leased(document_id, range(after - remaining + 1, after + 1), held)
 
-    def _leased(self, document_id: str, block: range, held: bool | None) -> range:
+    def _leased(self, document_id: str, block: range, held: bool | None) -> range | None:
         """Record ``block``, just leased from counter ``document_id``; returns it. ``held``:
-        the caller may hold values of it (default: the store's ``holds_values``)."""
+        the caller may hold values of it (default: the store's ``holds_values``).
+
+        None if the block starts at or below a value this process leased from that counter
+        while holding values of it: the counter was moved down by hand meanwhile (``set_next
+        _value`` forgets what was leased). The block is dropped, and the counter moved back
+        past those values, with a warning: none is handed out twice. (Two sequences of this
+        process leasing from one counter at once may drop a good block: a gap, never a
+        duplicate.)"""
         held = self._holds_values if held is None else held
         client = self.collection.database.client
         with _leased_lock:
@@ -449,8 +459,21 @@ class CounterStore:
                 weakref.finalize(client, _leased_to.pop, id(client), None)
             key = (self.collection_name, document_id)
             highest, ever_held = leased.get(key, (block[-1], False))
-            leased[key] = (max(block[-1], highest), held or ever_held)
-        return block
+            moved_down = ever_held and block[0] <= highest
+            if not moved_down:
+                leased[key] = (max(block[-1], highest), held or ever_held)
+        if not moved_down:
+            return block
+        warnings.warn(
+            f"counter {document_id!r} in {self.collection_name!r} gave {block[0]}, but this "
+            f"process leased values of it up to {highest}: it was moved down without "
+            "set_next_value(). Moved back past them, so that none is handed out twice.",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
+        collection = self.collection
+        self._call(lambda: collection.update_one({"_id": document_id}, {"$max": {"next": highest}}))
+        return None
 
     def create(self, counter: _Counter) -> None:
         """Insert ``counter``'s document if it does not exist (``next`` = its first value - 1).
@@ -1657,8 +1680,9 @@ class SequenceField(GeneratedField):
         are dropped, so the next value is ``value + 1`` whatever ``batch_size``.
 
         **Warning:** moving the counter down hands the values between out again, and other
-        processes keep the blocks they had leased: move it down only when no process is
-        writing and no document holds those values.
+        processes keep the blocks they had leased (one that held values of it moves it back
+        past them at its next lease): move it down only when no process is writing and no
+        document holds those values.
 
         Args:
             value: the counter's new value (the highest value considered handed out).
