@@ -643,6 +643,40 @@ def test_a_counter_moved_down_by_hand_never_hands_out_a_value_again(mongoengine_
     assert counter(mongoengine_db, "moved.number") == {"_id": "moved.number", "next": 30}
 
 
+def test_two_sequences_leasing_from_one_counter_at_once_is_no_move_down(
+    mongoengine_db: Any,
+) -> None:
+    """A lease recorded after another one that started later (two sequences of one process on
+    one counter) gives lower values: not a counter moved down, and its block is kept."""
+    first = Sequence("shared", database=mongoengine_db, batch_size=10)
+    second = Sequence("shared", database=mongoengine_db, batch_size=10)
+    store = first.store()
+    counters = store.collection
+    raced = []
+
+    class Racing:  # the counter collection, where the second lease lands inside the first's
+        def __getattr__(self, name: str) -> Any:
+            return getattr(counters, name)
+
+        def find_one_and_update(self, *args: Any, **kwargs: Any) -> Any:
+            found = counters.find_one_and_update(*args, **kwargs)
+            if not raced:
+                raced.append(second.next())
+            return found
+
+    assert [first.next(), second.next()] == [1, 11]  # both have held values of the counter
+    store.collection = Racing()
+    first.discard()
+    second.discard()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert first.next() == 21  # leased 21..30, recorded after the second's 31..40
+    assert raced == [31]
+    assert [first.next() for _ in range(9)] == list(range(22, 31))
+    assert second.next() == 32
+    assert counter(mongoengine_db, "shared") == {"_id": "shared", "next": 40}
+
+
 def test_a_partial_block_at_the_end_of_the_space(mongoengine_db: Any) -> None:
     sequence = Sequence("end", database=mongoengine_db, digits=1, batch_size=4)
     assert [sequence.next() for _ in range(9)] == list(range(1, 10))

@@ -381,6 +381,8 @@ class CounterStore:
             fast_filter.update(low=counter.low, high=counter.high)
         collection = self.collection
         for _ in range(_MAX_CONTENDED_ATTEMPTS):
+            # Read before the lease: every block recorded by then was leased before it.
+            floor = leased_floor(collection, document_id)
             # The common path, one round trip: the filter makes the update a no-op (None) on a
             # missing, exhausted, nearly exhausted or corrupted counter, so the counter never
             # moves past the end of its range and an int64 never overflows.
@@ -391,7 +393,7 @@ class CounterStore:
             )
             if document is not None:
                 after = _check_next(document, self.collection_name)
-                block = self._leased(document_id, range(after - count + 1, after + 1), held)
+                block = self._leased(document_id, range(after - count + 1, after + 1), held, floor)
                 if block is not None:
                     return block
                 continue  # the counter was moved down by hand: moved back up, lease again
@@ -410,6 +412,7 @@ class CounterStore:
         """
         collection = self.collection
         document_id = counter.document_id
+        floor = leased_floor(collection, document_id)  # before the lease (see _leased)
         document = self._call(lambda: collection.find_one({"_id": document_id}))
         if document is None:
             self.create(counter)
@@ -438,18 +441,33 @@ class CounterStore:
         if leased is None:
             return None
         after = _check_next(leased, self.collection_name)
-        return self._leased(document_id, range(after - remaining + 1, after + 1), held)
+        return self._leased(document_id, range(after - remaining + 1, after + 1), held, floor)
 
-    def _leased(self, document_id: str, block: range, held: bool | None) -> range | None:
+    def _leased(
+        self, document_id: str, block: range, held: bool | None, floor: int | None
+    ) -> range | None:
         """Record ``block``, just leased from counter ``document_id``; returns it. ``held``:
         the caller may hold values of it (default: the store's ``holds_values``).
 
-        None if the block starts at or below a value this process leased from that counter
-        while holding values of it: the counter was moved down by hand meanwhile (``set_next
-        _value`` forgets what was leased). The block is dropped, and the counter moved back
-        past those values, with a warning: none is handed out twice. (Two sequences of this
-        process leasing from one counter at once may drop a good block: a gap, never a
-        duplicate.)"""
+        ``floor``: :func:`leased_floor`, read before the lease. Every block recorded by then was
+        leased before this one, which is above them unless the counter was moved down by hand
+        meanwhile (``set_next_value`` forgets what was leased): then None, the block is dropped
+        and the counter moved back past ``floor``, with a warning, so that no value is handed
+        out twice. (A block another sequence of this process leases at the same time is
+        recorded after that read: never taken for a move.)"""
+        if floor is not None and block[0] <= floor:
+            warnings.warn(
+                f"counter {document_id!r} in {self.collection_name!r} gave {block[0]}, but this "
+                f"process leased values of it up to {floor}: it was moved down without "
+                "set_next_value(). Moved back past them, so that none is handed out twice.",
+                RuntimeWarning,
+                stacklevel=user_stacklevel(),
+            )
+            collection = self.collection
+            self._call(
+                lambda: collection.update_one({"_id": document_id}, {"$max": {"next": floor}})
+            )
+            return None
         held = self._holds_values if held is None else held
         client = self.collection.database.client
         with _leased_lock:
@@ -459,21 +477,8 @@ class CounterStore:
                 weakref.finalize(client, _leased_to.pop, id(client), None)
             key = (self.collection_name, document_id)
             highest, ever_held = leased.get(key, (block[-1], False))
-            moved_down = ever_held and block[0] <= highest
-            if not moved_down:
-                leased[key] = (max(block[-1], highest), held or ever_held)
-        if not moved_down:
-            return block
-        warnings.warn(
-            f"counter {document_id!r} in {self.collection_name!r} gave {block[0]}, but this "
-            f"process leased values of it up to {highest}: it was moved down without "
-            "set_next_value(). Moved back past them, so that none is handed out twice.",
-            RuntimeWarning,
-            stacklevel=user_stacklevel(),
-        )
-        collection = self.collection
-        self._call(lambda: collection.update_one({"_id": document_id}, {"$max": {"next": highest}}))
-        return None
+            leased[key] = (max(block[-1], highest), held or ever_held)
+        return block
 
     def create(self, counter: _Counter) -> None:
         """Insert ``counter``'s document if it does not exist (``next`` = its first value - 1).
