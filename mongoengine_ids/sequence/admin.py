@@ -23,8 +23,8 @@ from .field import (
     DEFAULT_COLLECTION,
     INT64_MAX,
     MAJORITY,
-    SCOPE_SEPARATOR,
     SHARD_SEPARATOR,
+    counter_id,
     discard_blocks,
     forget_leased,
     leased_floor,
@@ -220,8 +220,8 @@ def show_counter(
         LookupError: no counter of that name (and scope).
     """
     _check_sequence_name(name)
-    scope = seam.as_stored(scope)  # as the field names its counter
-    base = name if scope is None else f"{name}{SCOPE_SEPARATOR}{scope}"
+    scope = seam.as_stored(scope)
+    base = _counter_id(name, scope)
     documents = list(_collection(database, collection).find({"_id": base}))
     if not documents:
         documents = [
@@ -332,9 +332,14 @@ def _counter_owning(
             bounds = ", ".join(f"{s.low}..{s.high}" for s in info.shards)
             raise ValueError(f"value={value!r} is in no shard of {name!r}; its shards own {bounds}")
         return owners[0].document_id, owners[0]
-    scope = seam.as_stored(scope)
-    document_id = name if scope is None else f"{name}{SCOPE_SEPARATOR}{scope}"
-    return document_id, None if info is None else info.shards[0]
+    return _counter_id(name, scope), None if info is None else info.shards[0]
+
+
+def _counter_id(name: str, scope: object) -> str:
+    """The ``_id`` of the unsharded counter of sequence ``name`` and ``scope``, as the field
+    names it (the scope in stored form, as text)."""
+    stored = seam.as_stored(scope)
+    return counter_id(name, scope=None if stored is None else str(stored))
 
 
 __all__ = ["CounterInfo", "ShardInfo", "list_counters", "set_next_value", "show_counter"]
