@@ -223,6 +223,29 @@ def test_cli_list_show_set(mongoengine_db: Any) -> None:
     assert err.startswith("show: no counter 'nothing'")
 
 
+def test_cli_set_says_when_it_made_the_counter(mongoengine_db: Any) -> None:
+    cli = _cli(mongoengine_db)
+    status, out, _ = cli("set", "order.id", "100")
+    assert status == OK
+    assert "(a new counter: there was none named 'order.id'; if that name is misspelt" in out
+    status, out, _ = cli("set", "order.id", "200")
+    assert status == OK
+    assert "next value: 200" in out
+    assert "a new counter" not in out  # it existed
+    status, out, _ = cli("set", "order.idd", "300")  # a misspelt name makes a counter too
+    assert "there was none named 'order.idd'" in out
+    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "order.id"})["next"] == 199
+    status, out, _ = cli("set", "invoice.number", "5", "--scope", "acme")
+    assert "there was none named 'invoice.number' with scope 'acme'" in out
+    status, out, _ = cli("set", "invoice.number", "6", "--scope", "acme")
+    assert "a new counter" not in out
+    assert sorted(d["_id"] for d in mongoengine_db[DEFAULT_COLLECTION].find()) == [
+        "invoice.number@acme",
+        "order.id",
+        "order.idd",
+    ]
+
+
 def test_cli_handler_is_registered_with_the_parser(mongoengine_db: Any) -> None:
     parser = argparse.ArgumentParser(prog="mongoengine-ids")
     add_subcommand(

@@ -229,6 +229,7 @@ def run(
             high = None if args.digits is None else 10**args.digits - 1
             print(_details(info, high), file=out)
         else:
+            created = not _exists(database, args)
             info = set_next_value(
                 database,
                 args.name,
@@ -238,6 +239,8 @@ def run(
                 collection=args.collection,
             )
             print(_details(info, None), file=out)
+            if created:
+                print(f"\n{_created_note(args)}", file=out)
     except LookupError as error:
         # KeyError's str() is the repr of its argument: take the message itself.
         message = error.args[0] if error.args else str(error)
@@ -254,6 +257,25 @@ def run(
     if getattr(args, "embedded_database", False):
         print(f"\n({EMBEDDED_NOTE})", file=out)
     return OK
+
+
+def _exists(database: Any, args: argparse.Namespace) -> bool:
+    """Whether the counter ``counters set`` names exists already."""
+    try:
+        show_counter(database, args.name, scope=args.scope, collection=args.collection)
+    except LookupError:
+        return False
+    return True
+
+
+def _created_note(args: argparse.Namespace) -> str:
+    """Said after ``counters set`` made a counter: a misspelt name makes one too, which no
+    field uses, while the counter meant stays where it was."""
+    scope = "" if args.scope is None else f" with scope {args.scope!r}"
+    return (
+        f"(a new counter: there was none named {args.name!r}{scope}; if that name is misspelt, "
+        "the counter meant did not move: `counters list` shows them all)"
+    )
 
 
 def _text(value: object) -> str:
