@@ -1366,9 +1366,9 @@ ROWS = [
         Bad(lambda: set_next_value(database(), "x", "10"), TypeError, "10"),
         id="admin-set-value-str",
     ),
-    # a next value of zero
+    # a next value below zero
     pytest.param(
-        Bad(lambda: set_next_value(database(), "x", 0), ValueError, 0), id="admin-set-value-0"
+        Bad(lambda: set_next_value(database(), "x", -1), ValueError, -1), id="admin-set-value--1"
     ),
     # force as text
     pytest.param(

@@ -662,7 +662,7 @@ def test_demo_on_a_real_server_drops_its_collections(capsys: pytest.CaptureFixtu
     ("argv", "quoted"),
     [
         (["counters", "set", "order.id", "-5"], "'-5'"),
-        (["counters", "set", "order.id", "0"], "'0'"),
+        (["counters", "set", "order.id", "-0"], "'-0'"),
         (["counters", "set", "order.id", "\uff15"], "'\uff15'"),  # a full-width 5
         (["counters", "show", "order.id", "--digits", "0"], "'0'"),
         (["counters", "show", "order.id", "--digits", "25"], "'25'"),

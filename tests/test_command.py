@@ -125,7 +125,7 @@ FAILURES: tuple[Case, ...] = (
     case(2, [], "required: COMMAND"),
     case(2, ["frobnicate"], "invalid choice: 'frobnicate'"),
     case(2, ["counters"], "counters: ", "required: {list,show,set}"),
-    case(2, ["counters", "set", "x", "many"], "'many' is not a number from 1 to"),
+    case(2, ["counters", "set", "x", "many"], "'many' is not a number from 0 to"),
     case(2, ["counters", "set", "", "5"], "set: the sequence name is empty"),
     case(2, ["bench", "--group", "nope"], "invalid choice: 'nope'"),
     case(2, ["demo", "--uri"], "expected one argument"),

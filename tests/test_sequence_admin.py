@@ -223,6 +223,22 @@ def test_cli_list_show_set(mongoengine_db: Any) -> None:
     assert err.startswith("show: no counter 'nothing'")
 
 
+def test_set_to_zero_restarts_a_field_that_starts_at_zero(mongoengine_db: Any) -> None:
+    class Ticket(Document):
+        id = SequenceField(primary_key=True, start=0, batch_size=1)
+
+    assert [Ticket().save().id for _ in range(2)] == [0, 1]
+    Ticket.objects.delete()
+    info = set_next_value(mongoengine_db, "ticket.id", 0, force=True)
+    assert info.next_value == 0
+    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "ticket.id"})["next"] == -1
+    Ticket().save()
+    assert [d["_id"] for d in Ticket._get_collection().find()] == [0]
+    status, out, _ = _cli(mongoengine_db)("set", "other.id", "0")
+    assert status == OK
+    assert "last value: -  (highest handed out or leased)\nnext value: 0" in out
+
+
 def test_cli_set_says_when_it_made_the_counter(mongoengine_db: Any) -> None:
     cli = _cli(mongoengine_db)
     status, out, _ = cli("set", "order.id", "100")

@@ -276,8 +276,9 @@ def set_next_value(
         raise TypeError(f"value must be an int, not {value!r}")
     if not isinstance(force, bool):
         raise TypeError(f"force must be a bool, not {force!r}")
-    if not 1 <= value <= INT64_MAX:
-        raise ValueError(f"value={value!r} must be between 1 and {INT64_MAX!r}")
+    if not 0 <= value <= INT64_MAX:
+        # 0: the first value of a field with start=0.
+        raise ValueError(f"value={value!r} must be between 0 and {INT64_MAX!r}")
     target = _collection(database, collection)
     try:
         info = show_counter(database, name, scope=scope, collection=collection)

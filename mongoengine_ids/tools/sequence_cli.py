@@ -167,7 +167,7 @@ def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_
     set_ = actions.add_parser("set", help=set_help, description=set_help.capitalize())
     set_.add_argument("name", help='the sequence name, e.g. "order.id"')
     set_.add_argument(
-        "value", type=_ascii_int(1, INT64_MAX), help="the next value a lease hands out"
+        "value", type=_ascii_int(0, INT64_MAX), help="the next value a lease hands out"
     )
     set_.add_argument("--scope", default=None, help="the scope value of a scoped sequence")
     set_.add_argument(
@@ -310,7 +310,8 @@ def _details(info: CounterInfo, high: int | None) -> str:
     lines = [f"counter:    {info.name}"]
     if info.scope is not None:
         lines.append(f"scope:      {info.scope}")
-    lines.append(f"last value: {_text(info.last)}  (highest handed out or leased)")
+    last = None if info.last is None or info.last < 0 else info.last  # -1: none (start=0)
+    lines.append(f"last value: {_text(last)}  (highest handed out or leased)")
     if info.sharded:
         exhausted = sum(1 for shard in info.shards if shard.headroom() == 0)
         lines.append(f"shards:     {len(info.shards)} ({exhausted} exhausted)")
