@@ -645,6 +645,48 @@ def test_reload(world: World) -> None:
     assert names(loaded.copies) == ["b", "a"]
 
 
+@pytest.mark.parametrize("dbref", [False, True], ids=["id", "dbref"])
+def test_reverse_delete_rules(world: World, dbref: bool) -> None:
+    """Deleting a document applies the delete rules of the references to it: MongoEngine finds
+    the referring documents by a query on the deleted ones (``order__in=``), then deletes them
+    (CASCADE), unsets the reference (NULLIFY), pulls it from a list (PULL) or refuses (DENY)."""
+    Order = world.order()
+    rule = {"dbref": dbref}
+    Shipment = world.model(
+        "Shipment",
+        name=me.StringField(),
+        order=me.ReferenceField(Order, reverse_delete_rule=me.CASCADE, **rule),
+    )
+    Invoice = world.model(
+        "Invoice",
+        name=me.StringField(),
+        order=me.ReferenceField(Order, reverse_delete_rule=me.NULLIFY, **rule),
+        orders=me.ListField(me.ReferenceField(Order, reverse_delete_rule=me.PULL, **rule)),
+    )
+    Claim = world.model(
+        "Claim", order=me.ReferenceField(Order, reverse_delete_rule=me.DENY, **rule)
+    )
+    a, b = Order(name="a").save(), Order(name="b").save()
+    Shipment(name="of a", order=a).save()
+    kept = Shipment(name="of b", order=b).save()
+    invoice = Invoice(name="i", order=a, orders=[a, b, a]).save()
+
+    a.delete()
+
+    assert [raw["name"] for raw in Shipment._get_collection().find()] == ["of b"]
+    world.check_reference(world.raw(Shipment, kept)["order"], b, dbref=dbref)
+    stored = world.raw(Invoice, invoice)
+    assert "order" not in stored
+    assert len(stored["orders"]) == 1
+    world.check_reference(stored["orders"][0], b, dbref=dbref)
+    assert names(Invoice.objects.get(id=invoice.id).orders) == ["b"]
+
+    Claim(order=b).save()
+    with pytest.raises(me.OperationError, match="Could not delete document"):
+        b.delete()
+    assert [raw["name"] for raw in Order._get_collection().find()] == ["b"]
+
+
 # -- in_bulk(), distinct() --------------------------------------------------------------------
 
 
