@@ -651,20 +651,19 @@ def test_reverse_delete_rules(world: World, dbref: bool) -> None:
     the referring documents by a query on the deleted ones (``order__in=``), then deletes them
     (CASCADE), unsets the reference (NULLIFY), pulls it from a list (PULL) or refuses (DENY)."""
     Order = world.order()
-    rule = {"dbref": dbref}
     Shipment = world.model(
         "Shipment",
         name=me.StringField(),
-        order=me.ReferenceField(Order, reverse_delete_rule=me.CASCADE, **rule),
+        order=me.ReferenceField(Order, reverse_delete_rule=me.CASCADE, dbref=dbref),
     )
     Invoice = world.model(
         "Invoice",
         name=me.StringField(),
-        order=me.ReferenceField(Order, reverse_delete_rule=me.NULLIFY, **rule),
-        orders=me.ListField(me.ReferenceField(Order, reverse_delete_rule=me.PULL, **rule)),
+        order=me.ReferenceField(Order, reverse_delete_rule=me.NULLIFY, dbref=dbref),
+        orders=me.ListField(me.ReferenceField(Order, reverse_delete_rule=me.PULL, dbref=dbref)),
     )
     Claim = world.model(
-        "Claim", order=me.ReferenceField(Order, reverse_delete_rule=me.DENY, **rule)
+        "Claim", order=me.ReferenceField(Order, reverse_delete_rule=me.DENY, dbref=dbref)
     )
     a, b = Order(name="a").save(), Order(name="b").save()
     Shipment(name="of a", order=a).save()
