@@ -236,59 +236,19 @@ def with_given_values(
         NotUniqueError: a value given is taken (a ``reserve_in`` reservation; nothing written).
     """
     query = seam.parts(queryset)
-    empty: list[Slot] = []
-    given: list[tuple[Slot, tuple[str, ...]]] = []  # with the steps to the value, stored
-    # Slots of values added beside the document's (push__...), by id, with their steps.
-    added: dict[int, tuple[Slot, tuple[str, ...], bool]] = {}
-    on_insert: list[tuple[Slot, tuple[str, ...]]] = []  # set_on_insert__'s: given or made
-    pushed: dict[str, tuple[Any, list[Slot]]] = {}  # push__/push_all__: value, slots
-    unique: list[Slot] = []
-    on_insert_only = True  # $setOnInsert writes one document at most (the one inserted)
     operations = _operations(query.document_class, update)
     sort = query.ordering if ordered else None
     moved = _moved_scope(query, operations, single, sort)
-    written = [
-        *update.items(),
-        *_scalars(query, update, operations, upserting),
-        *_raw_embedded(query, update),
-    ]
-    for key, value in written:
-        operator = seam.update_operator(key) if key != "__raw__" else None
-        if operator not in _WRITING or (operator == "set_on_insert" and not upserting):
-            continue
-        if isinstance(value, _Scalars):
-            found = value.slots
-        else:
-            (operation,) = seam.update_operations(query.document_class, **{key: value}).values()
-            ((path, stored),) = operation.items()
-            found = _given_slots(query, operator, path, value, stored)
-        made = [slot for slot, _ in found if slot.value is None]
-        empty += made
-        if operator == "set_on_insert":
-            on_insert += found
-        if operator in _ADDING:  # added beside what the document holds: never its own
-            # Whether each slot's holder is an item added itself (else inside one).
-            items = value if isinstance(value, (list, tuple)) else [value]
-            added.update(
-                (id(slot), (slot, steps, any(slot.holder is item for item in items)))
-                for slot, steps in found
-            )
-        if operator in ("push", "push_all") and not isinstance(value, _Scalars):
-            pushed[key] = (value, [slot for slot, _ in found])
-        given += [(slot, steps) for slot, steps in found if slot.value is not None]
-        # Values that no two documents may share: those made here, and unique ones given.
-        shared = made + [slot for slot, _ in found if slot.field.values_unique]
-        on_insert_only = on_insert_only and (not shared or operator == "set_on_insert")
-        unique += shared
+    writes = _Writes.of(query, update, operations, upserting)
+    empty, given, added = writes.empty, writes.given, writes.added
     if not empty and not given and not moved and not upserting:
         return run("", False, Sending())
-    counted = not single
-    single = single or not _may_match_several(query)  # by key: one document at most
     # Counted to one document: written to one at most, so that a document the filter matches
     # from then on (inserted by another writer) does not get the same values too.
-    one = counted and not on_insert_only
-    if not single and not on_insert_only:
-        slot = unique[0]
+    one = not single and not writes.on_insert_only
+    single = single or not _may_match_several(query)  # by key: one document at most
+    if not single and not writes.on_insert_only:
+        slot = writes.unique[0]
         raise InvalidQueryError(
             f"{slot.kind.__name__}.{slot.name} is generated: an update of several "
             f"{query.document_class.__name__} documents would give each of them the same value; "
@@ -317,7 +277,8 @@ def with_given_values(
             attempt.made |= {_made_key(slot) for slot in filled}  # its retry's own
             made_keys = attempt.made
             if upserting:
-                sending = Sending(one, renamed=_idempotent_pushes(update, pushed, made_keys))
+                renamed = _idempotent_pushes(update, writes.pushed, made_keys)
+                sending = Sending(one, renamed=renamed)
             else:
                 sending = Sending(one, absent=_not_added_yet(added, made_keys))
             result = run(owner, earlier, sending)
@@ -330,10 +291,80 @@ def with_given_values(
         # those of an update whose result says nothing (w=0). Still in the attempt: interrupted
         # here, the write is done and its retry is this attempt's.
         if not earlier and acknowledged:
-            _give_back_unused(write, query, result, filled, noted, on_insert, upserting)
+            _give_back_unused(write, query, result, filled, noted, writes.on_insert, upserting)
     # Settled: a later write of the same embedded objects is another one, not a retry.
     values.settle([slot.holder for slot, _ in noted])
     return result
+
+
+@dataclasses.dataclass
+class _Writes:
+    """The values an update writes to generated fields (see :func:`with_given_values`)."""
+
+    #: Slots to fill: generated fields of the embedded documents it writes, left empty.
+    empty: list[Slot] = dataclasses.field(default_factory=list)
+    #: Values it gives, with the steps to each in the stored document.
+    given: list[tuple[Slot, tuple[str, ...]]] = dataclasses.field(default_factory=list)
+    #: Slots of values added beside the document's (``push__``...), by id, with their steps
+    #: and whether the slot's holder is an item added itself (else inside one).
+    added: dict[int, tuple[Slot, tuple[str, ...], bool]] = dataclasses.field(default_factory=dict)
+    #: ``set_on_insert__``'s slots: given or made.
+    on_insert: list[tuple[Slot, tuple[str, ...]]] = dataclasses.field(default_factory=list)
+    #: ``push__``/``push_all__``'s, by key: the value and its slots.
+    pushed: dict[str, tuple[Any, list[Slot]]] = dataclasses.field(default_factory=dict)
+    #: Values that no two documents may share: those made here, and unique ones given.
+    unique: list[Slot] = dataclasses.field(default_factory=list)
+    #: Whether it writes them with ``$setOnInsert`` only (to one document at most: the one
+    #: inserted).
+    on_insert_only: bool = True
+
+    @classmethod
+    def of(
+        cls,
+        query: seam.QuerySetParts,
+        update: dict[str, Any],
+        operations: dict[str, Any],
+        upserting: bool,
+    ) -> _Writes:
+        found = cls()
+        written = [
+            *update.items(),
+            *_scalars(query, update, operations, upserting),
+            *_raw_embedded(query, update),
+        ]
+        for key, value in written:
+            operator = seam.update_operator(key) if key != "__raw__" else None
+            if operator not in _WRITING or (operator == "set_on_insert" and not upserting):
+                continue
+            if isinstance(value, _Scalars):
+                slots = value.slots
+            else:
+                (operation,) = seam.update_operations(query.document_class, **{key: value}).values()
+                ((path, stored),) = operation.items()
+                slots = _given_slots(query, operator, path, value, stored)
+            found._add(operator, key, value, slots)
+        return found
+
+    def _add(
+        self, operator: str, key: str, value: Any, found: list[tuple[Slot, tuple[str, ...]]]
+    ) -> None:
+        """The slots ``found`` of what ``operator`` writes (``value``, given as ``key``)."""
+        made = [slot for slot, _ in found if slot.value is None]
+        self.empty += made
+        if operator == "set_on_insert":
+            self.on_insert += found
+        if operator in _ADDING:  # added beside what the document holds: never its own
+            items = value if isinstance(value, (list, tuple)) else [value]
+            self.added.update(
+                (id(slot), (slot, steps, any(slot.holder is item for item in items)))
+                for slot, steps in found
+            )
+        if operator in ("push", "push_all") and not isinstance(value, _Scalars):
+            self.pushed[key] = (value, [slot for slot, _ in found])
+        self.given += [(slot, steps) for slot, steps in found if slot.value is not None]
+        shared = made + [slot for slot, _ in found if slot.field.values_unique]
+        self.on_insert_only = self.on_insert_only and (not shared or operator == "set_on_insert")
+        self.unique += shared
 
 
 def _give_back_unused(
@@ -592,17 +623,61 @@ def _moved_scope(
         InvalidQueryError: the scope is changed otherwise (``$unset``, ``$rename``, ``$inc``...)
             or at a place not known beforehand (``$``, ``$[x]``): its new value is not known.
     """
+    moves = _moves(query.document_class, operations)
+    if not moves:
+        return []
+    single = single or not _may_match_several(query)
+    tops = {steps[0] if steps else path for *_, path, steps, _ in moves}
+    tops.update(field.db_field for _, _, field, _, steps, _ in moves if not steps)
+    projection = dict.fromkeys(tops, 1)
+    if single:
+        stored = query.collection.find_one(query.query, projection, sort=sort)
+        matched = [] if stored is None else [stored]
+    else:
+        matched = list(query.collection.find(query.query, projection))
+    setting = operations["$set"]  # every move sets its scope with $set
+    found = []
+    for stored in matched:
+        for kind, name, field, path, steps, read in moves:
+            scope, new = path.rpartition(".")[2], setting[path]
+            for holder in values.holders_at(stored, steps):
+                if holder.get(field.db_field) is None or seam.as_stored(
+                    holder.get(scope)
+                ) == seam.as_stored(new):
+                    continue  # no value, or no move
+                moved = values.Holder(values.python_values({**holder, scope: new}, read))
+                found.append((Slot(moved, moved, name, field, kind), steps))
+    repeated = values.repeated(slot for slot, _ in found)
+    twice = next((slot for slot, _ in found if values.identity_key(slot) in repeated), None)
+    if twice is not None:
+        raise NotUniqueError(
+            f"{twice.kind.__name__}.{twice.name}: this update moves documents holding the same "
+            f"number {twice.value!r} into one {twice.field.depends_on[0]!r}, which would then "
+            "hold it twice; renumber them (give the number in the update), or move them apart"
+        )
+    return found
+
+
+#: A move of :func:`_moves`: the class and name of the generated field, the field, the path of
+#: the scope set, the steps to the field's holder, and the fields a slot of it reads, by name.
+_Move = tuple[type[BaseDocument], str, GeneratedField, str, tuple[str, ...], dict[str, Any]]
+
+
+def _moves(document_class: type[BaseDocument], operations: dict[str, Any]) -> list[_Move]:
+    """The places where an update sets the scope of a generated field (see
+    :func:`_moved_scope`), refusing a change of scope whose new value is not known.
+
+    Raises:
+        InvalidQueryError: as :func:`_moved_scope` says.
+    """
     setting = operations.get("$set", {})
-    # (class, name, field, path of the scope, steps to its holder, the fields a slot reads)
-    moves: list[
-        tuple[type[BaseDocument], str, GeneratedField, str, tuple[str, ...], dict[str, Any]]
-    ] = []
+    moves: list[_Move] = []
     for operator, fields in operations.items():
         if operator == "$setOnInsert" or not isinstance(fields, dict):
             continue
         renamed = [str(target) for target in fields.values()] if operator == "$rename" else []
         for path in [*fields, *renamed]:
-            for kind, name, field in seam.reading_at(query.document_class, path):
+            for kind, name, field in seam.reading_at(document_class, path):
                 holder = path.rpartition(".")[0]
                 own = f"{holder}.{field.db_field}" if holder else field.db_field
                 if own in setting:
@@ -625,37 +700,7 @@ def _moved_scope(
                     )
                 read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
                 moves.append((kind, name, field, path, steps, read))
-    if not moves:
-        return []
-    single = single or not _may_match_several(query)
-    tops = {steps[0] if steps else path for *_, path, steps, _ in moves}
-    tops.update(field.db_field for _, _, field, _, steps, _ in moves if not steps)
-    projection = dict.fromkeys(tops, 1)
-    if single:
-        stored = query.collection.find_one(query.query, projection, sort=sort)
-        matched = [] if stored is None else [stored]
-    else:
-        matched = list(query.collection.find(query.query, projection))
-    found = []
-    for stored in matched:
-        for kind, name, field, path, steps, read in moves:
-            scope, new = path.rpartition(".")[2], setting[path]
-            for holder in values.holders_at(stored, steps):
-                if holder.get(field.db_field) is None or seam.as_stored(
-                    holder.get(scope)
-                ) == seam.as_stored(new):
-                    continue  # no value, or no move
-                moved = values.Holder(values.python_values({**holder, scope: new}, read))
-                found.append((Slot(moved, moved, name, field, kind), steps))
-    repeated = values.repeated(slot for slot, _ in found)
-    twice = next((slot for slot, _ in found if values.identity_key(slot) in repeated), None)
-    if twice is not None:
-        raise NotUniqueError(
-            f"{twice.kind.__name__}.{twice.name}: this update moves documents holding the same "
-            f"number {twice.value!r} into one {twice.field.depends_on[0]!r}, which would then "
-            "hold it twice; renumber them (give the number in the update), or move them apart"
-        )
-    return found
+    return moves
 
 
 def _refuse_without_scope(slots: list[Slot], told: list[tuple[Slot, tuple[str, ...]]]) -> None:
