@@ -16,7 +16,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Collection, Iterator
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from bson.binary import Binary, UuidRepresentation
 from bson.regex import Regex
@@ -326,7 +326,7 @@ class _Writes:
         operations: dict[str, Any],
         upserting: bool,
     ) -> _Writes:
-        found = cls()
+        writes = cls()
         written = [
             *update.items(),
             *_scalars(query, update, operations, upserting),
@@ -342,27 +342,28 @@ class _Writes:
                 (operation,) = seam.update_operations(query.document_class, **{key: value}).values()
                 ((path, stored),) = operation.items()
                 slots = _given_slots(query, operator, path, value, stored)
-            found._add(operator, key, value, slots)
-        return found
+            writes._add(operator, key, value, slots)
+        return writes
 
     def _add(
-        self, operator: str, key: str, value: Any, found: list[tuple[Slot, tuple[str, ...]]]
+        self, operator: str, key: str, value: Any, slots: list[tuple[Slot, tuple[str, ...]]]
     ) -> None:
-        """The slots ``found`` of what ``operator`` writes (``value``, given as ``key``)."""
-        made = [slot for slot, _ in found if slot.value is None]
+        """The ``slots`` (with their steps) of what ``operator`` writes (``value``, given as
+        ``key``)."""
+        made = [slot for slot, _ in slots if slot.value is None]
         self.empty += made
         if operator == "set_on_insert":
-            self.on_insert += found
+            self.on_insert += slots
         if operator in _ADDING:  # added beside what the document holds: never its own
             items = value if isinstance(value, (list, tuple)) else [value]
             self.added.update(
                 (id(slot), (slot, steps, any(slot.holder is item for item in items)))
-                for slot, steps in found
+                for slot, steps in slots
             )
         if operator in ("push", "push_all") and not isinstance(value, _Scalars):
-            self.pushed[key] = (value, [slot for slot, _ in found])
-        self.given += [(slot, steps) for slot, steps in found if slot.value is not None]
-        shared = made + [slot for slot, _ in found if slot.field.values_unique]
+            self.pushed[key] = (value, [slot for slot, _ in slots])
+        self.given += [(slot, steps) for slot, steps in slots if slot.value is not None]
+        shared = made + [slot for slot, _ in slots if slot.field.values_unique]
         self.on_insert_only = self.on_insert_only and (not shared or operator == "set_on_insert")
         self.unique += shared
 
@@ -627,19 +628,18 @@ def _moved_scope(
     if not moves:
         return []
     single = single or not _may_match_several(query)
-    tops = {steps[0] if steps else path for *_, path, steps, _ in moves}
-    tops.update(field.db_field for _, _, field, _, steps, _ in moves if not steps)
+    tops = {move.steps[0] if move.steps else move.path for move in moves}
+    tops.update(move.field.db_field for move in moves if not move.steps)
     projection = dict.fromkeys(tops, 1)
     if single:
         stored = query.collection.find_one(query.query, projection, sort=sort)
         matched = [] if stored is None else [stored]
     else:
         matched = list(query.collection.find(query.query, projection))
-    setting = operations["$set"]  # every move sets its scope with $set
     found = []
     for stored in matched:
-        for kind, name, field, path, steps, read in moves:
-            scope, new = path.rpartition(".")[2], setting[path]
+        for kind, name, field, path, steps, read, new in moves:
+            scope = path.rpartition(".")[2]
             for holder in values.holders_at(stored, steps):
                 if holder.get(field.db_field) is None or seam.as_stored(
                     holder.get(scope)
@@ -658,9 +658,16 @@ def _moved_scope(
     return found
 
 
-#: A move of :func:`_moves`: the class and name of the generated field, the field, the path of
-#: the scope set, the steps to the field's holder, and the fields a slot of it reads, by name.
-_Move = tuple[type[BaseDocument], str, GeneratedField, str, tuple[str, ...], dict[str, Any]]
+class _Move(NamedTuple):
+    """A place where an update sets the scope of a generated field (see :func:`_moves`)."""
+
+    kind: type[BaseDocument]  # the class whose field it is
+    name: str
+    field: GeneratedField
+    path: str  # of the scope set
+    steps: tuple[str, ...]  # to the field's holder
+    reads: dict[str, Any]  # the fields a slot of it reads (itself and its scope), by name
+    new: Any  # the scope's new value, as the update sets it
 
 
 def _moves(document_class: type[BaseDocument], operations: dict[str, Any]) -> list[_Move]:
@@ -699,7 +706,7 @@ def _moves(document_class: type[BaseDocument], operations: dict[str, Any]) -> li
                         "it as it is), or load the document and save() it"
                     )
                 read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
-                moves.append((kind, name, field, path, steps, read))
+                moves.append(_Move(kind, name, field, path, steps, read, fields[path]))
     return moves
 
 
