@@ -17,6 +17,7 @@ from mongoengine import Document, IntField, StringField
 from mongoengine import fields as me_fields
 from mongoengine.errors import NotUniqueError, ValidationError
 
+from mongoengine_ids import LocalityUUIDField, UUID4Field
 from mongoengine_ids.errors import IdSpaceExhaustedError, InvalidIdError, RetriesExhaustedError
 from mongoengine_ids.resets import reset_process_state
 from mongoengine_ids.sequence import admin
@@ -954,6 +955,50 @@ def test_scoped_sequences_number_per_scope(hooked: Connect, calls: Calls) -> Non
     assert calls.count("find_one_and_update") == 2  # one lease per scope
     with pytest.raises(ValidationError, match="numbered per 'tenant', which is None"):
         Invoice(number=None).save()
+
+
+_KEYS: dict[str, Callable[[], Any]] = {
+    "LocalityUUIDField": lambda: LocalityUUIDField(primary_key=True),
+    "UUID4Field": lambda: UUID4Field(primary_key=True),
+    "UUID4Field(as_string=True)": lambda: UUID4Field(primary_key=True, as_string=True),
+    "SequenceField": lambda: SequenceField(primary_key=True),
+    "ObjectId": lambda: me_fields.ObjectIdField(primary_key=True, default=bson.ObjectId),
+}
+_REFERENCES: dict[str, Callable[[type[Document]], Any]] = {
+    "ReferenceField": lambda model: me_fields.ReferenceField(model),
+    "ReferenceField(dbref=True)": lambda model: me_fields.ReferenceField(model, dbref=True),
+    "LazyReferenceField": lambda model: me_fields.LazyReferenceField(model),
+    "GenericReferenceField": lambda model: me_fields.GenericReferenceField(),
+}
+
+
+@pytest.mark.parametrize("reference", list(_REFERENCES))
+@pytest.mark.parametrize("key", list(_KEYS))
+def test_a_scope_names_one_counter_on_every_write_path(
+    mongoengine_db: Any, key: str, reference: str
+) -> None:
+    """A scope that refers to a document is one counter whichever path writes: save() and
+    insert() serialise the reference, an upsert holds it as a query value (a UUID key's
+    StoredUUID): both name the counter by the value the server stores."""
+
+    class Tenant(Document):
+        id = _KEYS[key]()
+
+    class Invoice(Document):
+        tenant = _REFERENCES[reference](Tenant)
+        number = SequenceField(scope="tenant")
+        label = StringField()
+
+    tenant = Tenant().save()
+    Invoice(tenant=tenant, label="save").save()
+    Invoice.objects.insert([Invoice(tenant=tenant, label="insert")], load_bulk=False)
+    Invoice.objects(label="upsert").update_one(upsert=True, set__tenant=tenant)
+    Invoice.objects(label="by filter", tenant=tenant).upsert_one(set__label="by filter")
+    Invoice.objects(label="modify").modify(upsert=True, set__tenant=tenant)
+    stored = {doc["label"]: doc["number"] for doc in mongoengine_db["invoice"].find()}
+    assert stored == {"save": 1, "insert": 2, "upsert": 3, "by filter": 4, "modify": 5}
+    (only,) = [c for c in counters(mongoengine_db) if c.get("sequence") == "invoice.number"]
+    assert only["next"] == 5
 
 
 # -- explicit values ----------------------------------------------------------------------------

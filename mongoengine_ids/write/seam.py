@@ -54,7 +54,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import mongoengine
-from bson import ObjectId
+from bson import DBRef, ObjectId
+from bson.binary import Binary
 from mongoengine.base import BaseDocument, BaseField, BaseList
 from mongoengine.base.common import _document_registry
 from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
@@ -81,6 +82,7 @@ from mongoengine.queryset.field_list import QueryFieldList
 from pymongo import WriteConcern
 
 from ..resets import collection_dropped
+from ..stored import StoredUUID, StoredUUIDText
 
 if TYPE_CHECKING:
     from .field import GeneratedField
@@ -618,13 +620,29 @@ def _with_subclasses(kind: type[BaseDocument]) -> list[type[BaseDocument]]:
 
 
 def as_stored(value: Any) -> Any:
-    """A value in stored form as the server keeps it: a datetime to the millisecond, in UTC
-    without a time zone (BSON has no finer, and stores UTC), so that values equal in the
-    database compare (and name a counter) the same here."""
+    """A value in stored form as the server keeps it and gives it back, so that values equal
+    in the database compare (and name a counter) the same here, whichever path made them: a
+    datetime to the millisecond, in UTC without a time zone (BSON has no finer, and stores
+    UTC); a UUID key in this package's stored form (:class:`~mongoengine_ids.stored.StoredUUID`,
+    :class:`~mongoengine_ids.stored.StoredUUIDText`, which a query or an update holds) as the
+    plain ``Binary`` or ``str`` a document's ``to_mongo()`` gives and the server returns; the
+    same inside a ``DBRef``, a dict (a generic reference's) or a list."""
     if isinstance(value, datetime.datetime):
         if value.tzinfo is not None:
             value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
         return value.replace(microsecond=value.microsecond // 1000 * 1000)
+    if isinstance(value, StoredUUID):
+        return Binary(bytes(value), value.subtype)
+    if isinstance(value, StoredUUIDText):
+        return str.__str__(value)
+    if isinstance(value, DBRef):
+        fields = value.as_doc()
+        ref, key, database = fields.pop("$ref"), fields.pop("$id"), fields.pop("$db", None)
+        return DBRef(ref, as_stored(key), database, **fields)
+    if isinstance(value, dict):
+        return type(value)((name, as_stored(item)) for name, item in value.items())
+    if isinstance(value, list):
+        return [as_stored(item) for item in value]
     return value
 
 
