@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,7 +78,7 @@ class Faults:
                 call()
         elif mode == "late":
             self.land()
-            self.held = call
+            self.held = _as_sent(call)
         raise pymongo.errors.AutoReconnect(f"injected at call {index} ({mode})")
 
     def land(self) -> None:
@@ -85,6 +87,20 @@ class Faults:
         if held is not None:
             with contextlib.suppress(Exception):
                 held()
+
+
+def _as_sent(call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` (a :func:`functools.partial`) with the documents it sends copied now: the driver
+    encodes them when it sends, so a write in flight lands with what they held then, not with
+    the application's edits of the same objects before its retry."""
+
+    def sent(value: Any) -> Any:
+        return copy.deepcopy(value) if isinstance(value, dict | list) else value
+
+    if not isinstance(call, functools.partial):
+        return call
+    keywords = {name: sent(value) for name, value in call.keywords.items()}
+    return functools.partial(call.func, *map(sent, call.args), **keywords)
 
 
 @dataclass

@@ -48,6 +48,7 @@ faults are injected into pymongo's client.
 from __future__ import annotations
 
 import contextlib
+import math
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -142,12 +143,17 @@ CASES = [
 
 @cache
 def _model(case: Case) -> type[me.Document]:
-    """The model of ``case``: ``key`` (one per logical document), ``note``, the field."""
+    """The model of ``case``: ``key`` (one per logical document), ``note``, the field; and two
+    fields whose values a retry must compare as stored: ``spot`` (a list its ``to_mongo()``
+    sends as it is, so an edit in place reaches what was sent) and ``reading`` (a NaN is the
+    same stored value, though ``nan != nan``)."""
     collection = f"faults_{case.id.replace('-', '_')}"
     attributes = {
         "meta": {"collection": collection},
         "key": me.StringField(),
         "note": me.StringField(),
+        "spot": me.GeoPointField(),
+        "reading": me.FloatField(),
         case.name: case.make(primary_key=case.primary_key),
     }
     name = "Faults" + "".join(part.title() for part in case.id.split("-"))
@@ -181,7 +187,7 @@ def _save_new(model: type[me.Document]) -> Write:
 
 
 def _insert(model: type[me.Document]) -> Write:
-    documents = [model(key=f"new-{i}", note="new") for i in range(INSERTED)]
+    documents = [model(key=f"new-{i}", note="new", reading=math.nan) for i in range(INSERTED)]
 
     def call() -> list[me.Document]:
         return [*documents, *model.objects.insert(documents)]
@@ -263,12 +269,15 @@ def _save_loaded(model: type[me.Document]) -> Write:
 
 
 def _save_edited(model: type[me.Document]) -> Write:
-    """The application edits the document before every attempt (a retry sends a new version)."""
-    document = model(key="new-0", note="new")
+    """The application edits the document before every attempt (a retry sends a new version),
+    its ``spot`` in place."""
+    document = model(key="new-0", note="new", spot=[0.0, 0.0], reading=math.nan)
     attempts = iter(range(100))
 
     def call() -> list[me.Document]:
-        document.note = f"edit-{next(attempts)}"
+        attempt = next(attempts)
+        document.note = f"edit-{attempt}"
+        document.spot[0] = float(attempt)
         document.save()
         return [document]
 

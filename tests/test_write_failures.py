@@ -19,7 +19,14 @@ import pymongo.errors
 import pytest
 from mongoengine.context_managers import switch_collection
 
-from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field, backfill
+from mongoengine_ids import (
+    LocalityUUIDField,
+    RandomUniqueField,
+    SequenceField,
+    UUID4Field,
+    UUID7Field,
+    backfill,
+)
 from mongoengine_ids.sequence.field import CounterStore
 from mongoengine_ids.testing import connected_threadsafe
 
@@ -762,3 +769,101 @@ def test_documents_of_a_failed_insert_inserted_into_another_collection_are_store
             Archive.objects.insert(docs, load_bulk=False)
         assert sorted(doc["name"] for doc in db.fw_bulk_archive.find()) == ["a", "b"]
         assert stored_numbers(FwBulk) == [("a", 1), ("b", 2)]
+
+
+# -- a retry whose document changed, or holds what == cannot compare ----------------------------
+
+#: Primary keys, by field; None: MongoEngine's own ObjectId key, left to the driver (which the
+#: package makes before the write in a model it hooks: each has a generated plain field too).
+_RETRY_KEYS: dict[str, Callable[[], Any] | None] = {
+    "SequenceField": lambda: SequenceField(primary_key=True),
+    "RandomUniqueField": lambda: RandomUniqueField(primary_key=True, digits=6),
+    "LocalityUUIDField": lambda: LocalityUUIDField(primary_key=True),
+    "UUID4Field": lambda: UUID4Field(primary_key=True),
+    "UUID7Field": lambda: UUID7Field(primary_key=True),
+    "ObjectId": None,
+}
+
+
+def _retried_model(key: str, collection: str, **fields: Any) -> type[me.Document]:
+    make_key = _RETRY_KEYS[key]
+    key_field = {} if make_key is None else {"id": make_key()}
+    attributes = {**key_field, "meta": {"collection": collection}, "tag": UUID4Field(), **fields}
+    return type(collection, (me.Document,), attributes)
+
+
+def _first_attempt_lost(hook: FailOnce, write: Callable[[], Any]) -> None:
+    hook.armed = True
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        write()
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["save", "insert"])
+@pytest.mark.parametrize("key", list(_RETRY_KEYS))
+def test_a_document_holding_nan_is_stored_once_after_a_lost_reply(key: str, bulk: bool) -> None:
+    """The retry compares the stored copy with what was sent: a NaN double is the same BSON,
+    though nan != nan in Python (a sequence or random key then took the copy for another
+    document's and stored a second one)."""
+    model = _retried_model(key, "fw_nan", value=me.FloatField(), name=me.StringField())
+    hook = FailOnce("fw_nan", "insert_many" if bulk else "insert_one", "after")
+    with connect_with(hook) as db:
+        model(value=1.0, name="before").save()
+        document = model(value=float("nan"), name="nan")
+        write = (lambda: model.objects.insert([document])) if bulk else document.save
+        _first_attempt_lost(hook, write)
+        write()
+        stored = list(db.fw_nan.find())
+        assert sorted(doc["name"] for doc in stored) == ["before", "nan"]
+        assert [doc["_id"] for doc in stored if doc["name"] == "nan"] == [
+            document.to_mongo()["_id"]
+        ]
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["save", "insert"])
+@pytest.mark.parametrize("key", list(_RETRY_KEYS))
+def test_a_value_edited_in_place_before_the_retry_is_stored_once(key: str, bulk: bool) -> None:
+    """What was sent is remembered as a copy: a GeoPointField sends its list as it is, and an
+    edit of it in place before the retry changed the version remembered, so the copy that
+    landed matched none (a second one was stored)."""
+    model = _retried_model(key, "fw_edited", loc=me.GeoPointField(), name=me.StringField())
+    hook = FailOnce("fw_edited", "insert_many" if bulk else "insert_one", "after")
+    with connect_with(hook) as db:
+        model(loc=[0.0, 0.0], name="before").save()
+        document = model(loc=[1.0, 2.0], name="edited")
+        write = (lambda: model.objects.insert([document])) if bulk else document.save
+        _first_attempt_lost(hook, write)
+        document.loc[0] = 1.5
+        if bulk:
+            write()  # the copy that landed is counted written, as it is
+            expected = [1.0, 2.0]
+        else:
+            write()  # save() writes the current version over its own copy
+            expected = [1.5, 2.0]
+        stored = [doc for doc in db.fw_edited.find() if doc["name"] == "edited"]
+        assert [(doc["_id"], doc["loc"]) for doc in stored] == [
+            (document.to_mongo()["_id"], expected)
+        ]
+
+
+@pytest.mark.parametrize("mode", ["before", "after"])
+@pytest.mark.parametrize("key", [key for key, field in _RETRY_KEYS.items() if field is not None])
+def test_a_key_changed_to_another_documents_before_the_retry_is_refused(
+    key: str, mode: str
+) -> None:
+    """A key no attempt sent cannot be that of a copy of this document that landed: the
+    document holding it is another's, never replaced (a generated UUID key was taken as the
+    document's own whatever its current value). A key of another field (an ObjectId) assigned
+    this way is MongoEngine's upsert, with or without a lost reply."""
+    model = _retried_model(key, "fw_rekeyed", name=me.StringField())
+    hook = FailOnce("fw_rekeyed", "insert_one", mode)
+    with connect_with(hook) as db:
+        other = model(name="other").save()
+        document = model(name="mine")
+        _first_attempt_lost(hook, document.save)
+        first_key = document.to_mongo()["_id"]
+        document.id = other.id
+        with pytest.raises(me.NotUniqueError):
+            document.save()
+        stored = sorted((doc["name"], doc["_id"]) for doc in db.fw_rekeyed.find())
+        mine = [("mine", first_key)] if mode == "after" else []
+        assert stored == sorted([("other", other.to_mongo()["_id"]), *mine])

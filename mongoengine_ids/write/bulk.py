@@ -256,7 +256,7 @@ class Batch:
             if unknown or id(doc) in self.retrying:
                 values.unconfirmed(
                     doc,
-                    sent=self.sent.get(position),
+                    sent=landed.snapshot(self.sent.get(position), self.write.collection),
                     made_pk=id(doc) in self.made_pk,
                     filled=mine,
                     noted=[(s, v) for s, v in self.noted if s.root is doc],

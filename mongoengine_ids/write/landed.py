@@ -5,10 +5,17 @@ When the application sends it again, the ``_id`` is looked up first: absent, the
 was not applied and the document is inserted as new; present, it was, unless the ``_id`` is a
 value that can collide (a field that retries collisions generated it) and the stored document
 is not the one sent: then another document holds that ``_id`` and the field picks a fresh one.
+An ``_id`` no earlier attempt sent (the application changed the key since) cannot be one of
+them landed: a document holding it is another's.
+
+What was sent is remembered as a copy in stored form (:func:`snapshot`): the document's own
+values may be edited in place before the retry (a ``GeoPointField``'s list, which its
+``to_mongo()`` sends as it is), and the version that may land is the one sent, not the edit.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import bson
@@ -31,20 +38,47 @@ def primary(collection: Any) -> Any:
     return collection.with_options(read_preference=ReadPreference.PRIMARY)
 
 
+def snapshot(son: Any, collection: Any) -> Any:
+    """What ``son``, sent to ``collection``, stores: a copy the document's later edits leave
+    alone; None if it cannot be encoded (the driver could not have sent it: it cannot land)."""
+    if son is None:
+        return None
+    try:
+        return _as_stored(son, collection)
+    except (bson.errors.InvalidDocument, TypeError, ValueError, OverflowError):
+        return None
+
+
 def earlier_insert_landed(document: Any, collection: Any) -> bool:
     """Whether the insert of ``document`` whose reply was lost was applied."""
     state = seam.state(document)
-    stored = primary(collection).find_one({"_id": seam.stored_pk(document)})
+    key = _as_stored({"_id": seam.stored_pk(document)}, collection)["_id"]
+    mine = [
+        sent
+        for sent in (*state.sent_before, state.sent)
+        if sent is not None and _same(sent.get("_id"), key)
+    ]
+    if not mine:
+        return False  # no attempt sent this _id: a document holding it is another's
+    stored = primary(collection).find_one({"_id": key})
     if stored is None:
         return False
     if not _pk_can_collide(document):
         return True  # no other document can hold an _id made for this one
     found = _as_stored(stored, collection)
-    return any(
-        found == _as_stored(sent, collection)
-        for sent in (*state.sent_before, state.sent)
-        if sent is not None
-    )
+    return any(_same(found, sent) for sent in mine)
+
+
+def _same(stored: Any, sent: Any) -> bool:
+    """Whether two values in stored form are the same BSON: ``==``, except that a NaN double
+    is the same as a NaN (``nan != nan`` in Python)."""
+    if isinstance(stored, float) and isinstance(sent, float):
+        return stored == sent or (math.isnan(stored) and math.isnan(sent))
+    if isinstance(stored, dict) and isinstance(sent, dict):
+        return stored.keys() == sent.keys() and all(_same(stored[k], sent[k]) for k in stored)
+    if isinstance(stored, list) and isinstance(sent, list):
+        return len(stored) == len(sent) and all(map(_same, stored, sent))
+    return bool(stored == sent)
 
 
 def _pk_can_collide(document: Any) -> bool:
@@ -57,7 +91,11 @@ def _pk_can_collide(document: Any) -> bool:
     # A UUID the write path generated for it is its own; one the user assigned may be another
     # document's (an idempotency key, say).
     name = seam.shape(type(document)).pk_name
-    return not any(slot.holder is document and slot.name == name for slot, _ in state.generated)
+    key = seam.key(document)
+    return not any(
+        slot.holder is document and slot.name == name and value == key
+        for slot, value in state.generated
+    )
 
 
 def stored(document: Any, collection: Any) -> bool:

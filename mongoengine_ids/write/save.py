@@ -206,7 +206,7 @@ class _Insert:
         """The outcome of the last attempt is unknown: recorded for the application's retry."""
         values.unconfirmed(
             self.document,
-            sent=None if self.refused else self.sent,
+            sent=None if self.refused else landed.snapshot(self.sent, self.write.collection),
             made_pk=self.made_pk,
             filled=self.filled,
             noted=self.noted,

@@ -369,11 +369,12 @@ def unconfirmed(
     noted: list[tuple[Slot, Any]],
 ) -> None:
     """Record that the outcome of ``document``'s insert is unknown, for the application's retry
-    (see :mod:`.landed`): ``sent``, the version this attempt sent, may land (None: it sent none
-    that may), as may every version sent before; ``filled`` and ``noted`` are its values."""
+    (see :mod:`.landed`): ``sent``, the version this attempt sent (its :func:`.landed.snapshot`),
+    may land (None: it sent none that may), as may every version sent before; ``filled`` and
+    ``noted`` are its values."""
     state = seam.state(document)
     if sent is not None:
-        if state.sent is not None and state.sent is not sent:
+        if state.sent is not None:
             state.sent_before.append(state.sent)  # an earlier version may land too
         state.sent = sent
     state.unconfirmed, state.made_pk = True, made_pk
