@@ -220,7 +220,7 @@ def show_counter(
         LookupError: no counter of that name (and scope).
     """
     _check_sequence_name(name)
-    scope = seam.as_stored(scope)
+    scope = seam.as_stored(scope)  # as the field names its counter
     base = _counter_id(name, scope)
     documents = list(_collection(database, collection).find({"_id": base}))
     if not documents:
@@ -279,6 +279,7 @@ def set_next_value(
     if not 0 <= value <= INT64_MAX:
         # 0: the first value of a field with start=0.
         raise ValueError(f"value={value!r} must be between 0 and {INT64_MAX!r}")
+    scope = seam.as_stored(scope)  # as the field names its counter
     target = _collection(database, collection)
     try:
         info = show_counter(database, name, scope=scope, collection=collection)
@@ -305,7 +306,7 @@ def set_next_value(
             "twice (use force=True, --force, only if no document has those values)"
         )
     # A counter made here holds what the sequence's own would (a scoped one: its names).
-    extra = {} if scope is None else {"sequence": name, "scope": seam.as_stored(scope)}
+    extra = {} if scope is None else {"sequence": name, "scope": scope}
     # $max unless forced: a concurrent lease that moved it further is kept.
     update: dict[str, Any] = {"$set" if force else "$max": {"next": value - 1}}
     if extra:
@@ -337,10 +338,9 @@ def _counter_owning(
 
 
 def _counter_id(name: str, scope: object) -> str:
-    """The ``_id`` of the unsharded counter of sequence ``name`` and ``scope``, as the field
-    names it (the scope in stored form, as text)."""
-    stored = seam.as_stored(scope)
-    return counter_id(name, scope=None if stored is None else str(stored))
+    """The ``_id`` of the unsharded counter of sequence ``name`` and ``scope`` (in stored form,
+    :func:`seam.as_stored`), as the field names it."""
+    return counter_id(name, scope=None if scope is None else str(scope))
 
 
 __all__ = ["CounterInfo", "ShardInfo", "list_counters", "set_next_value", "show_counter"]
