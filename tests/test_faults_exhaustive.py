@@ -61,6 +61,7 @@ import pymongo.errors
 import pytest
 from _faults import ACCEPTABLE, MODES, Faults, Outcome, draw, draws, retrying
 from _support import TEST_URI
+from bson import json_util
 from bson.binary import Binary
 from bson.objectid import ObjectId
 from mongoengine.base import BaseField
@@ -337,6 +338,31 @@ def _update_given(model: type[me.Document]) -> Write:
     return Write([], call, changes={"pre-0": changes})
 
 
+def _save_built_as_stored(model: type[me.Document]) -> Write:
+    """A document built from JSON (``created=False``) that is not stored, holding a value no
+    document holds, changed and saved: MongoEngine's upsert of the changed fields inserts it,
+    with the value set on insert, which its field is told of. Then a new document is saved:
+    a plain counter's next number is the one given (nothing would refuse it twice)."""
+    case = next(case for case in CASES if _model(case) is model)
+    value = 1 if case.id == "sequence-plain" else _unheld(case)
+    stored = model._fields[case.name].to_mongo(value)
+    son = {"_id": stored if case.primary_key else ObjectId(), "note": "old"}
+    if not case.primary_key:
+        son["code"] = stored
+    document = model.from_json(
+        json_util.dumps(son), json_options=json_util.RELAXED_JSON_OPTIONS
+    )
+    document.key, document.note = "json-0", "changed"  # MongoEngine upserts what changed
+    fresh = model(key="new-0", note="after")
+
+    def call() -> list[me.Document]:
+        document.save()
+        fresh.save()
+        return [document, fresh]
+
+    return Write(["json-0", "new-0"], call)
+
+
 WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
     "save-edited": _save_edited,
     "save-adopting": _save_adopting,
@@ -350,6 +376,7 @@ WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
     "save-loaded": _save_loaded,
     "save-keyed-late": _save_keyed_late,
     "update-given": _update_given,
+    "save-built-as-stored": _save_built_as_stored,
 }
 
 # -- faults -------------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ from typing import Any
 
 import mongoengine as me
 import pytest
-from bson import json_util
+from bson import Binary, json_util
 
-from mongoengine_ids import SequenceField, UUID4Field
+from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
 
 
 class GenSub(me.EmbeddedDocument):
@@ -118,3 +118,98 @@ def test_a_document_built_as_stored_but_missing_is_upserted_with_its_values(
     if model is GenImported:
         assert isinstance(stored["number"], int)
         assert stored["number"] == document.number
+
+
+# -- ... holding generated values it did not change --------------------------------------------
+
+
+class HeldEverything(me.Document):
+    note = me.StringField()
+    number = SequenceField()
+    code = RandomUniqueField(digits=6)
+    ref = UUID4Field()
+    seq_key = me.IntField()
+
+
+def _held_json() -> str:
+    return json_util.dumps(
+        {
+            "_id": {"$oid": "65a000000000000000000002"},
+            "note": "x",
+            "number": 900,
+            "code": 123456,
+            "ref": {"$uuid": "0c6a4d3e8b2f4a1c9d7e5f3a2b1c0d9e"},
+        }
+    )
+
+
+def test_values_it_holds_are_inserted_by_the_upsert(mongoengine_db: Any) -> None:
+    """from_json() (created=False) of a document not stored, changed and saved: MongoEngine
+    upserts the changed fields only; the generated values it holds are set on insert."""
+    document = HeldEverything.from_json(_held_json(), json_options=json_util.RELAXED_JSON_OPTIONS)
+    document.note = "y"
+    document.save()
+    (stored,) = raw(HeldEverything)
+    assert stored["note"] == "y"
+    assert stored["number"] == 900
+    assert stored["code"] == 123456
+    assert stored["ref"] == Binary(uuid.UUID("0c6a4d3e8b2f4a1c9d7e5f3a2b1c0d9e").bytes, 4)
+    # The counter was told of the number the upsert inserted: it never hands it out.
+    assert HeldEverything(note="new").save().number == 901
+
+
+def test_values_it_holds_leave_a_stored_copy_alone(mongoengine_db: Any) -> None:
+    """The values are set on insert only: a stored copy holding others keeps them (and its
+    number is not told to the counter again)."""
+    HeldEverything._get_collection().insert_one(
+        {"_id": json_util.loads(_held_json())["_id"], "note": "x", "number": 5, "code": 111111}
+    )
+    document = HeldEverything.from_json(_held_json(), json_options=json_util.RELAXED_JSON_OPTIONS)
+    document.note = "y"
+    document.save()
+    (stored,) = raw(HeldEverything)
+    assert {k: stored.get(k) for k in ("note", "number", "code", "ref")} == {
+        "note": "y",
+        "number": 5,
+        "code": 111111,
+        "ref": None,
+    }
+    assert HeldEverything(note="new").save().number == 1
+
+
+def test_a_loaded_document_whose_stored_copy_was_deleted_keeps_its_values(
+    mongoengine_db: Any,
+) -> None:
+    original = HeldEverything(note="x").save()
+    loaded = HeldEverything.objects.get(id=original.id)
+    HeldEverything._get_collection().delete_many({})  # another process deletes it
+    loaded.note = "y"
+    loaded.save()  # MongoEngine's upsert brings it back
+    (stored,) = raw(HeldEverything)
+    assert stored["note"] == "y"
+    assert (stored["number"], stored["code"]) == (original.number, original.code)
+    assert stored["ref"] == Binary(original.ref.bytes, 4)
+
+
+class HeldReserved(me.Document):
+    note = me.StringField()
+    code = RandomUniqueField(digits=6, reserve_in="held_reservations")
+    number = SequenceField(allow_explicit=False)
+
+
+def test_a_reserved_or_strict_value_brought_back_by_the_upsert_is_kept(
+    mongoengine_db: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Telling is for the field never to hand a value out again: a value reserved already (by
+    the document before it was deleted) stays reserved; a counter that takes no explicit value
+    is not told, which a warning says."""
+    original = HeldReserved(note="x").save()
+    loaded = HeldReserved.objects.get(id=original.id)
+    HeldReserved._get_collection().delete_many({})
+    loaded.note = "y"
+    loaded.save()
+    (stored,) = raw(HeldReserved)
+    assert (stored["note"], stored["code"], stored["number"]) == ("y", original.code, 1)
+    reservations = list(mongoengine_db["held_reservations"].find())
+    assert [r["_id"] for r in reservations] == [original.code]
+    assert "HeldReserved.number: 1 was stored by an upsert and not told" in caplog.text

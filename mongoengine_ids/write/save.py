@@ -19,6 +19,7 @@ added later) gets one with a conditional write, or takes the value another proce
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,12 +27,15 @@ from typing import Any
 from bson import ObjectId
 from mongoengine.base import BaseDocument
 from mongoengine.document import Document
-from mongoengine.errors import OperationError
+from mongoengine.errors import NotUniqueError, OperationError
 
+from ..errors import ExplicitValueError
 from . import landed, seam, values
 from .backfill import fill_if_missing
 from .field import Write
 from .values import Slot
+
+_logger = logging.getLogger(__name__)
 
 SaveCreate = Callable[[Document, Any, bool, Any], Any]
 SaveUpdate = Callable[[Document, Any, Any, Any], Any]
@@ -299,6 +303,10 @@ def save_update(
     leaves the outcome unknown (MongoEngine may fail reading the reply of an update it sent).
     """
     write = Write(type(document), seam.collection_of(document), [document])
+    _tell_untold(write, document)
+    # Values the document holds from elsewhere, which MongoEngine's upsert may insert (set on
+    # insert: see wrap_get_update_doc); not those this save() makes or fills.
+    held = _held_tracked(document) if save_condition is None else {}
     plan = _Existing(write, document)
     try:
         for slot in plan.missing:
@@ -314,10 +322,115 @@ def save_update(
             write, [s for s in written if s.value is not None], write_next, may_land=True
         )
     except BaseException as error:
-        plan.failed(error, unknown=not acknowledged or values.outcome_unknown(error))
+        unknown = not acknowledged or values.outcome_unknown(error)
+        plan.failed(error, unknown=unknown)
+        if unknown:
+            _untold(document, held)
         raise
+    if _created(result):
+        _untold(document, held)
     values.confirm([document])
+    _tell_untold(write, document)
     return result
+
+
+# -- the upsert of save() --------------------------------------------------------------------
+
+
+def wrap_get_update_doc(owner: type[Document], own: Callable[[Document], Any] | None) -> Any:
+    """``_get_update_doc`` for ``owner``: MongoEngine's update of a stored document (which
+    ``_save_update`` sends as an upsert unless a ``save_condition`` is given), with the
+    generated values the document holds but the update does not write set on insert
+    (``$setOnInsert``). When the document is not stored (built with ``created=False``, as
+    ``from_json()`` does, or deleted by another process since it was loaded), the document the
+    upsert inserts holds them; a stored copy keeps its own. Nothing changed: no update."""
+
+    def _get_update_doc(self: Document) -> Any:
+        update = own(self) if own is not None else super(owner, self)._get_update_doc()
+        held = held_on_insert(self, update) if update else {}
+        if held:
+            update["$setOnInsert"] = {**update.get("$setOnInsert", {}), **held}
+        return update
+
+    return _get_update_doc
+
+
+def held_on_insert(document: Document, update: dict[str, Any]) -> dict[str, Any]:
+    """The values of ``document``'s own generated fields (not its key, which the upsert's
+    filter holds) that ``update`` does not write, in stored form by db field."""
+    shape = seam.shape(type(document))
+    held = seam.data(document)
+    written = [path for operator in ("$set", "$unset") for path in update.get(operator, ())]
+    found: dict[str, Any] = {}
+    for name, field in shape.generated:
+        value = held.get(name)
+        db_field = field.db_field
+        if value is None or name == shape.pk_name:
+            continue
+        if not any(path == db_field or path.startswith(f"{db_field}.") for path in written):
+            found[db_field] = field.to_mongo(value)
+    return found
+
+
+def _created(result: Any) -> bool:
+    """Whether MongoEngine's ``_save_update`` says its upsert inserted the document (it returns
+    the key and that; a model's own step may return something else: then it may have)."""
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], bool):
+        return result[1]
+    return True
+
+
+def _held_tracked(document: Document) -> dict[str, Any]:
+    """The values the document holds, by name, of its own fields that track the values given
+    to them (a counter), but its key (which the upsert's filter holds, as every save() has)."""
+    shape = seam.shape(type(document))
+    held = seam.data(document)
+    return {
+        name: held[name]
+        for name, field in shape.generated
+        if field.tracks_assigned and name != shape.pk_name and held.get(name) is not None
+    }
+
+
+def _untold(document: Document, held: dict[str, Any]) -> None:
+    """MongoEngine's upsert may have inserted the document: record the ``held`` values it set on
+    insert (and not another value the application assigned since), for their fields to be told
+    (:func:`_tell_untold`) now, or by the document's next write if telling fails."""
+    if not held:
+        return
+    on_insert = document._get_update_doc().get("$setOnInsert", {})
+    generated = seam.shape(type(document)).generated
+    # The values as they are now (a scope too), for the stored document of this key, whichever
+    # attempt tells them.
+    key = f"{seam.collection_of(document).full_name}/{seam.stored_pk(document)!r}"
+    now = values.Holder(dict(seam.data(document)), owner=key)
+    untold = [
+        Slot(now, now, name, field, type(document))
+        for name, field in generated
+        if name in held and held[name] == now._data.get(name) and field.db_field in on_insert
+    ]
+    if untold:
+        seam.state(document).untold = untold
+
+
+def _tell_untold(write: Write, document: Document) -> None:
+    """Tell their fields the values an earlier upsert of ``document`` may have inserted (see
+    :func:`_untold`); kept to tell again if that fails."""
+    state = seam.state(document, create=False)
+    if state is None or not state.untold:
+        return
+    for slot in list(state.untold):
+        try:
+            values.note_assigned(write, [slot])
+        except NotUniqueError:
+            pass  # reserved already: never handed out again, which is what telling is for
+        except ExplicitValueError:
+            # The field takes no value it did not make (allow_explicit=False): the value is
+            # stored all the same; a unique index refuses the counter's copy of it.
+            _logger.warning(
+                "%s: %r was stored by an upsert and not told", slot.field._label, slot.value
+            )
+        state.untold.remove(slot)
 
 
 class _Existing:

@@ -13,7 +13,9 @@ places MongoEngine makes a queryset, and the reference fields' methods of the la
 * ``_save_create`` and ``_save_update``, the two steps of ``Document.save()`` that write, are
   wrapped on the class that declares a generated field: by then ``pre_save``, ``validate()``
   and ``pre_save_post_validation`` have run, so the values are filled in right before the
-  write, with the write's own collection (:mod:`.save`); so are ``__getstate__`` and
+  write, with the write's own collection (:mod:`.save`); so is ``_get_update_doc``, the update
+  ``_save_update`` sends (an upsert), which sets the generated values it does not write on
+  insert; so are ``__getstate__`` and
   ``__setstate__``, so that a pickled or copied document keeps the record of the fields a
   projection left out of it;
 * its querysets (made generating where MongoEngine makes them: :func:`hook_queryset_makers`)
@@ -93,6 +95,7 @@ if TYPE_CHECKING:
 INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (Document, "_save_create", ("doc", "force_insert", "write_concern")),
     (Document, "_save_update", ("doc", "save_condition", "write_concern")),
+    (Document, "_get_update_doc", ()),
     (Document, "_get_collection", ()),
     (Document, "_get_collection_name", ()),
     (Document, "_get_db", ()),
@@ -796,6 +799,9 @@ class State:
     noted: list[Any] = dataclasses.field(default_factory=list)
     #: Whom the values assigned to it are for, once it had one (see ``Write.owners``).
     owner: str | None = None
+    #: Values its last ``save()`` may have inserted by MongoEngine's upsert (set on insert)
+    #: whose fields were not told of them yet, as slots holding them: told by its next write.
+    untold: list[Any] = dataclasses.field(default_factory=list)
 
     def settle(self) -> None:
         """The document is known to be stored: nothing of an earlier attempt is pending, and
@@ -1087,6 +1093,7 @@ def hook(document_class: type[Document]) -> None:
         for name, wrap in (
             ("_save_create", save.wrap_save_create),
             ("_save_update", save.wrap_save_update),
+            ("_get_update_doc", save.wrap_get_update_doc),
             ("update", upsert.wrap_document_update),
             ("__getstate__", _wrap_getstate),
             ("__setstate__", _wrap_setstate),
