@@ -167,6 +167,8 @@ class Write:
     names: list[str] = field(default_factory=list)
     #: Labels of stored embedded documents it replaces.
     replaces: set[str] = field(default_factory=set)
+    #: Labels of embedded documents an upsert creates from its filter or a path (no object).
+    created: set[str] = field(default_factory=set)
 
 
 def _save_new(part: Any, box: Any) -> Write:
@@ -286,7 +288,35 @@ def _upsert_on_insert_and_push(name: str) -> Callable[[Any, Any], Write]:
     return make
 
 
+def _upsert_creating(how: str, name: str = "up-0") -> Callable[[Any, Any], Write]:
+    """An upsert whose insert creates the single embedded document from its filter (``filter``:
+    ``part__label=``) or from a path of its update (``path``: ``set__part__label=``): its
+    generated value is set on insert. (A filter by the whole embedded document is refused.)"""
+
+    def make(part: Any, box: Any) -> Write:
+        label = f"new-{how}"
+        scope = {"kind": "k"} if "kind" in part._fields else {}  # a scoped counter's
+        if how == "filter":
+            query = box.objects(
+                part__label=label, name=name, **{f"part__{k}": v for k, v in scope.items()}
+            )
+            update = {"set__name": name}
+        else:
+            query = box.objects(name=name)
+            update = {f"set__part__{k}": v for k, v in {"label": label, **scope}.items()}
+
+        def call() -> list[Any]:
+            return [query.update_one(upsert=True, **update)]
+
+        inserts = name == "up-0"
+        return Write(call, [], [name] if inserts else [], created={label} if inserts else set())
+
+    return make
+
+
 WRITES: dict[str, Callable[[Any, Any], Write]] = {
+    "upsert-creating-by-filter": _upsert_creating("filter"),
+    "upsert-creating-by-path": _upsert_creating("path"),
     "upsert-on-insert-push-new": _upsert_on_insert_and_push("up-0"),
     "upsert-on-insert-push-match": _upsert_on_insert_and_push("pre-1"),
     "doc-update-push": _doc_update_push,
@@ -357,7 +387,7 @@ def _violations(
 ) -> list[str]:
     problems: list[str] = []
     returned = outcome.returned
-    labels = {p.label for p in write.parts}
+    labels = {p.label for p in write.parts} | write.created
     by_name = {document["name"]: document for document in stored}
     names = Counter(document["name"] for document in stored)
     # 1, 2: the documents

@@ -412,3 +412,82 @@ def test_a_pipeline_upsert_that_would_lack_a_value_is_refused(mongoengine_db: An
     with pytest.raises(InvalidQueryError, match=r"Numbered.number is generated.*pipeline"):
         Numbered.objects(name="x").update(upsert=True, __raw__=[{"$set": {"name": "y"}}])
     assert list(mongoengine_db["upsert_numbered"].find()) == []
+
+
+# -- embedded documents an upsert creates from its filter or a path ---------------------------
+
+
+class Inner(me.EmbeddedDocument):
+    tag = me.StringField()
+    serial = SequenceField(sequence_name="created_inner")
+
+
+class Piece(me.EmbeddedDocument):
+    label = me.StringField()
+    code = RandomUniqueField(digits=9, reserve_in="created_pieces")
+    inner = me.EmbeddedDocumentField(Inner)
+
+
+class Crate(me.Document):
+    name = me.StringField()
+    piece = me.EmbeddedDocumentField(Piece)
+
+
+@by_operation
+@pytest.mark.parametrize(
+    ("how", "query", "update"),
+    [
+        ("filter", {"piece__label": "a"}, {"set__name": "n"}),
+        ("path", {"name": "n"}, {"set__piece__label": "a"}),
+        ("path-set-on-insert", {"name": "n"}, {"set_on_insert__piece__label": "a"}),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_an_embedded_document_the_upsert_creates_gets_its_values(
+    mongoengine_db: Any, operation: str, how: str, query: dict[str, Any], update: dict[str, Any]
+) -> None:
+    upsert(operation, Crate.objects(**query), **update)
+    upsert(operation, Crate.objects(**query), **update)  # matches: values untouched
+    (stored,) = raw_docs(Crate._get_collection())
+    assert stored["piece"]["label"] == "a"
+    assert isinstance(stored["piece"]["code"], int)
+    assert 10**8 <= stored["piece"]["code"] < 10**9
+    assert "inner" not in stored["piece"]  # not created: nothing to fill there
+
+
+def test_a_nested_embedded_document_created_by_a_path_gets_its_values(
+    mongoengine_db: Any,
+) -> None:
+    Crate.objects(name="n").update_one(upsert=True, set__piece__inner__tag="t")
+    Crate.objects(name="m").update_one(upsert=True, set__piece__inner__tag="u")
+    first, second = raw_docs(Crate._get_collection())
+    assert (first["piece"]["inner"], second["piece"]["inner"]) == (
+        {"tag": "t", "serial": 1},
+        {"tag": "u", "serial": 2},
+    )
+    assert first["piece"]["code"] != second["piece"]["code"]
+
+
+def test_a_value_the_filter_or_the_update_gives_inside_is_not_generated(
+    mongoengine_db: Any,
+) -> None:
+    Crate.objects(piece__label="a", piece__code=123456789).update_one(upsert=True, set__name="n")
+    Crate.objects(name="m").update_one(upsert=True, set__piece__code=234567890)
+    assert [d["piece"] for d in raw_docs(Crate._get_collection())] == [
+        {"label": "a", "code": 123456789},
+        {"code": 234567890},
+    ]
+
+
+def test_an_upsert_matching_a_whole_embedded_document_to_fill_is_refused(
+    mongoengine_db: Any,
+) -> None:
+    """``piece=Piece(label="a")`` matches the stored piece exactly, which, once inserted with its
+    generated code, it never matches again: the application's retry would insert another."""
+    with pytest.raises(InvalidQueryError, match=r"Piece.code is generated.*piece__<field>"):
+        Crate.objects(piece=Piece(label="a")).update_one(upsert=True, set__name="n")
+    assert raw_docs(Crate._get_collection()) == []
+    # given the value, it is the filter's
+    Crate.objects(piece=Piece(label="a", code=123456789)).update_one(upsert=True, set__name="n")
+    (stored,) = raw_docs(Crate._get_collection())
+    assert stored["piece"] == {"label": "a", "code": 123456789}

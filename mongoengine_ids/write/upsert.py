@@ -23,6 +23,7 @@ from bson.regex import Regex
 from mongoengine.base import BaseDocument
 from mongoengine.document import Document
 from mongoengine.errors import InvalidQueryError, NotUniqueError, ValidationError
+from mongoengine.fields import EmbeddedDocumentField
 
 from ..resets import on_reset
 from . import seam, values
@@ -140,6 +141,8 @@ def _upsert(
     """:func:`upsert`, its values assigned for ``owner``."""
     document_class, collection = query.document_class, query.collection
     empty, assigned, fixed = _fields_of(document_class, query.query, update, collection, owner)
+    inside = _created_embedded(document_class, query.query, update, owner)
+    empty += list(inside)
     update = _set_on_insert(update, fixed)
     if not empty and not assigned:
         return run(update)
@@ -152,7 +155,9 @@ def _upsert(
         filled = values.fill(write, empty)
 
         def attempt() -> _T:
-            made = {slot.name: slot.field.to_mongo(slot.value) for slot in filled}
+            made = {
+                inside.get(slot, slot.name): slot.field.to_mongo(slot.value) for slot in filled
+            }
             return run(_set_on_insert(update, made))
 
         return values.send(write, filled, attempt)
@@ -1061,6 +1066,108 @@ def _fields_of(
             )
         empty.append(Slot(holder, holder, name, field, document_class))
     return empty, assigned, fixed
+
+
+#: Update operators that write no value at their path (nor create the documents above it).
+_REMOVING = frozenset({"$unset", "$pull", "$pullAll", "$pop", "$rename"})
+
+
+def _created_embedded(
+    document_class: Any, query: dict[str, Any], update: dict[str, Any], owner: str
+) -> dict[Slot, str]:
+    """The generated fields of the embedded documents an upsert's insert creates from its
+    filter (``part=Part(label="a")``, ``part__label="a"``) or from a path of its update
+    (``set__part__label="b"``), which nothing else gives a value: the slots to fill, each with
+    the name its value is set on insert by (``part__code``). An embedded document the update
+    gives whole is filled as an update's (:func:`with_given_values`); one in a list is not
+    reached by a path here."""
+    if not update or isinstance(update.get("__raw__"), list):
+        return {}
+    operations = seam.update_operations(document_class, **update)
+    found: dict[Slot, str] = {}
+    _embedded_in(document_class, query, operations, owner, ("", "", False), found)
+    return found
+
+
+def _embedded_in(
+    document_class: Any,
+    query: dict[str, Any],
+    operations: dict[str, Any],
+    owner: str,
+    prefix: tuple[str, str, bool],
+    found: dict[Slot, str],
+) -> None:
+    """:func:`_created_embedded` for the fields of ``document_class``, at ``prefix`` (the db
+    path and the update name of its place, and whether the filter fixes that place whole)."""
+    path_prefix, name_prefix, whole_above = prefix
+    for name, field in document_class._fields.items():
+        if not isinstance(field, EmbeddedDocumentField):
+            continue
+        path, kind = f"{path_prefix}{field.db_field}", field.document_type
+        if _from_update(operations, path) is not _ABSENT:
+            continue  # given whole
+        whole, _ = _from_filter(query, path)
+        fixed_whole = whole_above or isinstance(whole, dict)
+        given = dict(whole) if isinstance(whole, dict) else {}
+        for equalities in (query, *_clauses(query)):
+            given.update(_under(equalities, path))
+        created = bool(given) or any(
+            key.startswith(f"{path}.")
+            for op, fields in operations.items()
+            if op not in _REMOVING and isinstance(fields, dict)
+            for key in fields
+        )
+        if not created:
+            continue
+        for op in _GIVING:
+            given.update(_under(operations.get(op, {}), path))
+        holder = values.Holder(
+            {
+                n: f.to_python(given[f.db_field])
+                for n, f in kind._fields.items()
+                if given.get(f.db_field) is not None
+            },
+            owner,
+        )
+        for inner, generated in seam.generated_fields(kind):
+            inner_path = f"{path}.{generated.db_field}"
+            if generated.db_field in given or _writer(operations, inner_path) is not None:
+                continue  # fixed by the filter, or written by the update
+            if fixed_whole:
+                raise InvalidQueryError(
+                    f"{kind.__name__}.{inner} is generated: this upsert's filter matches "
+                    f"{path!r} as a whole embedded document without it, which the document it "
+                    "inserts (holding a generated value there) never matches again: its retry "
+                    f"would insert a second one. Filter by its fields instead "
+                    f"({name_prefix}{name}__<field>=...), or give the value"
+                )
+            slot = Slot(holder, holder, inner, generated, kind)
+            found[slot] = f"{name_prefix}{name}__{inner}"
+        inner_prefix = (f"{path}.", f"{name_prefix}{name}__", fixed_whole)
+        _embedded_in(kind, query, operations, owner, inner_prefix, found)
+
+
+def _clauses(query: dict[str, Any]) -> list[dict[str, Any]]:
+    """The clauses of the filter's ``$and`` (whose equalities the inserted document gets)."""
+    clauses = query.get("$and")
+    return [c for c in clauses if isinstance(c, dict)] if isinstance(clauses, list) else []
+
+
+def _under(fields: dict[str, Any], path: str) -> dict[str, Any]:
+    """The values of ``fields`` (a filter's equalities, or an operator's fields) at paths one
+    step under ``path``, by that step's name."""
+    found = {}
+    for key, value in fields.items():
+        if not isinstance(key, str) or not key.startswith(f"{path}."):
+            continue
+        step = key[len(path) + 1 :]
+        if "." in step:
+            continue
+        if isinstance(value, dict) and any(str(k).startswith("$") for k in value):
+            value = value.get("$eq", _ABSENT)
+        if value is not _ABSENT and not isinstance(value, (re.Pattern, Regex)):
+            found[step] = value
+    return found
 
 
 def _writer(operations: dict[str, Any], path: str) -> str | None:
