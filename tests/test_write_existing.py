@@ -213,3 +213,15 @@ def test_a_reserved_or_strict_value_brought_back_by_the_upsert_is_kept(
     reservations = list(mongoengine_db["held_reservations"].find())
     assert [r["_id"] for r in reservations] == [original.code]
     assert "HeldReserved.number: 1 was stored by an upsert and not told" in caplog.text
+
+
+def test_a_junk_value_held_is_refused_before_the_upsert(mongoengine_db: Any) -> None:
+    document = HeldEverything.from_json(
+        '{"_id": {"$oid": "65a000000000000000000003"}, "note": "x", "code": -7}',
+        json_options=json_util.RELAXED_JSON_OPTIONS,
+    )
+    document.note = "y"
+    with pytest.raises(me.ValidationError, match="-7"):
+        document.save(validate=False)
+    assert raw(HeldEverything) == []
+

@@ -12,11 +12,12 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from bson import json_util
 from mongoengine.errors import NotUniqueError
 from pymongo import WriteConcern
 from pymongo.results import UpdateResult
 
-from mongoengine_ids import RandomUniqueField
+from mongoengine_ids import RandomUniqueField, SequenceField
 from mongoengine_ids.testing import connected_threadsafe
 
 
@@ -84,3 +85,23 @@ def test_a_conditional_save_under_w0_keeps_its_values(db: Any) -> None:
     assert [doc["_id"] for doc in db.wz_part_codes.find()] == [part.code]
     with pytest.raises(NotUniqueError, match=str(part.code)):
         WzBox(name="dup", parts=[WzPart(code=part.code)]).save()
+
+
+class WzImported(me.Document):
+    name = me.StringField()
+    number = SequenceField()
+    meta = {"collection": "wz_imported"}
+
+
+def test_a_value_an_unacknowledged_save_may_have_inserted_is_told(db: Any) -> None:
+    """``save()`` of a document built as stored, under ``w=0``: MongoEngine's reply says nothing
+    of whether its upsert inserted the document (with the number it holds), so the counter is
+    told of that number all the same."""
+    document = WzImported.from_json(
+        '{"_id": {"$oid": "65a000000000000000000004"}, "name": "x", "number": 2}',
+        json_options=json_util.RELAXED_JSON_OPTIONS,
+    )
+    document.name = "y"
+    document.save(write_concern={"w": 0})
+    assert [WzImported(name=f"n{i}").save().number for i in range(2)] == [3, 4]
+    WzImported._collection = None

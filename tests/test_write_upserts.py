@@ -491,3 +491,61 @@ def test_an_upsert_matching_a_whole_embedded_document_to_fill_is_refused(
     Crate.objects(piece=Piece(label="a", code=123456789)).update_one(upsert=True, set__name="n")
     (stored,) = raw_docs(Crate._get_collection())
     assert stored["piece"] == {"label": "a", "code": 123456789}
+
+
+def test_a_deeper_filter_path_creates_each_embedded_document_on_the_way(
+    mongoengine_db: Any,
+) -> None:
+    Crate.objects(piece__inner__tag="t").update_one(upsert=True, set__name="n")
+    (stored,) = raw_docs(Crate._get_collection())
+    assert isinstance(stored["piece"]["code"], int)
+    assert stored["piece"]["inner"] == {"tag": "t", "serial": 1}
+
+
+def test_a_null_in_the_filter_is_no_value(mongoengine_db: Any) -> None:
+    Crate.objects(piece__label="x", piece__code=None).update_one(upsert=True, set__name="n")
+    (stored,) = raw_docs(Crate._get_collection())
+    assert isinstance(stored["piece"]["code"], int)
+
+
+def test_removing_a_generated_value_of_a_created_embedded_document_is_refused(
+    mongoengine_db: Any,
+) -> None:
+    with pytest.raises(InvalidQueryError, match=r"Piece.code is generated.*\$unset"):
+        Crate.objects(piece__label="x").update_one(upsert=True, unset__piece__code=1)
+    assert raw_docs(Crate._get_collection()) == []
+
+
+def test_an_embedded_document_written_whole_is_left_to_the_update(mongoengine_db: Any) -> None:
+    """``unset__piece`` with a filter on ``piece.label``: no value is set on insert inside the
+    field the update removes (a server refuses the two paths together)."""
+    Crate.objects(piece__label="x").update_one(upsert=True, unset__piece=1, set__name="n")
+    (stored,) = raw_docs(Crate._get_collection())
+    assert stored.get("piece", {}).get("code") is None
+
+
+def test_a_nested_document_inside_a_whole_filter_to_fill_is_refused(mongoengine_db: Any) -> None:
+    inner = Inner(tag="t")
+    with pytest.raises(InvalidQueryError, match=r"Inner.serial is generated"):
+        Crate.objects(piece=Piece(label="x", code=123456789, inner=inner)).update_one(
+            upsert=True, set__name="n"
+        )
+    assert raw_docs(Crate._get_collection()) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "update"),
+    [
+        ({"piece__inner__serial": 4, "piece__inner__tag": "t"}, {"set__name": "n"}),
+        ({"name": "n"}, {"set_on_insert__piece__inner__serial": 4}),
+        ({"__raw__": {"piece.inner.serial": 4}}, {"set__name": "n"}),
+    ],
+    ids=["filter", "set_on_insert", "raw"],
+)
+def test_a_counter_value_given_inside_is_told_to_the_counter(
+    mongoengine_db: Any, query: dict[str, Any], update: dict[str, Any]
+) -> None:
+    Crate.objects(**query).update_one(upsert=True, **update)
+    Crate.objects(name="m").update_one(upsert=True, set__piece__inner__tag="u")
+    serials = sorted(d["piece"]["inner"]["serial"] for d in raw_docs(Crate._get_collection()))
+    assert serials == [4, 5]

@@ -327,7 +327,7 @@ def save_update(
         if unknown:
             _untold(document, held)
         raise
-    if _created(result):
+    if _created(result) or not acknowledged:  # w=0: the reply says nothing
         _untold(document, held)
     values.confirm([document])
     _tell_untold(write, document)
@@ -368,6 +368,7 @@ def held_on_insert(document: Document, update: dict[str, Any]) -> dict[str, Any]
         if value is None or name == shape.pk_name:
             continue
         if not any(path == db_field or path.startswith(f"{db_field}.") for path in written):
+            field.validate(value)  # save(validate=False) skips it: nothing junk is inserted
             found[db_field] = field.to_mongo(value)
     return found
 

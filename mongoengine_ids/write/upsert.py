@@ -141,8 +141,9 @@ def _upsert(
     """:func:`upsert`, its values assigned for ``owner``."""
     document_class, collection = query.document_class, query.collection
     empty, assigned, fixed = _fields_of(document_class, query.query, update, collection, owner)
-    inside = _created_embedded(document_class, query.query, update, owner)
+    inside, told = _created_embedded(document_class, query.query, update, collection, owner)
     empty += list(inside)
+    assigned += told
     update = _set_on_insert(update, fixed)
     if not empty and not assigned:
         return run(update)
@@ -1073,78 +1074,125 @@ _REMOVING = frozenset({"$unset", "$pull", "$pullAll", "$pop", "$rename"})
 
 
 def _created_embedded(
-    document_class: Any, query: dict[str, Any], update: dict[str, Any], owner: str
-) -> dict[Slot, str]:
-    """The generated fields of the embedded documents an upsert's insert creates from its
-    filter (``part=Part(label="a")``, ``part__label="a"``) or from a path of its update
-    (``set__part__label="b"``), which nothing else gives a value: the slots to fill, each with
-    the name its value is set on insert by (``part__code``). An embedded document the update
-    gives whole is filled as an update's (:func:`with_given_values`); one in a list is not
-    reached by a path here."""
-    if not update or isinstance(update.get("__raw__"), list):
-        return {}
-    operations = seam.update_operations(document_class, **update)
-    found: dict[Slot, str] = {}
-    _embedded_in(document_class, query, operations, owner, ("", "", False), found)
-    return found
-
-
-def _embedded_in(
     document_class: Any,
     query: dict[str, Any],
-    operations: dict[str, Any],
+    update: dict[str, Any],
+    collection: Any,
     owner: str,
-    prefix: tuple[str, str, bool],
-    found: dict[Slot, str],
-) -> None:
-    """:func:`_created_embedded` for the fields of ``document_class``, at ``prefix`` (the db
-    path and the update name of its place, and whether the filter fixes that place whole)."""
-    path_prefix, name_prefix, whole_above = prefix
-    for name, field in document_class._fields.items():
-        if not isinstance(field, EmbeddedDocumentField):
-            continue
-        path, kind = f"{path_prefix}{field.db_field}", field.document_type
-        if _from_update(operations, path) is not _ABSENT:
-            continue  # given whole
-        whole, _ = _from_filter(query, path)
-        fixed_whole = whole_above or isinstance(whole, dict)
-        given = dict(whole) if isinstance(whole, dict) else {}
-        for equalities in (query, *_clauses(query)):
-            given.update(_under(equalities, path))
-        created = bool(given) or any(
-            key.startswith(f"{path}.")
-            for op, fields in operations.items()
+) -> tuple[dict[Slot, str], list[Slot]]:
+    r"""The generated fields of the embedded documents an upsert's insert creates from its
+    filter (``part__label="a"``, at any depth) or from a path of its update
+    (``set__part__label="b"``), at any depth of ``EmbeddedDocumentField``\ s: those nothing
+    else gives a value, each with the name its value is set on insert by (``part__code``);
+    and those the filter or ``set_on_insert__`` gives a value, with it, to tell their fields
+    (a counter moves past it) unless the upsert matches a document. An embedded document the
+    update writes whole is filled as an update's (:func:`with_given_values`); one in a list
+    is not reached by a path here; a subclass's fields are not known here.
+
+    Raises:
+        InvalidQueryError: the filter matches such an embedded document whole while one of its
+            generated fields is empty (it would never match the document it inserts: its
+            retry would insert another), or the update removes a generated value of one.
+    """
+    if not update or isinstance(update.get("__raw__"), list):
+        return {}, []
+    places = _Places(query, seam.update_operations(document_class, **update), owner)
+    places.visit(document_class, ("", ""), None)
+    if places.given and collection.find_one(query, {"_id": 1}) is not None:
+        places.given = []  # the upsert matches: it inserts nothing
+    return places.empty, places.given
+
+
+class _Places:
+    """The embedded documents an upsert's insert creates, visited field by field."""
+
+    def __init__(self, query: dict[str, Any], operations: dict[str, Any], owner: str) -> None:
+        self.query, self.operations, self.owner = query, operations, owner
+        self.equalities = [query, *_clauses(query)]
+        self.empty: dict[Slot, str] = {}
+        self.given: list[Slot] = []
+
+    def visit(self, kind: Any, prefix: tuple[str, str], whole: dict[str, Any] | None) -> None:
+        """The embedded documents in fields of ``kind`` at ``prefix`` (a db path and an
+        update name); ``whole``: what the filter fixes there whole (None: nothing)."""
+        for name, field in kind._fields.items():
+            if not isinstance(field, EmbeddedDocumentField):
+                continue
+            path, update_name = f"{prefix[0]}{field.db_field}", f"{prefix[1]}{name}__"
+            if any(path in fields for fields in self.operations.values()):
+                continue  # written (or removed) whole by the update
+            here = whole.get(field.db_field) if whole is not None else None
+            if whole is None:
+                found, _ = _from_filter(self.query, path)
+                here = found if isinstance(found, dict) else None
+            if here is None and not self._created(path):
+                continue
+            given = dict(here or {})
+            for fields in (*self.equalities, *(self.operations.get(op, {}) for op in _GIVING)):
+                given.update(_under(fields, path))
+            self._fill(field.document_type, path, update_name, given, whole_fixed=here is not None)
+            self.visit(field.document_type, (f"{path}.", update_name), here)
+
+    def _created(self, path: str) -> bool:
+        """Whether an equality of the filter, or an operator of the update that writes a value,
+        names a path under ``path`` (the insert makes the embedded document there)."""
+        under = f"{path}."
+        in_filter = any(
+            isinstance(key, str) and key.startswith(under) and _equality(value)
+            for fields in self.equalities
+            for key, value in fields.items()
+        )
+        return in_filter or any(
+            key.startswith(under)
+            for op, fields in self.operations.items()
             if op not in _REMOVING and isinstance(fields, dict)
             for key in fields
         )
-        if not created:
-            continue
-        for op in _GIVING:
-            given.update(_under(operations.get(op, {}), path))
+
+    def _fill(
+        self, kind: Any, path: str, update_name: str, given: dict[str, Any], whole_fixed: bool
+    ) -> None:
         holder = values.Holder(
             {
                 n: f.to_python(given[f.db_field])
                 for n, f in kind._fields.items()
                 if given.get(f.db_field) is not None
             },
-            owner,
+            self.owner,
         )
         for inner, generated in seam.generated_fields(kind):
             inner_path = f"{path}.{generated.db_field}"
-            if generated.db_field in given or _writer(operations, inner_path) is not None:
-                continue  # fixed by the filter, or written by the update
-            if fixed_whole:
+            removing = next(
+                (op for op in _REMOVING if inner_path in self.operations.get(op, {})), None
+            )
+            if removing is not None:
+                raise InvalidQueryError(
+                    f"{kind.__name__}.{inner} is generated: an upsert cannot write it with "
+                    f"{removing} (the embedded document it inserts would lack its value)"
+                )
+            if given.get(generated.db_field) is not None:
+                set_here = _writer(self.operations, inner_path) not in (None, "$setOnInsert")
+                if generated.tracks_assigned and not set_here:  # a $set is told as an update's
+                    self.given.append(Slot(holder, holder, inner, generated, kind))
+                continue
+            if _writer(self.operations, inner_path) is not None:
+                continue  # written by another operator ($inc...: refused as an update's)
+            if whole_fixed:
                 raise InvalidQueryError(
                     f"{kind.__name__}.{inner} is generated: this upsert's filter matches "
                     f"{path!r} as a whole embedded document without it, which the document it "
                     "inserts (holding a generated value there) never matches again: its retry "
-                    f"would insert a second one. Filter by its fields instead "
-                    f"({name_prefix}{name}__<field>=...), or give the value"
+                    "would insert a second one. Filter by its fields instead "
+                    f"({update_name}<field>=...), or give the value"
                 )
-            slot = Slot(holder, holder, inner, generated, kind)
-            found[slot] = f"{name_prefix}{name}__{inner}"
-        inner_prefix = (f"{path}.", f"{name_prefix}{name}__", fixed_whole)
-        _embedded_in(kind, query, operations, owner, inner_prefix, found)
+            self.empty[Slot(holder, holder, inner, generated, kind)] = f"{update_name}{inner}"
+
+
+def _equality(value: Any) -> bool:
+    """Whether a filter's condition is an equality (which the inserted document gets)."""
+    if isinstance(value, dict) and any(str(key).startswith("$") for key in value):
+        return "$eq" in value
+    return not isinstance(value, (re.Pattern, Regex))
 
 
 def _clauses(query: dict[str, Any]) -> list[dict[str, Any]]:
@@ -1165,7 +1213,7 @@ def _under(fields: dict[str, Any], path: str) -> dict[str, Any]:
             continue
         if isinstance(value, dict) and any(str(k).startswith("$") for k in value):
             value = value.get("$eq", _ABSENT)
-        if value is not _ABSENT and not isinstance(value, (re.Pattern, Regex)):
+        if value not in (_ABSENT, None) and not isinstance(value, (re.Pattern, Regex)):
             found[step] = value
     return found
 
