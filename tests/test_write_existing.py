@@ -225,3 +225,45 @@ def test_a_junk_value_held_is_refused_before_the_upsert(mongoengine_db: Any) -> 
         document.save(validate=False)
     assert raw(HeldEverything) == []
 
+
+
+class HeldInner(me.EmbeddedDocument):
+    tag = me.StringField()
+    serial = SequenceField(sequence_name="held_inner")
+
+
+class HeldPart(me.EmbeddedDocument):
+    label = me.StringField()
+    code = UUID4Field()
+    inner = me.EmbeddedDocumentField(HeldInner)
+
+
+class HeldBox(me.Document):
+    name = me.StringField()
+    part = me.EmbeddedDocumentField(HeldPart)
+    other = me.EmbeddedDocumentField(HeldPart)
+
+
+def test_an_embedded_document_the_upsert_creates_by_a_path_keeps_its_values(
+    mongoengine_db: Any,
+) -> None:
+    """A loaded document deleted since, changed inside an embedded document: MongoEngine's
+    upsert creates that embedded document by its changed path; the generated values held in
+    it (and in the one inside it) are set on insert; an embedded document the upsert does not
+    create gets none of its own."""
+    original = HeldBox(
+        name="x",
+        part=HeldPart(label="a", inner=HeldInner(tag="t")),
+        other=HeldPart(label="o"),
+    ).save()
+    loaded = HeldBox.objects.get(id=original.id)
+    HeldBox._get_collection().delete_many({})
+    loaded.part.inner.tag = "u"
+    loaded.save()
+    (stored,) = raw(HeldBox)
+    assert stored["part"] == {
+        "code": Binary(original.part.code.bytes, 4),
+        "inner": {"tag": "u", "serial": 1},
+    }
+    assert "other" not in stored
+    assert HeldBox(part=HeldPart(inner=HeldInner())).save().part.inner.serial == 2

@@ -28,6 +28,7 @@ from bson import ObjectId
 from mongoengine.base import BaseDocument
 from mongoengine.document import Document
 from mongoengine.errors import NotUniqueError, OperationError
+from mongoengine.fields import EmbeddedDocumentField
 
 from ..errors import ExplicitValueError
 from . import landed, seam, values
@@ -356,21 +357,41 @@ def wrap_get_update_doc(owner: type[Document], own: Callable[[Document], Any] | 
 
 
 def held_on_insert(document: Document, update: dict[str, Any]) -> dict[str, Any]:
-    """The values of ``document``'s own generated fields (not its key, which the upsert's
-    filter holds) that ``update`` does not write, in stored form by db field."""
-    shape = seam.shape(type(document))
-    held = seam.data(document)
+    """The generated values ``document`` holds that ``update`` (an upsert, if the document is
+    not stored) does not write, by db path, in stored form: those of its own fields but its
+    key (which the upsert's filter holds), and those of the single embedded documents (at any
+    depth) it creates through a path inside them (``$set`` of ``part.label``)."""
     written = [path for operator in ("$set", "$unset") for path in update.get(operator, ())]
     found: dict[str, Any] = {}
-    for name, field in shape.generated:
-        value = held.get(name)
-        db_field = field.db_field
-        if value is None or name == shape.pk_name:
-            continue
-        if not any(path == db_field or path.startswith(f"{db_field}.") for path in written):
-            field.validate(value)  # save(validate=False) skips it: nothing junk is inserted
-            found[db_field] = field.to_mongo(value)
+    for path, holder, name, field in _held_places(document):
+        if any(_overlap(path, p) for p in written):
+            continue  # written by the update (or a document it lies in, whole)
+        place = path.rpartition(".")[0]
+        if place and not any(p.startswith(f"{place}.") for p in update.get("$set", ())):
+            continue  # an embedded document the update does not create
+        value = seam.data(holder)[name]
+        field.validate(value)  # save(validate=False) skips it: nothing junk is inserted
+        found[path] = field.to_mongo(value)
     return found
+
+
+def _overlap(one: str, other: str) -> bool:
+    """Whether two dotted paths name the same value or one lies inside the other."""
+    return one == other or one.startswith(f"{other}.") or other.startswith(f"{one}.")
+
+
+def _held_places(document: BaseDocument, prefix: str = "") -> Iterable[tuple[str, Any, str, Any]]:
+    """(db path, holder, name, field) of each generated value ``document`` holds, but its key,
+    and of those in its single embedded documents (``EmbeddedDocumentField``), at any depth."""
+    shape = seam.shape(type(document))
+    held = seam.data(document)
+    for name, field in shape.generated:
+        if held.get(name) is not None and not (not prefix and name == shape.pk_name):
+            yield f"{prefix}{field.db_field}", document, name, field
+    for name, field in type(document)._fields.items():
+        inner = held.get(name)
+        if isinstance(field, EmbeddedDocumentField) and isinstance(inner, BaseDocument):
+            yield from _held_places(inner, f"{prefix}{field.db_field}.")
 
 
 def _created(result: Any) -> bool:
@@ -381,35 +402,32 @@ def _created(result: Any) -> bool:
     return True
 
 
-def _held_tracked(document: Document) -> dict[str, Any]:
-    """The values the document holds, by name, of its own fields that track the values given
-    to them (a counter), but its key (which the upsert's filter holds, as every save() has)."""
-    shape = seam.shape(type(document))
-    held = seam.data(document)
+def _held_tracked(document: Document) -> dict[str, tuple[Any, str, Any, Any]]:
+    """The generated values the document holds (as :func:`_held_places` finds them) of fields
+    that track the values given to them (a counter), by db path: (holder, name, field, value)."""
     return {
-        name: held[name]
-        for name, field in shape.generated
-        if field.tracks_assigned and name != shape.pk_name and held.get(name) is not None
+        path: (holder, name, field, seam.data(holder)[name])
+        for path, holder, name, field in _held_places(document)
+        if field.tracks_assigned
     }
 
 
-def _untold(document: Document, held: dict[str, Any]) -> None:
+def _untold(document: Document, held: dict[str, tuple[Any, str, Any, Any]]) -> None:
     """MongoEngine's upsert may have inserted the document: record the ``held`` values it set on
     insert (and not another value the application assigned since), for their fields to be told
     (:func:`_tell_untold`) now, or by the document's next write if telling fails."""
     if not held:
         return
     on_insert = document._get_update_doc().get("$setOnInsert", {})
-    generated = seam.shape(type(document)).generated
     # The values as they are now (a scope too), for the stored document of this key, whichever
     # attempt tells them.
     key = f"{seam.collection_of(document).full_name}/{seam.stored_pk(document)!r}"
-    now = values.Holder(dict(seam.data(document)), owner=key)
-    untold = [
-        Slot(now, now, name, field, type(document))
-        for name, field in generated
-        if name in held and held[name] == now._data.get(name) and field.db_field in on_insert
-    ]
+    untold = []
+    for path, (holder, name, field, value) in held.items():
+        now = seam.data(holder)
+        if path in on_insert and now.get(name) == value:
+            snapshot = values.Holder(dict(now), owner=key)
+            untold.append(Slot(snapshot, snapshot, name, field, type(holder)))
     if untold:
         seam.state(document).untold = untold
 
