@@ -1152,14 +1152,7 @@ class _Places:
     def _fill(
         self, kind: Any, path: str, update_name: str, given: dict[str, Any], whole_fixed: bool
     ) -> None:
-        holder = values.Holder(
-            {
-                n: f.to_python(given[f.db_field])
-                for n, f in kind._fields.items()
-                if given.get(f.db_field) is not None
-            },
-            self.owner,
-        )
+        holder = values.Holder(values.python_values(given, kind._fields), self.owner)
         for inner, generated in seam.generated_fields(kind):
             inner_path = f"{path}.{generated.db_field}"
             removing = next(
@@ -1190,9 +1183,17 @@ class _Places:
 
 def _equality(value: Any) -> bool:
     """Whether a filter's condition is an equality (which the inserted document gets)."""
-    if isinstance(value, dict) and any(str(key).startswith("$") for key in value):
-        return "$eq" in value
-    return not isinstance(value, (re.Pattern, Regex))
+    return _equal_value(value) is not _ABSENT
+
+
+def _equal_value(condition: Any) -> Any:
+    """The value a filter's condition on one path is equal to (``value``, ``{"$eq": value}``),
+    which the document an upsert inserts gets; ``_ABSENT`` for another operator or a match."""
+    if isinstance(condition, dict) and any(str(key).startswith("$") for key in condition):
+        return condition.get("$eq", _ABSENT)
+    if isinstance(condition, (re.Pattern, Regex)):
+        return _ABSENT  # a match, not an equality: the document inserted does not get it
+    return condition
 
 
 def _clauses(query: dict[str, Any]) -> list[dict[str, Any]]:
@@ -1211,9 +1212,8 @@ def _under(fields: dict[str, Any], path: str) -> dict[str, Any]:
         step = key[len(path) + 1 :]
         if "." in step:
             continue
-        if isinstance(value, dict) and any(str(k).startswith("$") for k in value):
-            value = value.get("$eq", _ABSENT)
-        if value not in (_ABSENT, None) and not isinstance(value, (re.Pattern, Regex)):
+        value = _equal_value(value)
+        if value is not _ABSENT and value is not None:
             found[step] = value
     return found
 
@@ -1306,16 +1306,11 @@ def _from_filter(query: dict[str, Any], path: str) -> tuple[Any, bool]:
     inserts gets (``path: value``, ``path: {"$eq": value}``, either inside ``$and``), or
     ``_ABSENT`` (also for None, which matches a missing field); and whether it was found
     inside ``$and``."""
-    condition = query.get(path, _ABSENT)
-    if isinstance(condition, dict) and any(str(key).startswith("$") for key in condition):
-        condition = condition.get("$eq", _ABSENT)
-    if isinstance(condition, (re.Pattern, Regex)):
-        condition = _ABSENT  # a match, not an equality: the document inserted does not get it
+    condition = _equal_value(query.get(path, _ABSENT))
     if condition is not _ABSENT and condition is not None and condition != {}:
         return condition, False
-    clauses = query.get("$and")
-    for clause in clauses if isinstance(clauses, list) else ():
-        found = _from_filter(clause, path)[0] if isinstance(clause, dict) else _ABSENT
+    for clause in _clauses(query):
+        found = _from_filter(clause, path)[0]
         if found is not _ABSENT:
             return found, True
     return _ABSENT, False
