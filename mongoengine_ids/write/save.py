@@ -305,9 +305,6 @@ def save_update(
     """
     write = Write(type(document), seam.collection_of(document), [document])
     _tell_untold(write, document)
-    # Values the document holds from elsewhere, which MongoEngine's upsert may insert (set on
-    # insert: see wrap_get_update_doc); not those this save() makes or fills.
-    held = _held_tracked(document) if save_condition is None else {}
     plan = _Existing(write, document)
     try:
         for slot in plan.missing:
@@ -325,11 +322,11 @@ def save_update(
     except BaseException as error:
         unknown = not acknowledged or values.outcome_unknown(error)
         plan.failed(error, unknown=unknown)
-        if unknown:
-            _untold(document, held)
+        if unknown and save_condition is None:
+            _untold(document, plan.made)
         raise
-    if _created(result) or not acknowledged:  # w=0: the reply says nothing
-        _untold(document, held)
+    if save_condition is None and (_created(result) or not acknowledged):  # w=0: no reply
+        _untold(document, plan.made)
     values.confirm([document])
     _tell_untold(write, document)
     return result
@@ -402,31 +399,23 @@ def _created(result: Any) -> bool:
     return True
 
 
-def _held_tracked(document: Document) -> dict[str, tuple[Any, str, Any, Any]]:
-    """The generated values the document holds (as :func:`_held_places` finds them) of fields
-    that track the values given to them (a counter), by db path: (holder, name, field, value)."""
-    return {
-        path: (holder, name, field, seam.data(holder)[name])
-        for path, holder, name, field in _held_places(document)
-        if field.tracks_assigned
-    }
-
-
-def _untold(document: Document, held: dict[str, tuple[Any, str, Any, Any]]) -> None:
-    """MongoEngine's upsert may have inserted the document: record the ``held`` values it set on
-    insert (and not another value the application assigned since), for their fields to be told
+def _untold(document: Document, made: list[Slot]) -> None:
+    """MongoEngine's upsert may have inserted the document: record the values it held from
+    elsewhere (not ``made`` by this ``save()``) that the upsert set on insert, of fields that
+    track the values given to them (a counter), for those fields to be told
     (:func:`_tell_untold`) now, or by the document's next write if telling fails."""
-    if not held:
+    places = [place for place in _held_places(document) if place[3].tracks_assigned]
+    if not places:
         return
     on_insert = document._get_update_doc().get("$setOnInsert", {})
+    ours = {(id(slot.holder), slot.name) for slot in made}
     # The values as they are now (a scope too), for the stored document of this key, whichever
     # attempt tells them.
     key = f"{seam.collection_of(document).full_name}/{seam.stored_pk(document)!r}"
     untold = []
-    for path, (holder, name, field, value) in held.items():
-        now = seam.data(holder)
-        if path in on_insert and now.get(name) == value:
-            snapshot = values.Holder(dict(now), owner=key)
+    for path, holder, name, field in places:
+        if path in on_insert and (id(holder), name) not in ours:
+            snapshot = values.Holder(dict(seam.data(holder)), owner=key)
             untold.append(Slot(snapshot, snapshot, name, field, type(holder)))
     if untold:
         seam.state(document).untold = untold
