@@ -101,13 +101,10 @@ class Batch:
         #: when this insert() returns, else again by the next attempt.
         self.landed: list[Any] = []
         not_landed: list[Any] = []
-        #: The documents with a record of an earlier write (see :func:`seam.state`).
-        self.recorded: set[int] = set()
         states = []
         for position, doc in enumerate(docs):
             earlier = seam.state(doc, create=False)
             if earlier is not None:
-                self.recorded.add(id(doc))
                 if earlier.stored_by_failed_insert:
                     # Written by that call: stored unless deleted since, or this insert writes
                     # to another collection.
@@ -238,9 +235,7 @@ class Batch:
                 sent = self.sent.get(position)
                 if type(doc) in self.keyed_by_driver and seam.key(doc) is None and sent:
                     seam.set_key(doc, sent.get("_id"))  # the ObjectId the driver made
-        # A record is made only when a write fails: the others have none to clear.
-        values.confirm([doc for doc in written if id(doc) in self.recorded])
-        values.mark_written([doc for doc in written if id(doc) not in self.recorded])
+        values.confirm(written)
         if self.made_pk:
             self.made_pk.difference_update([id(doc) for doc in written])
         self.pending = self.pending[count:]

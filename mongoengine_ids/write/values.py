@@ -229,11 +229,6 @@ def _with_embedded(documents: list[BaseDocument]) -> list[BaseDocument]:
     return found
 
 
-def mark_written(documents: list[BaseDocument]) -> None:
-    """The documents and the embedded documents inside them are stored now."""
-    seam.mark_written(_with_embedded(documents))
-
-
 def confirm(documents: list[BaseDocument]) -> None:
     """The documents are known to be stored: nothing of an earlier lost reply is pending, and
     the values assigned to them (and to their embedded documents) are theirs by being stored,
@@ -418,20 +413,18 @@ def _once_each(empty: list[Slot]) -> list[Slot]:
     value no two documents may share cannot be: refused before any is made."""
     if len(empty) < 2:
         return empty
-    once: dict[tuple[int, str], list[Slot]] = {}
+    first_of: dict[tuple[int, str], Slot] = {}
     for slot in empty:
-        once.setdefault((id(slot.holder), slot.name), []).append(slot)
-    if len(once) == len(empty):
-        return empty
-    for first, *others in once.values():
-        if others and first.field.values_unique:
+        first = first_of.setdefault((id(slot.holder), slot.name), slot)
+        if first is not slot and first.field.values_unique:
             kind = first.kind.__name__
+            places = sum(s.holder is slot.holder and s.name == slot.name for s in empty)
             raise NotUniqueError(
                 f"{kind}.{first.name} is generated and unique: one {kind} object is placed "
-                f"{len(others) + 1} times in this write, and each place would hold its one "
+                f"{places} times in this write, and each place would hold its one "
                 f"value; place a copy of it (copy.deepcopy(), or a new {kind}) in each"
             )
-    return [first for first, *_ in once.values()]
+    return empty if len(first_of) == len(empty) else list(first_of.values())
 
 
 def _share(write: Write, klass: type[BaseDocument], group: list[Slot]) -> Write:
