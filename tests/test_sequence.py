@@ -33,6 +33,7 @@ from mongoengine_ids.sequence.field import (
     luhn_check_digit,
 )
 from mongoengine_ids.testing import Connect, connected_threadsafe
+from mongoengine_ids.write.field import Write
 
 
 def counters(db: Any) -> list[dict[str, Any]]:
@@ -955,6 +956,48 @@ def test_scoped_sequences_number_per_scope(hooked: Connect, calls: Calls) -> Non
     assert calls.count("find_one_and_update") == 2  # one lease per scope
     with pytest.raises(ValidationError, match="numbered per 'tenant', which is None"):
         Invoice(number=None).save()
+
+
+def test_a_duplicate_of_another_field_is_not_a_scoped_number_colliding(
+    mongoengine_db: Any,
+) -> None:
+    """The same number in another scope says nothing: a duplicate e-mail is the e-mail's
+    (NotUniqueError, not retried), while a number held in the same scope is retried."""
+
+    class Ticket(Document):
+        tenant = StringField(required=True)
+        email = StringField(unique=True)
+        number = SequenceField(scope="tenant", unique_with="tenant")
+
+    for i in range(3):
+        Ticket(tenant="A", email=f"a{i}").save()
+    with pytest.raises(NotUniqueError) as raised:
+        Ticket(tenant="B", email="a0").save()
+    assert not isinstance(raised.value, RetriesExhaustedError)
+    # One number (1) was spent by that insert, not one per retry.
+    assert Ticket(tenant="B", email="b0").save().number == 2
+    mongoengine_db["ticket"].insert_one({"tenant": "B", "email": "imported", "number": 3})
+    assert Ticket(tenant="B", email="b1").save().number == 4  # 3 collided in B: retried
+    stored = sorted((d["tenant"], d["number"]) for d in mongoengine_db["ticket"].find())
+    assert stored == [("A", 1), ("A", 2), ("A", 3), ("B", 2), ("B", 3), ("B", 4)]
+
+
+def test_a_scoped_number_unique_on_its_own_collides_across_scopes(mongoengine_db: Any) -> None:
+    """A scoped number under an index of its own (unique=True): another scope's holder is a
+    collision, retried; a server's error naming another index is not this field's."""
+
+    class Seat(Document):
+        room = StringField(required=True)
+        number = SequenceField(scope="room", unique=True)
+
+    Seat(room="A").save()
+    assert Seat(room="B").save().number == 2  # 1 is held in room A: retried
+    field = Seat._fields["number"]
+    other = pymongo.errors.DuplicateKeyError("E11000", 11000, {"keyPattern": {"email": 1}})
+    write = Write(Seat, Seat._get_collection(), [Seat(room="A")])
+    assert field.is_collision(write, other, 1) is False
+    ours = pymongo.errors.DuplicateKeyError("E11000", 11000, {"keyPattern": {"number": 1}})
+    assert field.is_collision(write, ours, 1) is True
 
 
 _KEYS: dict[str, Callable[[], Any]] = {

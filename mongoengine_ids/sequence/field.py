@@ -1820,15 +1820,29 @@ class SequenceField(GeneratedField):
         """Whether the duplicate was this field's generated value (a probe query decides).
 
         mongomock's duplicate-key errors name no index, so the database is asked whether a
-        document already holds the value; if so, the blocks that produced it are dropped.
+        document already holds the value; if so, the blocks that produced it are dropped. A
+        server names the index: one without this field is another field's duplicate.
         """
-        probe = write.held_by_others(self.db_field, self.to_mongo(value))
-        if write.collection.find_one(probe, {"_id": 1}) is None:
+        pattern = (error.details or {}).get("keyPattern")
+        if isinstance(pattern, dict) and self.db_field not in pattern:
             return False
         first = write.documents[0] if write.documents else None
         scope = None if first is None else self._scope_of(write.document_class, first)
+        probe = write.held_by_others(self.db_field, self.to_mongo(value))
+        if self.scope is not None and scope is not None and not self._unique_across_scopes():
+            # The same number in another scope is another number: held there, it says nothing.
+            probe[seam.field_of(write.document_class, self.scope).db_field] = scope
+        if write.collection.find_one(probe, {"_id": 1}) is None:
+            return False
         self.sequence_for(write.database, write.document_class, scope).discard()
         return True
+
+    def _unique_across_scopes(self) -> bool:
+        """Whether a value of this scoped field is unique over every scope: it is the key, or
+        unique without its scope in ``unique_with`` (an index on the number alone)."""
+        with_ = self.unique_with
+        names = [with_] if isinstance(with_, str) else list(with_ or ())
+        return bool(self.primary_key or (self.unique and self.scope not in names))
 
     def retries_exhausted(self, error: Exception, attempts: int) -> RetriesExhaustedError:
         """A :class:`~mongoengine_ids.errors.RetriesExhaustedError` naming the field."""
