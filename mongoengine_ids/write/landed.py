@@ -94,7 +94,7 @@ def _pk_can_collide(document: Any) -> bool:
     key = seam.key(document)
     return not any(
         slot.holder is document and slot.name == name and value == key
-        for slot, value in state.generated
+        for slot, value, _ in state.generated
     )
 
 

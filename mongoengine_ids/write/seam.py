@@ -791,7 +791,8 @@ class State:
     sent: Any = None
     #: Every earlier version sent while unconfirmed: any of them may still land.
     sent_before: list[Any] = dataclasses.field(default_factory=list)
-    #: While unconfirmed, as (slot, value) pairs: the values the write path generated for it
+    #: While unconfirmed, as (slot, value, identity) triples (identity: the value with its
+    #: scope, as stored, see ``values.identity_key``): the values the write path generated for it
     #: (still its own to retry), and the assigned values the fields were told of. A value
     #: the application changed since is no longer the document's: it is left to the insert
     #: that may still land, never released.

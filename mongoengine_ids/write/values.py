@@ -328,12 +328,14 @@ def split_kept(
     """Split ``found`` by what an earlier attempt of its documents whose outcome is unknown
     (``states``: their records) did with each value: generated it, noted it (as (slot, value)),
     or neither (the others). A value is the earlier attempt's only if it is unchanged since,
-    where it was, in the same document; it stays that document's own."""
+    where it was, in the same document, and so is its scope (a number moved to another scope
+    is another number there, which that scope's counter must be told of: one of the others);
+    it stays that document's own."""
     earlier: dict[tuple[int, int, str], tuple[Any, bool]] = {}
     for state in states:
         if state is not None:
-            earlier.update({_place(s): (v, True) for s, v in state.generated})
-            earlier.update({_place(s): (v, False) for s, v in state.noted})
+            earlier.update({_place(s): (i, True) for s, _, i in state.generated})
+            earlier.update({_place(s): (i, False) for s, _, i in state.noted})
     if not earlier:
         return [], [], found
     generated: list[Slot] = []
@@ -342,7 +344,7 @@ def split_kept(
     for slot in found:
         value = slot.value
         before = earlier.get(_place(slot))
-        if before is None or value is None or before[0] != value:
+        if before is None or value is None or before[0] != _identity(slot):
             others.append(slot)
         elif before[1]:
             generated.append(slot)
@@ -380,8 +382,8 @@ def pending(document: BaseDocument, generated: list[Slot], noted: list[tuple[Slo
     """Record that the outcome of an update of ``document`` is unknown: the values it
     ``generated`` and ``noted`` stay its own for the application's retry (see :func:`prepare`)."""
     state = seam.state(document)
-    state.generated = [(slot, slot.value) for slot in generated if slot.value is not None]
-    state.noted = list(noted)
+    state.generated = [(s, s.value, _identity(s)) for s in generated if s.value is not None]
+    state.noted = [(slot, value, _identity(slot)) for slot, value in noted]
 
 
 def fill(write: Write, empty: list[Slot]) -> list[Slot]:
