@@ -337,6 +337,58 @@ def test_an_embedded_value_left_out_by_a_projection_is_never_cleared(
     kind.check(stored["parts"][2]["code"])
 
 
+MAP_PROJECTIONS: dict[str, Callable[[QuerySet], QuerySet]] = {
+    "only": lambda queryset: queryset.only("name", "parts.a.label", "parts.b", "lists.k.label"),
+    "exclude": lambda queryset: queryset.exclude("parts.a.code", "lists.k.code"),
+    "fields": lambda queryset: queryset.fields(parts__a__code=0, lists__k__code=0),
+}
+
+
+@pytest.mark.parametrize("projection", list(MAP_PROJECTIONS))
+@by_kind
+def test_a_projection_naming_a_map_key_is_kept_on_save(
+    mongoengine_db: Any, kind: Kind, projection: str
+) -> None:
+    """A projection names a map's entries by key (``parts.a.code``, unlike a list's items): a
+    save that makes MongoEngine write the map (or a list in it) whole is refused, as for a
+    list, since it would clear the values left out. (It cleared them.)"""
+    Part = type(
+        "MapPart",
+        (me.EmbeddedDocument,),
+        {
+            "__module__": __name__,
+            "label": me.StringField(),
+            "code": kind.make(**({"reserve_in": "map_codes"} if kind.name == "random" else {})),
+        },
+    )
+    Model = document(
+        "MapParts",
+        "map_parts",
+        name=me.StringField(),
+        parts=me.MapField(me.EmbeddedDocumentField(Part)),
+        lists=me.MapField(me.ListField(me.EmbeddedDocumentField(Part))),
+    )
+    saved = Model(
+        name="a", parts={"a": Part(label="x"), "b": Part(label="y")}, lists={"k": [Part(label="z")]}
+    ).save()
+    before = raw_one(mongoengine_db.map_parts)
+    for change in (
+        lambda doc: doc.parts.pop("b"),
+        lambda doc: doc.lists["k"].append(Part(label="new")),
+    ):
+        loaded = MAP_PROJECTIONS[projection](Model.objects).get(id=saved.id)
+        assert loaded.parts["a"].code is None
+        change(loaded)
+        with pytest.raises(me.errors.OperationError, match=r"was not loaded.*whole"):
+            loaded.save()
+        assert raw_one(mongoengine_db.map_parts) == before
+    loaded = MAP_PROJECTIONS[projection](Model.objects).get(id=saved.id)
+    loaded.parts["a"].label = "w"  # a path inside the entry: written alone
+    loaded.save()
+    before["parts"]["a"]["label"] = "w"
+    assert raw_one(mongoengine_db.map_parts) == before
+
+
 @by_kind
 def test_a_document_loaded_without_its_generated_key_is_not_saved_as_a_copy(
     mongoengine_db: Any, kind: Kind

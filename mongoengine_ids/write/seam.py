@@ -893,19 +893,33 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     state(document).unloaded = frozenset(
         name for name, field in generated_fields(type(document)) if not present((field.db_field,))
     )
-    for _, steps, inner in embedded_places(document):
+    for path, steps, inner in embedded_places(document):
+        named = _projected(path, steps)
         unloaded = frozenset(
             name
             for name, field in generated_fields(type(inner))
-            if not present((*steps, field.db_field))
+            if not present((*named, field.db_field))
         )
         if unloaded:
             state(inner).unloaded = unloaded
 
 
+def _projected(path: str, steps: tuple[str, ...]) -> tuple[str, ...]:
+    """The stored ``steps`` of an embedded document at ``path`` as a projection names them: a
+    map's key kept (``exclude("m.a.code")``), a list's item left out (a projection names no
+    index: ``exclude("parts.code")``). A key of digits reads as an index: left out too."""
+    parts = path.split(".")
+    if len(parts) != len(steps):  # a key holding a dot: no projection can name it
+        return steps
+    return tuple(
+        part if step == "*" and not part.isdigit() else step
+        for part, step in zip(parts, steps, strict=True)
+    )
+
+
 class _Projection:
     """Whether a projection (``QueryFieldList.as_dict()``) returns the value at stored steps
-    (db field names; ``"*"``, any item of a list or map, is not part of its paths)."""
+    (db field names and map keys; ``"*"``, any item of a list, is not part of its paths)."""
 
     def __init__(self, projection: dict[str, Any]) -> None:
         self.projection = projection
