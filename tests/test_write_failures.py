@@ -906,3 +906,34 @@ def test_a_number_kept_for_a_retry_moved_to_another_scope_is_told_to_that_scope(
             assert later == [5, 6, 7, 8]
             assert stored == [("A", 1), ("A", 2), ("A", 3), ("B", 4), *(("B", n) for n in later)]
 
+
+@pytest.mark.parametrize("mode", ["after", "interrupt"])
+def test_a_value_made_again_for_a_retry_whose_insert_landed_is_retried_on_a_collision(
+    mode: str,
+) -> None:
+    """The earlier insert landed (its reply lost); the application clears the value and retries:
+    the value is made again and replaces the stored one, and a collision of it is retried with
+    a fresh value, as in any write. (It raised NotUniqueError, and the object kept another
+    document's value: every later save failed.)"""
+    draws = iter([4, 0, 1, 2, 3, 5, 6, 7, 8, 9])  # the value is the draw + 1: 5, then 1 (held)
+
+    class FwRemade(me.Document):
+        meta = {"collection": "fw_remade"}
+        code = RandomUniqueField(min_value=1, max_value=10, rng=lambda n: next(draws))
+        note = me.StringField()
+
+    hook = FailOnce("fw_remade", "insert_one", mode)
+    with connect_with(hook) as db:
+        FwRemade.ensure_indexes()
+        db.fw_remade.insert_one({"code": 1, "note": "other"})
+        doc = FwRemade(note="mine")
+        hook.armed = True
+        with pytest.raises((pymongo.errors.AutoReconnect, KeyboardInterrupt)):
+            doc.save()  # stored with 5
+        doc.code = None
+        doc.save()  # 1 is held: 2
+        assert doc.code == 2
+        doc.note = "changed"
+        doc.save()
+        stored = sorted((d["note"], d["code"]) for d in db.fw_remade.find())
+        assert stored == [("changed", 2), ("other", 1)]

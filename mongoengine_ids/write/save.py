@@ -117,7 +117,7 @@ def save_create(
     noted, filled = values.prepare(write, [document], [earlier])
     made_pk = make_pk(document, shape) or (earlier is not None and earlier.made_pk)
     if retrying and _landed(document, write, made_pk, filled, noted):
-        return _over_own_copy(document, write_next)
+        return _over_own_copy(document, write, filled, write_next)
     if earlier is not None:
         # Not before: if making the values failed, the earlier insert may still land, and the
         # next attempt must look for it again.
@@ -139,7 +139,8 @@ def save_create(
             may_land=retrying,
         )
     except values.EarlierInsertLanded:
-        return _over_own_copy(document, write_next)  # as if the look-up above had found it
+        # As if the look-up above had found it.
+        return _over_own_copy(document, write, filled, write_next)
     except BaseException:
         state = seam.state(document, create=False)
         if state is None or not state.unconfirmed:  # nothing written: as before save()
@@ -218,11 +219,18 @@ class _Insert:
         )
 
 
-def _over_own_copy(document: Document, write_next: Callable[[Any, bool], Any]) -> Any:
+def _over_own_copy(
+    document: Document,
+    write: Write,
+    filled: list[Slot],
+    write_next: Callable[[Any, bool], Any],
+) -> Any:
     """The earlier insert of ``document`` was applied: the stored document is this one, so it is
-    replaced by the current version (the application may have changed it since)."""
+    replaced by the current version (the application may have changed it since). A value made
+    again for it (one the application cleared) that collides is retried with a fresh one, as in
+    any write; on another failure the values are kept, not given back (the replace may land)."""
     values.confirm([document])
-    return write_next(document.to_mongo(), False)
+    return values.send(write, filled, lambda: write_next(document.to_mongo(), False), may_land=True)
 
 
 def _landed(
