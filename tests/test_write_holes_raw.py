@@ -182,3 +182,70 @@ def test_an_upsert_by_a_stored_key_object_is_accepted(mongoengine_db: Any) -> No
     key = XStoredKey.id.reference_key(doc.id)
     XStoredKey.objects(__raw__={"_id": key}).update_one(upsert=True, set__name="again")
     assert [d["name"] for d in mongoengine_db.x_stored_keys.find()] == ["again"]
+
+
+# -- a raw update (not an upsert) writes its values as given too --------------------------------
+
+
+class XRawPart(me.EmbeddedDocument):
+    label = me.StringField()
+    code = SequenceField(sequence_name="x_raw_part", unique=True)
+
+
+class XRawUpdated(me.Document):
+    number = SequenceField(sequence_name="x_raw_number", unique=True)
+    pick = RandomUniqueField(digits=1)
+    one = me.EmbeddedDocumentField(XRawPart)
+    parts = me.ListField(me.EmbeddedDocumentField(XRawPart))
+    meta = {"collection": "x_raw_updated"}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"$set": {"number": "7"}},  # text for a counter, which stores 7
+        {"$set": {"pick": "6"}},
+        {"$set": {"one.code": "60"}},  # by a path into an embedded document
+        {"$set": {"one": {"label": "w", "code": "50"}}},  # an embedded document whole
+        {"$push": {"parts": {"label": "w", "code": "70"}}},
+    ],
+)
+def test_an_update_writing_a_raw_value_not_in_stored_form_is_refused(
+    mongoengine_db: Any, raw: dict[str, Any]
+) -> None:
+    """As for an upsert: the text was stored as given, which the field's queries and its unique
+    index never match with the number it then handed out (two documents held 6)."""
+    saved = XRawUpdated(one=XRawPart(label="o"), parts=[XRawPart(label="p")]).save()
+    before = list(mongoengine_db.x_raw_updated.find())
+    counters = list(mongoengine_db["mongoengine.counters"].find())
+    with pytest.raises(me.ValidationError, match="stores it as"):
+        XRawUpdated.objects(id=saved.id).update_one(__raw__=raw)
+    assert list(mongoengine_db.x_raw_updated.find()) == before
+    assert list(mongoengine_db["mongoengine.counters"].find()) == counters
+    # In stored form (or by keyword, which converts it), the value is written and told.
+    XRawUpdated.objects(id=saved.id).update_one(__raw__={"$set": {"number": 7, "one.code": 60}})
+    stored = mongoengine_db.x_raw_updated.find_one()
+    assert (stored["number"], stored["one"]["code"]) == (7, 60)
+    assert XRawUpdated().save().number == 8
+
+
+@pytest.mark.parametrize("upsert", [False, True])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"$set": {"one": {"label": "z", "code": None}}},
+        {"$push": {"parts": {"label": "y", "code": None}}},
+        {"$set": {"parts.0": {"label": "x", "code": None}}},
+    ],
+)
+def test_a_null_given_inside_an_embedded_document_written_whole_is_refused(
+    mongoengine_db: Any, raw: dict[str, Any], upsert: bool
+) -> None:
+    """As by a path (``one.code``): null is a value to a unique index. It was stored, and an
+    upsert inserted a document holding it."""
+    saved = XRawUpdated(one=XRawPart(label="o"), parts=[XRawPart(label="p")]).save()
+    before = list(mongoengine_db.x_raw_updated.find())
+    query = XRawUpdated.objects(**({"pick": 9} if upsert else {"id": saved.id}))
+    with pytest.raises(me.errors.InvalidQueryError, match="gives it None"):
+        query.update_one(upsert=upsert, __raw__=raw)
+    assert list(mongoengine_db.x_raw_updated.find()) == before

@@ -655,7 +655,8 @@ def generated_in(
     """The generated values inside ``value``, embedded documents in stored form (dicts) that an
     update writes at the dotted db ``path``, at any depth; with ``item``, ``value`` is an item
     added to the list at ``path``. Each as (class, field name, field, the stored embedded
-    document holding it, steps to it as stored: ``"*"`` for any item of a list or map); [] if
+    document holding it (its value may be None: a null written), steps to it as stored:
+    ``"*"`` for any item of a list or map); [] if
     ``path`` leads to no embedded document (a generated field itself among them). A dict's
     ``_cls`` names its class (a subclass, or any for ``GenericEmbeddedDocumentField``)."""
     found = _field_at(document_class, path)
@@ -685,11 +686,10 @@ def _generated_inside(
         return
     for name, inner_field in kind._fields.items():
         stored = value.get(inner_field.db_field)
-        if stored is None:
-            continue
         if isinstance(inner_field, GeneratedField):
-            yield kind, name, inner_field, value, steps
-        else:
+            if inner_field.db_field in value:  # None too: a null written, not a value left out
+                yield kind, name, inner_field, value, steps
+        elif stored is not None:
             yield from _generated_inside(inner_field, stored, (*steps, inner_field.db_field))
 
 

@@ -769,6 +769,8 @@ def _scalars(
                 f"collide); use unset__{path.replace('.', '__').replace('$', 'S')} (or "
                 "$unset) to remove the value"
             )
+        if value is not None:
+            _check_stored_form(field, value, f"the update sets at {path!r}", query.collection)
         if "." not in path:
             if not upserting:
                 slots += _own_slots(query, operations, path, value)
@@ -853,6 +855,14 @@ def _stored_slots(
     for kind, name, field, embedded, steps in seam.generated_in(
         query.document_class, path, value, item=item
     ):
+        given = embedded[field.db_field]
+        if given is None:
+            raise InvalidQueryError(
+                f"{kind.__name__}.{name} is generated: the embedded document written at "
+                f"{path!r} gives it None, which would store null (a unique index counts it as "
+                "a value: two documents holding it collide); leave the field out, or give a value"
+            )
+        _check_stored_form(field, given, f"the update writes at {path!r}", query.collection)
         read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
         holder = values.Holder(values.python_values(embedded, read))
         slots.append(
@@ -1257,9 +1267,10 @@ def _check_fixed(field: Any, stored: Any, query: dict[str, Any], collection: Any
 
 
 def _check_stored_form(field: Any, given: Any, where: str, collection: Any) -> None:
-    """Refuse a value an upsert inserts as given (a ``__raw__`` filter or update is sent as
-    it is) that is not in the form the field stores: ``"11"`` for a counter stores the text,
-    which the field's queries never find, beside an ``11`` it may hand out.
+    """Refuse a value a write stores as given (a ``__raw__`` filter or update is sent as it
+    is) that is not in the form the field stores: ``"11"`` for a counter stores the text,
+    which the field's queries and its unique index never match with the ``11`` it may hand
+    out. (A value MongoEngine converted, from a keyword, is in that form.)
 
     Raises:
         ValidationError: saying the form the field stores.
@@ -1271,9 +1282,9 @@ def _check_stored_form(field: Any, given: Any, where: str, collection: Any) -> N
     if isinstance(given, uuid.UUID) and standard and stored == Binary.from_uuid(given):
         return  # the client sends it as that Binary
     raise ValidationError(
-        f"{field._label}: the upsert would insert {given!r}, which {where}, as it is; the "
-        f"field stores it as {stored!r}: give that, or name the field in a query "
-        "(not __raw__), which converts it",
+        f"{field._label}: {given!r}, which {where}, would be stored as it is; the field "
+        f"stores it as {stored!r}: give that, or name the field in a query (not __raw__), "
+        "which converts it",
         field_name=field.name,
     )
 
