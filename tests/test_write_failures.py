@@ -937,3 +937,37 @@ def test_a_value_made_again_for_a_retry_whose_insert_landed_is_retried_on_a_coll
         doc.save()
         stored = sorted((d["note"], d["code"]) for d in db.fw_remade.find())
         assert stored == [("changed", 2), ("other", 1)]
+
+
+class FwKeyedEmail(me.Document):
+    meta = {"collection": "fw_keyed_email"}
+    id = SequenceField(primary_key=True)
+    email = me.StringField(unique=True)
+
+
+@pytest.mark.parametrize("mode", ["after", "interrupt"])
+def test_a_retry_whose_insert_landed_meeting_another_fields_duplicate_keeps_its_key(
+    mode: str,
+) -> None:
+    """The earlier insert landed (its reply lost); the application changes a unique field to
+    another document's value and retries: the replace of its stored copy fails with that
+    duplicate, which is no value of the document's own (its key is the stored copy's), and a
+    later save updates the one stored copy. (The key was taken for colliding and made anew:
+    the next save stored a second copy.)"""
+    hook = FailOnce("fw_keyed_email", "insert_one", mode)
+    with connect_with(hook) as db:
+        FwKeyedEmail.ensure_indexes()
+        FwKeyedEmail(email="taken").save()
+        doc = FwKeyedEmail(email="a")
+        hook.armed = True
+        with pytest.raises((pymongo.errors.AutoReconnect, KeyboardInterrupt)):
+            doc.save()
+        doc.email = "taken"
+        with pytest.raises(me.NotUniqueError):
+            doc.save()
+        assert doc.id == 2
+        doc.email = "b"
+        doc.save()
+        stored = sorted((d["_id"], d["email"]) for d in db.fw_keyed_email.find())
+        assert stored == [(1, "taken"), (2, "b")]
+        assert FwKeyedEmail(email="c").save().id == 3
