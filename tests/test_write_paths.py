@@ -1508,3 +1508,30 @@ def test_backfill_fills_every_field_before_naming_documents_a_scoped_one_cannot_
     stored = list(raw.find())
     assert all(isinstance(doc.get("code"), int) for doc in stored)
     assert sorted(doc.get("number", 0) for doc in stored) == [0, 1, 1]
+
+
+@by_kind
+def test_a_projection_naming_a_map_key_of_digits_is_kept_on_save(
+    mongoengine_db: Any, kind: Kind
+) -> None:
+    """A map's key of digits (a year, an id) is a key to a projection, never a list index: left
+    out there, its values are kept as for any key. (Taken for an index, it was not recorded.)"""
+    Part = type(
+        "YearPart",
+        (me.EmbeddedDocument,),
+        {
+            "__module__": __name__,
+            "label": me.StringField(),
+            "code": kind.make(**({"reserve_in": "year_codes"} if kind.name == "random" else {})),
+        },
+    )
+    Model = document("YearParts", "year_parts", years=me.MapField(me.EmbeddedDocumentField(Part)))
+    saved = Model(years={"2025": Part(label="x"), "2026": Part(label="y")}).save()
+    before = raw_one(mongoengine_db.year_parts)
+    loaded = Model.objects.exclude("years.2025.code").get(id=saved.id)
+    assert loaded.years["2025"].code is None
+    assert loaded.years["2026"].code is not None
+    loaded.years.pop("2026")
+    with pytest.raises(me.errors.OperationError, match=r"was not loaded.*whole"):
+        loaded.save()
+    assert raw_one(mongoengine_db.year_parts) == before

@@ -723,31 +723,32 @@ def embedding_values(document: BaseDocument) -> Iterator[Any]:
 
 
 def embedded_places(
-    document: BaseDocument,
+    document: BaseDocument, *, keys: bool = False
 ) -> Iterator[tuple[str, tuple[str, ...], BaseDocument]]:
     """Every embedded document inside ``document``, at any depth, with its path as
     :func:`changed` names paths (db field names, list indexes and map keys, dotted) and its
-    steps as stored (a db field name per field, ``"*"`` per item of a list or map)."""
+    steps as stored (a db field name per field, ``"*"`` per item of a list or map; with
+    ``keys``, a map's item by its key, as a projection names it)."""
     names = shape(type(document)).embedding
     for name in document._data if names is None else names:
         field = document._fields.get(name)
         db_field = getattr(field, "db_field", name)
-        yield from _places_in(document._data.get(name), db_field, (db_field,))
+        yield from _places_in(document._data.get(name), db_field, (db_field,), keys)
 
 
 def _places_in(
-    value: Any, path: str, steps: tuple[str, ...]
+    value: Any, path: str, steps: tuple[str, ...], keys: bool = False
 ) -> Iterator[tuple[str, tuple[str, ...], BaseDocument]]:
     if isinstance(value, EmbeddedDocument):
         yield path, steps, value
-        for inner_path, inner_steps, inner in embedded_places(value):
+        for inner_path, inner_steps, inner in embedded_places(value, keys=keys):
             yield f"{path}.{inner_path}", (*steps, *inner_steps), inner
     elif isinstance(value, (list, tuple, BaseList)):
         for index, item in enumerate(value):
-            yield from _places_in(item, f"{path}.{index}", (*steps, "*"))
+            yield from _places_in(item, f"{path}.{index}", (*steps, "*"), keys)
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _places_in(item, f"{path}.{key}", (*steps, "*"))
+            yield from _places_in(item, f"{path}.{key}", (*steps, str(key) if keys else "*"), keys)
 
 
 def embedded_places_in(
@@ -893,28 +894,14 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     state(document).unloaded = frozenset(
         name for name, field in generated_fields(type(document)) if not present((field.db_field,))
     )
-    for path, steps, inner in embedded_places(document):
-        named = _projected(path, steps)
+    for _, steps, inner in embedded_places(document, keys=True):
         unloaded = frozenset(
             name
             for name, field in generated_fields(type(inner))
-            if not present((*named, field.db_field))
+            if not present((*steps, field.db_field))
         )
         if unloaded:
             state(inner).unloaded = unloaded
-
-
-def _projected(path: str, steps: tuple[str, ...]) -> tuple[str, ...]:
-    """The stored ``steps`` of an embedded document at ``path`` as a projection names them: a
-    map's key kept (``exclude("m.a.code")``), a list's item left out (a projection names no
-    index: ``exclude("parts.code")``). A key of digits reads as an index: left out too."""
-    parts = path.split(".")
-    if len(parts) != len(steps):  # a key holding a dot: no projection can name it
-        return steps
-    return tuple(
-        part if step == "*" and not part.isdigit() else step
-        for part, step in zip(parts, steps, strict=True)
-    )
 
 
 class _Projection:
