@@ -442,6 +442,42 @@ def test_a_switch_to_the_counters_collection_is_refused(mongoengine_db: Any) -> 
     assert counters(mongoengine_db) == [{"_id": "switched.number", "next": 10}]
 
 
+@pytest.mark.parametrize("first", ["context", "document"])
+def test_a_switched_write_names_its_counter_as_mongoengine_does(
+    mongoengine_db: Any, first: str
+) -> None:
+    """Under ``with switch_collection(Model, "other")`` the counter is ``"other.<field>"``; a
+    document's own ``switch_collection("other")`` numbers with the model's counter (both
+    MongoEngine's names, so nothing is renumbered on the way from its field), whichever comes
+    first. (On mongomock, one collection object per name: the first one's counter served both.)"""
+    from mongoengine.context_managers import switch_collection
+
+    class Logged(Document):
+        number = SequenceField()
+        label = StringField()
+
+    def by_context() -> None:
+        with switch_collection(Logged, "other") as Other:
+            Other(label="context").save()
+
+    def by_document() -> None:
+        doc = Logged(label="document")
+        doc.switch_collection("other")
+        doc.save()
+
+    Logged(label="home").save()
+    for write in (by_context, by_document) if first == "context" else (by_document, by_context):
+        write()
+    assert {c["_id"]: c["next"] for c in counters(mongoengine_db)} == {
+        "logged.number": 2,
+        "other.number": 1,
+    }
+    assert {d["label"]: d["number"] for d in mongoengine_db["other"].find()} == {
+        "context": 1,
+        "document": 2,
+    }
+
+
 class OnTwoServers(Document):
     meta = {"db_alias": "two_servers"}
     number = SequenceField()
@@ -980,6 +1016,36 @@ def test_a_duplicate_of_another_field_is_not_a_scoped_number_colliding(
     assert Ticket(tenant="B", email="b1").save().number == 4  # 3 collided in B: retried
     stored = sorted((d["tenant"], d["number"]) for d in mongoengine_db["ticket"].find())
     assert stored == [("A", 1), ("A", 2), ("A", 3), ("B", 2), ("B", 3), ("B", 4)]
+
+
+def test_a_scoped_number_unique_with_another_field_collides_by_that_index(
+    mongoengine_db: Any,
+) -> None:
+    """Numbered per tenant, unique with the year: a number held in another tenant in the same
+    year collides (the index is number and year: retried), a duplicate e-mail does not."""
+
+    class Ticket(Document):
+        tenant = StringField(required=True)
+        year = IntField(required=True)
+        email = StringField(unique=True)
+        number = SequenceField(scope="tenant", unique_with="year")
+
+    for i in range(3):
+        Ticket(tenant="A", year=2025, email=f"a{i}").save()
+    with pytest.raises(NotUniqueError) as raised:
+        Ticket(tenant="B", year=2026, email="a0").save()  # 1 is free in 2026: the e-mail's
+    assert not isinstance(raised.value, RetriesExhaustedError)
+    # B's next is 2 (1 spent above), held with 2025 by A's ticket 2, and 3 by A's 3: retried.
+    assert Ticket(tenant="B", year=2025, email="b0").save().number == 4
+    assert Ticket(tenant="B", year=2026, email="b1").save().number == 5
+    stored = sorted((d["tenant"], d["year"], d["number"]) for d in mongoengine_db["ticket"].find())
+    assert stored == [
+        ("A", 2025, 1),
+        ("A", 2025, 2),
+        ("A", 2025, 3),
+        ("B", 2025, 4),
+        ("B", 2026, 5),
+    ]
 
 
 def test_a_scoped_number_unique_on_its_own_collides_across_scopes(mongoengine_db: Any) -> None:

@@ -1511,7 +1511,7 @@ class SequenceField(GeneratedField):
         ] = {}
         #: The sequence of an unscoped field by the collection object its documents are written
         #: to (see :meth:`_sequence_of`).
-        self._by_collection: dict[tuple[int, type], _Found] = {}
+        self._by_collection: dict[tuple[int, type, str], _Found] = {}
         self._sequences_lock = threading.Lock()
         super().__init__(**kwargs)
         _live_fields.add(self)
@@ -1738,7 +1738,10 @@ class SequenceField(GeneratedField):
         """
         collection = write.collection
         counters = None if self.db_alias is None else get_db(self.db_alias)
-        found = self._by_collection.get((id(collection), write.document_class))
+        # The class's collection name is part of the counter's: a switch_collection() context
+        # renames it (mongomock hands out one collection object per name, a switch or not).
+        place = (id(collection), write.document_class, seam.collection_name(write.document_class))
+        found = self._by_collection.get(place)
         if found is not None and found.collection() is collection:
             known = found.counters
             if (None if known is None else known()) is counters:
@@ -1748,7 +1751,7 @@ class SequenceField(GeneratedField):
         with self._sequences_lock:
             # The entries of collections gone (a with_options() copy, an ended switch_db).
             live = {key: entry for key, entry in self._by_collection.items() if entry.collection()}
-            live[id(collection), write.document_class] = _Found(
+            live[place] = _Found(
                 weakref.ref(collection),
                 None if counters is None else weakref.ref(counters),
                 sequence,
@@ -1829,20 +1832,30 @@ class SequenceField(GeneratedField):
         first = write.documents[0] if write.documents else None
         scope = None if first is None else self._scope_of(write.document_class, first)
         probe = write.held_by_others(self.db_field, self.to_mongo(value))
-        if self.scope is not None and scope is not None and not self._unique_across_scopes():
-            # The same number in another scope is another number: held there, it says nothing.
-            probe[seam.field_of(write.document_class, self.scope).db_field] = scope
+        if first is not None:
+            probe.update(self._colliding_with(write.document_class, first))
         if write.collection.find_one(probe, {"_id": 1}) is None:
             return False
         self.sequence_for(write.database, write.document_class, scope).discard()
         return True
 
-    def _unique_across_scopes(self) -> bool:
-        """Whether a value of this scoped field is unique over every scope: it is the key, or
-        unique without its scope in ``unique_with`` (an index on the number alone)."""
-        with_ = self.unique_with
+    def _colliding_with(self, document_class: type[BaseDocument], document: Any) -> dict[str, Any]:
+        """The values of ``document`` (db field: stored value) that a document holding the same
+        number must hold too for a duplicate to be this field's: the fields its unique index
+        holds with it (``unique_with``), or, without an index of its own, its scope (the same
+        number in another scope is another number). None for a key, unique alone."""
+        if self.primary_key:
+            return {}
+        with_ = self.unique_with if self.unique else self.scope
         names = [with_] if isinstance(with_, str) else list(with_ or ())
-        return bool(self.primary_key or (self.unique and self.scope not in names))
+        found = {}
+        for name in names:
+            if name not in document_class._fields:
+                continue  # a dotted path: not probed (a wider probe, as without it)
+            source = seam.field_of(document_class, name)
+            held = seam.data(document).get(name)
+            found[source.db_field] = None if held is None else seam.as_stored(source.to_mongo(held))
+        return found
 
     def retries_exhausted(self, error: Exception, attempts: int) -> RetriesExhaustedError:
         """A :class:`~mongoengine_ids.errors.RetriesExhaustedError` naming the field."""

@@ -441,6 +441,11 @@ def counter_prefix(owner: type[BaseDocument]) -> str:
     return "".join(f"_{c}" if c.isupper() else c for c in class_name).strip("_").lower()
 
 
+def collection_name(document_class: Any) -> str:
+    """The collection ``document_class`` writes to now (a ``switch_collection()`` context's)."""
+    return str(document_class._get_collection_name())
+
+
 def default_database(owner: type[BaseDocument]) -> Any:
     """The database ``owner``'s documents go to without ``switch_db``: its ``meta["db_alias"]``
     for a ``Document``, the default alias for anything else (an embedded document)."""
