@@ -971,3 +971,53 @@ def test_a_retry_whose_insert_landed_meeting_another_fields_duplicate_keeps_its_
         stored = sorted((d["_id"], d["email"]) for d in db.fw_keyed_email.find())
         assert stored == [(1, "taken"), (2, "b")]
         assert FwKeyedEmail(email="c").save().id == 3
+
+
+class FailPlanned:
+    """Fails the calls planned, in order, each once: (collection.method, mode)."""
+
+    def __init__(self) -> None:
+        self.plan: list[tuple[str, str]] = []
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if self.plan and self.plan[0][0] == f"{collection}.{method}":
+            _, mode = self.plan.pop(0)
+            if mode == "after":
+                call()
+            raise pymongo.errors.AutoReconnect(f"injected {mode} {collection}.{method}")
+        return call()
+
+
+@pytest.mark.parametrize(("mode", "again", "expected"), [("before", 0, 5), ("after", 2, 3)])
+def test_a_value_made_again_whose_replace_lost_its_reply_is_settled_by_the_next_save(
+    mode: str, again: int, expected: int
+) -> None:
+    """The earlier insert landed (its reply lost); the application clears the value and
+    retries, and the replace of the stored copy loses its reply too: the value made again is
+    the document's own for its next save, which takes what is stored (the replace was not
+    applied: 5) or keeps it (it was: 3). (The value was then taken for the user's: 1, another
+    document's, was refused at every later save.)"""
+    draws = iter([4, again, 5, 6, 7, 8, 9])  # the value is the draw + 1: 5, then 1 or 3
+
+    class FwRemadeLost(me.Document):
+        meta = {"collection": "fw_remade_lost"}
+        code = RandomUniqueField(min_value=1, max_value=10, rng=lambda n: next(draws))
+        note = me.StringField()
+
+    hook = FailPlanned()
+    with connect_with(hook) as db:
+        FwRemadeLost.ensure_indexes()
+        db.fw_remade_lost.insert_one({"code": 1, "note": "other"})
+        doc = FwRemadeLost(note="mine")
+        hook.plan = [("fw_remade_lost.insert_one", "after")]
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            doc.save()  # stored with 5
+        doc.code = None
+        hook.plan = [("fw_remade_lost.find_one_and_replace", mode)]
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            doc.save()
+        doc.note = "changed"
+        doc.save()
+        stored = sorted((d["note"], d["code"]) for d in db.fw_remade_lost.find())
+        assert stored == [("changed", expected), ("other", 1)]
+        assert doc.code == expected

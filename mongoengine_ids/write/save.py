@@ -231,12 +231,20 @@ def _over_own_copy(
     again for it by this attempt (one the application cleared) that collides is retried with a
     fresh one, as in any write; the values its stored copy holds (the key, those ``earlier``
     made) are its own, never taken for colliding. On another failure the values are kept, not
-    given back: the replace may land."""
+    given back (the replace may land), as the document's own for its next save."""
     key = seam.shape(type(document)).pk_name
     _, _, again = values.split_kept(filled, [earlier])
     again = [slot for slot in again if not (slot.holder is document and slot.name == key)]
     values.confirm([document])
-    return values.send(write, again, lambda: write_next(document.to_mongo(), False), may_land=True)
+    try:
+        return values.send(
+            write, again, lambda: write_next(document.to_mongo(), False), may_land=True
+        )
+    except BaseException:
+        # Stored, with these values or not (the replace may have landed): they stay its own,
+        # so that its next save takes the stored ones where they differ, or keeps them.
+        values.pending(document, again, [])
+        raise
 
 
 def _landed(
