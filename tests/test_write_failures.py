@@ -1021,3 +1021,33 @@ def test_a_value_made_again_whose_replace_lost_its_reply_is_settled_by_the_next_
         stored = sorted((d["note"], d["code"]) for d in db.fw_remade_lost.find())
         assert stored == [("changed", expected), ("other", 1)]
         assert doc.code == expected
+
+
+def test_a_value_assigned_for_a_retry_whose_replace_lost_its_reply_is_kept_reserved() -> None:
+    """The earlier insert landed (its reply lost); the application assigns a reserve_in value
+    and retries, and the replace of the stored copy is lost before it is applied: the value
+    stays reserved as the document's own, and its next save stores it. (Its reservation was
+    then taken for another document's: every later save was refused.)"""
+
+    class FwAssignedLost(me.Document):
+        meta = {"collection": "fw_assigned_lost"}
+        code = RandomUniqueField(
+            min_value=1, max_value=10, rng=lambda n: 4, reserve_in="fw_assigned_lost_codes"
+        )
+        note = me.StringField()
+
+    hook = FailPlanned()
+    with connect_with(hook) as db:
+        doc = FwAssignedLost(note="mine")
+        hook.plan = [("fw_assigned_lost.insert_one", "after")]
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            doc.save()  # stored with 5
+        doc.code = 7
+        hook.plan = [("fw_assigned_lost.find_one_and_replace", "before")]
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            doc.save()
+        doc.note = "changed"
+        doc.save()
+        assert [(d["note"], d["code"]) for d in db.fw_assigned_lost.find()] == [("changed", 7)]
+        # 5, the value it held before, stays reserved: a gap, never a second holder.
+        assert sorted(d["_id"] for d in db.fw_assigned_lost_codes.find()) == [5, 7]

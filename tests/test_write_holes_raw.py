@@ -249,3 +249,24 @@ def test_a_null_given_inside_an_embedded_document_written_whole_is_refused(
     with pytest.raises(me.errors.InvalidQueryError, match="gives it None"):
         query.update_one(upsert=upsert, __raw__=raw)
     assert list(mongoengine_db.x_raw_updated.find()) == before
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        {"__raw__": {"$setOnInsert": {"one.code": "5"}}},  # by a path, on insert
+        {"__raw__": {"$set": {"one.label": "l"}}, "filter": {"one.code": "7"}},  # in the filter
+    ],
+    ids=["set-on-insert", "filter"],
+)
+def test_an_upsert_creating_an_embedded_document_with_a_raw_value_not_in_stored_form_is_refused(
+    mongoengine_db: Any, how: dict[str, Any]
+) -> None:
+    """The embedded document an upsert's insert creates gets the value as given: text beside
+    the field's numbers, which its queries never match."""
+    update = dict(how)
+    query = XRawUpdated.objects(__raw__=update.pop("filter", {"pick": 3}))
+    with pytest.raises(me.ValidationError, match="stores it as"):
+        query.update_one(upsert=True, **update)
+    assert list(mongoengine_db.x_raw_updated.find()) == []
+    assert list(mongoengine_db["mongoengine.counters"].find()) == []

@@ -117,7 +117,7 @@ def save_create(
     noted, filled = values.prepare(write, [document], [earlier])
     made_pk = make_pk(document, shape) or (earlier is not None and earlier.made_pk)
     if retrying and _landed(document, write, made_pk, filled, noted):
-        return _over_own_copy(document, write, filled, earlier, write_next)
+        return _over_own_copy(document, write, filled, noted, earlier, write_next)
     if earlier is not None:
         # Not before: if making the values failed, the earlier insert may still land, and the
         # next attempt must look for it again.
@@ -140,7 +140,7 @@ def save_create(
         )
     except values.EarlierInsertLanded:
         # As if the look-up above had found it.
-        return _over_own_copy(document, write, filled, earlier, write_next)
+        return _over_own_copy(document, write, filled, noted, earlier, write_next)
     except BaseException:
         state = seam.state(document, create=False)
         if state is None or not state.unconfirmed:  # nothing written: as before save()
@@ -223,6 +223,7 @@ def _over_own_copy(
     document: Document,
     write: Write,
     filled: list[Slot],
+    noted: list[tuple[Slot, Any]],
     earlier: Any,
     write_next: Callable[[Any, bool], Any],
 ) -> Any:
@@ -231,7 +232,8 @@ def _over_own_copy(
     again for it by this attempt (one the application cleared) that collides is retried with a
     fresh one, as in any write; the values its stored copy holds (the key, those ``earlier``
     made) are its own, never taken for colliding. On another failure the values are kept, not
-    given back (the replace may land), as the document's own for its next save."""
+    given back (the replace may land), as the document's own for its next save: those made
+    again and those assigned since (``noted``: told to their fields, reserved for it)."""
     key = seam.shape(type(document)).pk_name
     _, _, again = values.split_kept(filled, [earlier])
     again = [slot for slot in again if not (slot.holder is document and slot.name == key)]
@@ -243,7 +245,7 @@ def _over_own_copy(
     except BaseException:
         # Stored, with these values or not (the replace may have landed): they stay its own,
         # so that its next save takes the stored ones where they differ, or keeps them.
-        values.pending(document, again, [])
+        values.pending(document, again, noted)
         raise
 
 

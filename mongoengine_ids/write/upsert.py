@@ -156,9 +156,7 @@ def _upsert(
         filled = values.fill(write, empty)
 
         def attempt() -> _T:
-            made = {
-                inside.get(slot, slot.name): slot.field.to_mongo(slot.value) for slot in filled
-            }
+            made = {inside.get(slot, slot.name): slot.field.to_mongo(slot.value) for slot in filled}
             return run(_set_on_insert(update, made))
 
         return values.send(write, filled, attempt)
@@ -1108,8 +1106,11 @@ def _created_embedded(
         return {}, []
     places = _Places(query, seam.update_operations(document_class, **update), owner)
     places.visit(document_class, ("", ""), None)
-    if places.given and collection.find_one(query, {"_id": 1}) is not None:
+    if places.inserted and collection.find_one(query, {"_id": 1}) is not None:
         places.given = []  # the upsert matches: it inserts nothing
+    else:
+        for field, given, path in places.inserted:  # sent as given (a __raw__ filter or update)
+            _check_stored_form(field, given, f"the upsert inserts at {path!r}", collection)
     return places.empty, places.given
 
 
@@ -1121,6 +1122,9 @@ class _Places:
         self.equalities = [query, *_clauses(query)]
         self.empty: dict[Slot, str] = {}
         self.given: list[Slot] = []
+        #: The values the filter or the update gives generated fields, as the insert stores
+        #: them: (field, value, db path).
+        self.inserted: list[tuple[Any, Any, str]] = []
 
     def visit(self, kind: Any, prefix: tuple[str, str], whole: dict[str, Any] | None) -> None:
         """The embedded documents in fields of ``kind`` at ``prefix`` (a db path and an
@@ -1174,6 +1178,7 @@ class _Places:
                     f"{removing} (the embedded document it inserts would lack its value)"
                 )
             if given.get(generated.db_field) is not None:
+                self.inserted.append((generated, given[generated.db_field], inner_path))
                 set_here = _writer(self.operations, inner_path) not in (None, "$setOnInsert")
                 if generated.tracks_assigned and not set_here:  # a $set is told as an update's
                     self.given.append(Slot(holder, holder, inner, generated, kind))
@@ -1283,8 +1288,8 @@ def _check_stored_form(field: Any, given: Any, where: str, collection: Any) -> N
         return  # the client sends it as that Binary
     raise ValidationError(
         f"{field._label}: {given!r}, which {where}, would be stored as it is; the field "
-        f"stores it as {stored!r}: give that, or name the field in a query (not __raw__), "
-        "which converts it",
+        f"stores it as {stored!r}: give that (MongoEngine converts a value given to the field "
+        "by a keyword, not one in __raw__ or in a dict)",
         field_name=field.name,
     )
 
