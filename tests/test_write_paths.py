@@ -30,6 +30,7 @@ from _write_support import (
     Indexes,
     Kind,
     coded,
+    coded_part,
     counters,
     distinct,
     document,
@@ -284,16 +285,7 @@ def test_an_embedded_value_left_out_by_a_projection_is_never_cleared(
     keeps the stored values; a save that writes such an embedded document whole (an append
     makes MongoEngine write the list whole) is refused, since it would clear them; reloaded,
     it saves. (It cleared them.)"""
-    Part = type(
-        "PartialPart",
-        (me.EmbeddedDocument,),
-        {
-            "__module__": __name__,
-            "label": me.StringField(),
-            # A random value in embedded documents needs its reservations (reserve_in).
-            "code": kind.make(**({"reserve_in": "partial_codes"} if kind.name == "random" else {})),
-        },
-    )
+    Part = coded_part(kind, "PartialPart", "partial_codes")
     Model = document(
         "PartialParts",
         "partial_parts",
@@ -352,15 +344,7 @@ def test_a_projection_naming_a_map_key_is_kept_on_save(
     """A projection names a map's entries by key (``parts.a.code``, unlike a list's items): a
     save that makes MongoEngine write the map (or a list in it) whole is refused, as for a
     list, since it would clear the values left out. (It cleared them.)"""
-    Part = type(
-        "MapPart",
-        (me.EmbeddedDocument,),
-        {
-            "__module__": __name__,
-            "label": me.StringField(),
-            "code": kind.make(**({"reserve_in": "map_codes"} if kind.name == "random" else {})),
-        },
-    )
+    Part = coded_part(kind, "MapPart", "map_codes")
     Model = document(
         "MapParts",
         "map_parts",
@@ -1516,15 +1500,7 @@ def test_a_projection_naming_a_map_key_of_digits_is_kept_on_save(
 ) -> None:
     """A map's key of digits (a year, an id) is a key to a projection, never a list index: left
     out there, its values are kept as for any key. (Taken for an index, it was not recorded.)"""
-    Part = type(
-        "YearPart",
-        (me.EmbeddedDocument,),
-        {
-            "__module__": __name__,
-            "label": me.StringField(),
-            "code": kind.make(**({"reserve_in": "year_codes"} if kind.name == "random" else {})),
-        },
-    )
+    Part = coded_part(kind, "YearPart", "year_codes")
     Model = document("YearParts", "year_parts", years=me.MapField(me.EmbeddedDocumentField(Part)))
     saved = Model(years={"2025": Part(label="x"), "2026": Part(label="y")}).save()
     before = raw_one(mongoengine_db.year_parts)
