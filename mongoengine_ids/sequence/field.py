@@ -1850,9 +1850,9 @@ class SequenceField(GeneratedField):
         names = [with_] if isinstance(with_, str) else list(with_ or ())
         found = {}
         for name in names:
-            if name not in document_class._fields:
-                continue  # a dotted path: not probed (a wider probe, as without it)
             source = seam.field_of(document_class, name)
+            if source is None:
+                continue  # a dotted path: not probed (a wider probe, as without it)
             held = seam.data(document).get(name)
             found[source.db_field] = None if held is None else seam.as_stored(source.to_mongo(held))
         return found
