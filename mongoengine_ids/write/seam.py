@@ -275,7 +275,7 @@ def mark_written(documents: Iterable[BaseDocument], *, settle: bool = False) -> 
         # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
         object.__setattr__(document, "_created", False)
         object.__setattr__(document, _WRITTEN, True)
-        if settle and (found := document.__dict__.get(_STATE)) is not None:
+        if settle and (found := getattr(document, _STATE, None)) is not None:
             found.settle()
 
 
@@ -289,7 +289,7 @@ def writes_whole(document: BaseDocument) -> bool:
 def never_stored(document: BaseDocument) -> bool:
     """Whether ``document`` was never loaded nor stored: MongoEngine takes it as stored only
     because its key was assigned after it was built (or it was made with ``_created=False``)."""
-    return writes_whole(document) and _WRITTEN not in document.__dict__
+    return writes_whole(document) and not getattr(document, _WRITTEN, False)
 
 
 def mark_new(document: BaseDocument) -> None:
@@ -828,7 +828,9 @@ def state(document: BaseDocument, *, create: Literal[False]) -> State | None: ..
 def state(document: BaseDocument, *, create: bool = True) -> State | None:
     """The write path's record of ``document``, made on first use (with ``create=False``:
     None if the document has none yet)."""
-    found: State | None = document.__dict__.get(_STATE)
+    # getattr, not document.__dict__: reading __dict__ makes CPython build a dict for the
+    # instance's attributes, about 6,000 instructions per save() (measured with cachegrind).
+    found: State | None = getattr(document, _STATE, None)
     if found is None and create:
         found = State()
         object.__setattr__(document, _STATE, found)
@@ -858,7 +860,7 @@ def _wrap_getstate(owner: type[Document], own: Callable[[Any], Any] | None) -> A
         }
         if inside:
             data[_UNLOADED_INSIDE] = inside
-        if _WRITTEN in self.__dict__:
+        if getattr(self, _WRITTEN, False):
             data[_WRITTEN] = True  # a copy of a stored document is one (see never_stored)
         return data
 
