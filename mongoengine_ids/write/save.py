@@ -81,14 +81,15 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
             # returns the key and whether the document was created.)
             return self._save_create(doc, True, write_concern), True
 
-        def write_next() -> Any:
-            # What MongoEngine writes is computed from the changed fields, not from ``doc``.
+        def write_next(son: Any) -> Any:
+            # What MongoEngine writes is computed from the changed fields; it reads the key and
+            # the shard key (meta["shard_key"]) of the document it updates from ``son``.
             if own is not None:
-                return own(self, doc, save_condition, write_concern)
-            return super(owner, self)._save_update(doc, save_condition, write_concern)
+                return own(self, son, save_condition, write_concern)
+            return super(owner, self)._save_update(son, save_condition, write_concern)
 
         acknowledged = seam.acknowledged(seam.collection_of(self), write_concern)
-        return save_update(self, save_condition, write_next, acknowledged=acknowledged)
+        return save_update(self, doc, save_condition, write_next, acknowledged=acknowledged)
 
     return _save_update
 
@@ -312,12 +313,14 @@ def clear_made_pk(document: BaseDocument) -> None:
 
 def save_update(
     document: Document,
+    son: Any,
     save_condition: Any,
-    write_next: Callable[[], Any],
+    write_next: Callable[[Any], Any],
     *,
     acknowledged: bool = True,
 ) -> Any:
-    """Values for an existing document, then its update (``write_next``).
+    """Values for an existing document, then its update (``write_next``, given ``son``:
+    MongoEngine's serialisation of the document, made before its values were, with them).
 
     New embedded documents get values, written by the update; a field the stored copy lacks
     gets one with a conditional write of its own, which never replaces a value another writer
@@ -340,8 +343,15 @@ def save_update(
         # earlier attempt did not store it here.) A failure gives back nothing here: failed()
         # knows which values are this attempt's.
         written = [s for s in (*plan.embedded, *plan.missing) if s not in plan.stored]
+        shape = seam.shape(type(document))
+
+        def attempt() -> Any:
+            # ``son`` lacks the values made here (and, after a collision, holds the old one).
+            held = [s for s in (*plan.embedded, *plan.missing) if s.value is not None]
+            return write_next(with_values(document, shape, son, held) if held else son)
+
         result = values.send(
-            write, [s for s in written if s.value is not None], write_next, may_land=True
+            write, [s for s in written if s.value is not None], attempt, may_land=True
         )
     except BaseException as error:
         unknown = not acknowledged or values.outcome_unknown(error)
