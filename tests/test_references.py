@@ -590,6 +590,55 @@ def test_cached_reference_field_by_document(world: World) -> None:
     assert Shipment.objects(order=b).get().order.name == "b2"
 
 
+def test_cached_values_of_the_packages_fields_are_sent_in_stored_form(world: World) -> None:
+    """MongoEngine's update of a cached copy (``sync_all()``, ``set__order=document``) copies
+    the referenced document's attribute values: those of UUID fields of the package are sent as
+    they are stored (Binary subtype 4, or text), as ``save()`` stores them."""
+    Order = world.model(
+        "Order",
+        id=world.key.make(primary_key=True),
+        name=me.StringField(),
+        tag=UUID4Field(),
+        stamp=UUID7Field(as_string=True),
+    )
+    cached = me.CachedReferenceField(Order, fields=["name", "tag", "stamp"])
+    Shipment = world.model("Shipment", order=cached)
+    a = Order(name="a").save()
+    first, second = Shipment(order=a).save(), Shipment().save()
+
+    def check(document: me.Document, name: str) -> None:
+        stored = world.raw(Shipment, document)["order"]
+        assert set(stored) == {"_id", "name", "tag", "stamp"}
+        world.key.check_stored(stored["_id"], a.id)
+        assert stored["name"] == name
+        assert stored["tag"] == Binary(a.tag.bytes, 4)
+        assert type(stored["tag"]) is Binary
+        assert stored["stamp"] == str(a.stamp)
+
+    check(first, "a")
+    Order.objects(id=a.id).update(set__name="a2")  # no signal: the copy is stale
+    Shipment._fields["order"].sync_all()
+    check(first, "a2")
+    Shipment.objects(id=second.id).update(set__order=a.reload())
+    check(second, "a2")
+
+
+def test_a_path_to_one_key_of_a_map_of_the_packages_values(world: World) -> None:
+    """``set__codes__x=`` and ``codes__x=`` reach MongoEngine's map field, which sent the value
+    as given (a ``uuid.UUID``): the package's field prepares it, in stored form."""
+    Box = world.model("Box", codes=me.MapField(UUID4Field()), stamps=me.MapField(UUID7Field()))
+    first, second = uuid.uuid4(), uuid.uuid4()
+    box = Box(codes={"a": first}).save()
+    Box.objects(id=box.id).update_one(set__codes__b=second)
+    stored = world.raw(Box, box)["codes"]
+    assert stored == {"a": Binary(first.bytes, 4), "b": Binary(second.bytes, 4)}
+    assert Box.objects(codes__b=second).get().id == box.id
+    assert Box.objects(codes__a=second).count() == 0
+    assert Box.objects.get(id=box.id).codes == {"a": first, "b": second}
+    with pytest.raises(me.ValidationError, match="version 7"):
+        Box.objects(id=box.id).update_one(set__stamps__x=first)  # a version 4 UUID
+
+
 # -- select_related(), reload() -------------------------------------------------------------
 
 

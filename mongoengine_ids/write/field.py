@@ -216,6 +216,15 @@ class GeneratedField(BaseField):  # type: ignore[misc]
             )
         _check_base_options(kwargs)
         super().__init__(**kwargs)
+        if self.stored_form_differs:
+            # Its values in a map (a path to one key) or cached by a reference go through
+            # MongoEngine's reference and dict fields, which send them as given.
+            seam.hook_reference_fields()
+
+    def lookup_member(self, member_name: str) -> None:
+        """A value of this field has no members (MongoEngine asks, for a path through a map of
+        such values: ``set__codes__x=``, ``codes__x=``): the path ends at the map's key, whose
+        value this field, or the map asking it, prepares in stored form."""
 
     @property
     def _label(self) -> str:

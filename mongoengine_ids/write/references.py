@@ -101,10 +101,10 @@ def keyed_dbref(document_class: Any, ref: DBRef) -> DBRef:
 
 def wrap_dict_query_value(own: Callable[[Any, str, Any], Any]) -> Callable[[Any, str, Any], Any]:
     """``prepare_query_value`` of ``DictField`` (and ``MapField``), which MongoEngine also asks
-    for the value at one key's path (``refs__x=``): it sent a referenced key as given (a
-    ``uuid.UUID``, which matches no stored form on mongomock, nor text). A value of references
-    to a model whose key is stored in another form is prepared by the reference field, which
-    sends the key as stored."""
+    for the value at one key's path (``refs__x=``, ``set__codes__x=``): it sent the value as
+    given (a ``uuid.UUID``, which matches no stored form on mongomock, nor text). A value of a
+    field of this package (``MapField(UUID4Field())``), or of references to a model whose key is
+    stored in another form, is prepared by that field, which sends it as stored."""
 
     @functools.wraps(own)
     def prepare_query_value(self: Any, op: str, value: Any) -> Any:
@@ -113,8 +113,13 @@ def wrap_dict_query_value(own: Callable[[Any, str, Any], Any]) -> Callable[[Any,
             value is not None
             and not isinstance(value, dict)
             and not (isinstance(value, str) and op in seam.STRING_OPERATORS)  # a text match: as is
-            and isinstance(inner, (ReferenceField, LazyReferenceField))
-            and seam.uuid_key(seam.referenced_class(inner)) is not None
+            and (
+                seam.is_generated(inner)
+                or (
+                    isinstance(inner, (ReferenceField, LazyReferenceField))
+                    and seam.uuid_key(seam.referenced_class(inner)) is not None
+                )
+            )
         ):
             return inner.prepare_query_value(op, value)
         return own(self, op, value)
@@ -199,15 +204,25 @@ def _as_referenced(document_class: Any, stored: Any) -> Any:
 
 
 def wrap_cached_query_value(own: Callable[..., Any]) -> Callable[..., Any]:
-    """``prepare_query_value`` of ``CachedReferenceField``: the ``_id`` in stored form."""
+    """``prepare_query_value`` of ``CachedReferenceField``: the ``_id``, and the values of the
+    referenced document's fields of this package it caches, in stored form (MongoEngine copies
+    the attribute values, which the driver encodes by the connection's ``uuidRepresentation``
+    or cannot encode: its ``sync_all()`` and an update setting the reference send them)."""
 
     @functools.wraps(own)
     def prepare_query_value(self: Any, op: str, value: Any) -> Any:
         found = own(self, op, value)
-        if isinstance(found, dict) and found.get("_id") is not None:
-            field = seam.uuid_key(seam.referenced_class(self))
+        if not isinstance(found, dict):
+            return found
+        referenced = seam.referenced_class(self)
+        if found.get("_id") is not None:
+            field = seam.uuid_key(referenced)
             if field is not None:
                 found["_id"] = field.to_mongo(found["_id"])
+        for name in self.fields:
+            field = seam.field_of(referenced, name)
+            if seam.is_generated(field) and found.get(name) is not None:
+                found[name] = field.to_mongo(found[name])
         return found
 
     return prepare_query_value

@@ -53,7 +53,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, overload
 
 import mongoengine
 from bson import DBRef, ObjectId
@@ -371,6 +371,13 @@ def class_filter(document_class: type[Document]) -> dict[str, Any]:
 def field_of(document_class: type[BaseDocument], name: str) -> Any:
     """The field ``name`` of ``document_class`` (None if it has none)."""
     return document_class._fields.get(name)
+
+
+def is_generated(field: Any) -> TypeGuard[GeneratedField]:
+    """Whether ``field`` is a field of this package."""
+    from .field import GeneratedField
+
+    return isinstance(field, GeneratedField)
 
 
 def pk_field(document_class: type[BaseDocument]) -> Any:
