@@ -94,6 +94,43 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
     return _save_update
 
 
+def wrap_object_key(owner: type[Document], own: property | None) -> property:
+    """``_object_key`` for ``owner``: the filter by which MongoEngine's ``update()``,
+    ``modify()``, ``delete()`` and ``reload()`` address the stored document (``own``: the
+    class's own property, or the parent's), once the document is known to be the one stored
+    under its key (:func:`settle_unconfirmed`)."""
+
+    def _object_key(self: Document) -> Any:
+        settle_unconfirmed(self)
+        if own is not None:
+            return own.fget(self)  # type: ignore[misc]
+        return super(owner, self)._object_key
+
+    return property(_object_key)
+
+
+def settle_unconfirmed(document: Document) -> None:
+    """If the insert of ``document`` had its reply lost, find out whether it was applied: then
+    the document is the one stored under its key; else refuse, since its key may be another
+    document's (one the field would have retried, had the insert's error come back).
+
+    Raises:
+        OperationError: the insert was not applied (or not yet): nothing is done; ``save()`` it
+            again first, which inserts it.
+        pymongo.errors.PyMongoError: the look-up failed (nothing is done).
+    """
+    state = seam.state(document, create=False)
+    if state is None or not state.unconfirmed:
+        return
+    if not landed.earlier_insert_landed(document, seam.collection_of(document)):
+        raise OperationError(
+            f"{type(document).__name__} {seam.key(document)!r}: its insert had its reply lost "
+            "and is not stored (its key may be another document's); save() it again before "
+            "update(), modify(), delete() or reload()"
+        )
+    values.confirm([document])
+
+
 def save_create(
     document: Document,
     son: Any,

@@ -165,8 +165,9 @@ def check_internals() -> None:
     problems.extend(f"a document has no {name}" for name in missing)
     if not hasattr(QueryFieldList, "ONLY") or not hasattr(QueryFieldList, "as_dict"):
         problems.append("QueryFieldList.ONLY / as_dict() is missing")
-    if not isinstance(vars(Document).get("_qs"), property):
-        problems.append("Document._qs is not a property")
+    for name in ("_qs", "_object_key"):
+        if not isinstance(vars(Document).get(name), property):
+            problems.append(f"Document.{name} is not a property")
     if problems:
         raise ImportError(
             f"mongoengine-ids does not support MongoEngine {mongoengine.__version__}: "
@@ -1110,6 +1111,7 @@ def hook(document_class: type[Document]) -> None:
             ("_save_create", save.wrap_save_create),
             ("_save_update", save.wrap_save_update),
             ("_get_update_doc", save.wrap_get_update_doc),
+            ("_object_key", save.wrap_object_key),
             ("update", upsert.wrap_document_update),
             ("__getstate__", _wrap_getstate),
             ("__setstate__", _wrap_setstate),

@@ -1,0 +1,109 @@
+"""A new document whose insert had its reply lost keeps its key for the application's retry
+(see test_faults_exhaustive). MongoEngine's ``update()``, ``modify()``, ``delete()`` and
+``reload()`` address the stored document by that key: they act only once it is known to be
+this document's (its insert was applied); otherwise they refuse, since the key may be another
+document's (a number the field would have retried had the insert's error come back)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import mongoengine as me
+import pymongo.errors
+import pytest
+from mongoengine.errors import OperationError
+
+from mongoengine_ids import SequenceField
+from mongoengine_ids.testing import connected_threadsafe
+
+
+class Order(me.Document):
+    id = SequenceField(primary_key=True)
+    item = me.StringField()
+
+
+class LoseInsert:
+    """Once armed, the next insert of an order: ``before`` (never applied), ``after`` (applied,
+    reply lost) or ``refused`` (refused by the server, that reply lost)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.armed = False
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if not self.armed or collection != "order" or method != "insert_one":
+            return call()
+        self.armed = False
+        if self.mode == "before":
+            raise pymongo.errors.AutoReconnect("injected before the call")
+        with contextlib.suppress(pymongo.errors.DuplicateKeyError):
+            call()
+        raise pymongo.errors.AutoReconnect("injected after the call")
+
+
+@pytest.fixture(params=["before", "refused"])
+def lost(request: Any) -> Iterator[LoseInsert]:
+    hook = LoseInsert(request.param)
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        yield hook
+
+
+def raw() -> list[dict[str, Any]]:
+    return list(Order._get_collection().find().sort("_id"))
+
+
+#: What each action leaves stored (the document's own attribute: update() leaves it alone).
+STORED = {"update": "mine, changed", "modify": "mine, changed", "reload": "mine"}
+ACTIONS: dict[str, Callable[[Order], Any]] = {
+    "update": lambda order: order.update(set__item="mine, changed"),
+    "modify": lambda order: order.modify(set__item="mine, changed"),
+    "delete": lambda order: order.delete(),
+    "reload": lambda order: order.reload(),
+}
+
+
+def _lost_insert(hook: LoseInsert) -> Order:
+    """An order whose save() picks the number 1, which an imported document holds."""
+    Order._get_collection().insert_one({"_id": 1, "item": "theirs"})
+    order = Order(item="mine")
+    hook.armed = True
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        order.save()
+    assert order.id == 1  # kept for the application's retry
+    return order
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_a_key_not_known_to_be_its_own_is_refused(lost: LoseInsert, action: str) -> None:
+    order = _lost_insert(lost)
+    with pytest.raises(OperationError, match=r"Order 1: its insert had its reply lost.*save\(\)"):
+        ACTIONS[action](order)
+    assert raw() == [{"_id": 1, "item": "theirs"}]  # the holder of 1 untouched
+    order.save()  # the retry: 1 is another's, the field takes the next number
+    assert raw() == [{"_id": 1, "item": "theirs"}, {"_id": 2, "item": "mine"}]
+    ACTIONS[action](order)  # now on its own document
+    mine = [] if action == "delete" else [{"_id": 2, "item": STORED[action]}]
+    assert raw() == [{"_id": 1, "item": "theirs"}, *mine]
+    assert order.item == ("mine, changed" if action == "modify" else "mine")
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_a_landed_insert_makes_the_key_its_own(action: str) -> None:
+    hook = LoseInsert("after")
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        order = Order(item="mine")
+        hook.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            order.save()
+        ACTIONS[action](order)  # looks the insert up: applied, so key 1 is its own
+        if action == "delete":
+            assert raw() == []
+            return
+        assert raw() == [{"_id": 1, "item": STORED[action]}]
+        order.item = "mine, saved"
+        order.save()  # an update of the stored document, not a second insert
+        assert raw() == [{"_id": 1, "item": "mine, saved"}]
