@@ -131,9 +131,11 @@ class Outcome:
         return f"ended with {type(self.ending).__name__} after {self.attempts} attempt(s)"
 
 
-def retrying(call: Callable[[], list[Any]]) -> Outcome:
+def retrying(
+    call: Callable[[], list[Any]], between: Callable[[], None] | None = None
+) -> Outcome:
     """Run ``call`` (a write) as an application would: again after a ConnectionFailure, at most
-    :data:`RETRIES` times; any other error ends it."""
+    :data:`RETRIES` times (``between`` called before each retry); any other error ends it."""
     outcome = Outcome()
     while outcome.attempts <= RETRIES:
         outcome.attempts += 1
@@ -141,6 +143,8 @@ def retrying(call: Callable[[], list[Any]]) -> Outcome:
             outcome.documents = call()
         except (pymongo.errors.ConnectionFailure, KeyboardInterrupt) as error:
             outcome.failed_over, outcome.ending = True, error
+            if between is not None:
+                between()
             continue
         except Exception as error:
             outcome.ending = error

@@ -175,6 +175,8 @@ class Write:
     upsert: bool = False
     #: Changes it makes to pre-existing documents, by key.
     changes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The new documents it writes (see :func:`_touch`).
+    documents: list[me.Document] = field(default_factory=list)
 
 
 def _save_new(model: type[me.Document]) -> Write:
@@ -184,7 +186,7 @@ def _save_new(model: type[me.Document]) -> Write:
         document.save()
         return [document]
 
-    return Write(["new-0"], call)
+    return Write(["new-0"], call, documents=[document])
 
 
 def _insert(model: type[me.Document]) -> Write:
@@ -193,7 +195,7 @@ def _insert(model: type[me.Document]) -> Write:
     def call() -> list[me.Document]:
         return [*documents, *model.objects.insert(documents)]
 
-    return Write([document.key for document in documents], call)
+    return Write([document.key for document in documents], call, documents=documents)
 
 
 def _unheld(case: Case) -> Any:
@@ -212,7 +214,7 @@ def _save_assigned(model: type[me.Document]) -> Write:
         document.save()
         return [document]
 
-    return Write(["new-0"], call)
+    return Write(["new-0"], call, documents=[document])
 
 
 def _upsert_one(model: type[me.Document]) -> Write:
@@ -411,8 +413,25 @@ class Run:
     problems: list[str]
 
 
-def _run(case: Case, make_write: Callable[[type[me.Document]], Write], faults: Faults) -> Run:
-    """One run on a fresh database: pre-existing documents, the write (faults armed), checks."""
+def _touch(write: Write) -> None:
+    """Between attempts, the application updates the new documents it holds (by their key, as
+    ``update()``, ``modify()``, ``delete()`` and ``reload()`` address them): refused while the
+    key is not known to be the document's own, else applied to its stored copy."""
+    for document in write.documents:
+        if document.pk is not None:
+            with contextlib.suppress(me.OperationError):
+                document.update(set__note="touched")
+
+
+def _run(
+    case: Case,
+    make_write: Callable[[type[me.Document]], Write],
+    faults: Faults,
+    *,
+    touch: bool = False,
+) -> Run:
+    """One run on a fresh database: pre-existing documents, the write (faults armed), checks;
+    with ``touch``, :func:`_touch` between the application's attempts."""
     model = _model(case)
     draws.seed(52)
     with _database(faults) as db:
@@ -437,7 +456,7 @@ def _run(case: Case, make_write: Callable[[type[me.Document]], Write], faults: F
         write = make_write(model)
         faults.armed = True
         try:
-            outcome = retrying(write.call)
+            outcome = retrying(write.call, (lambda: _touch(write)) if touch else None)
         finally:
             faults.armed = False
             faults.land()  # no later call came: the server applies it all the same
@@ -614,6 +633,29 @@ def test_a_second_fault_in_the_retry_of_a_late_write_never_doubles_a_document(
 
 
 _second_tally: dict[tuple[str, str], int] = {}
+_touch_tally: dict[tuple[str, str], int] = {}
+
+
+@pytest.mark.parametrize("write_name", ["save", "save-assigned", "insert"])
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+def test_an_update_between_attempts_never_touches_another_document(
+    case: Case, write_name: str
+) -> None:
+    """A fault at every call of a new document's write, then the application updates its
+    documents by their key before each retry (:func:`_touch`): a key kept for the retry may be
+    another document's (a number the field would have retried), which must be left alone."""
+    make_write = WRITES[write_name]
+    label = f"{case.id} {write_name}"
+    n = len(_run(case, make_write, Faults()).calls)
+    failures, runs = [], 0
+    for k in range(n):
+        for mode in MODES:
+            run = _run(case, make_write, Faults(k, mode), touch=True)
+            runs += 1
+            if run.problems:
+                failures.append(f"{label} k={k} {mode}: {run.outcome}: " + "; ".join(run.problems))
+    _touch_tally[(case.id, write_name)] = runs
+    assert not failures, f"{len(failures)} failing run(s) of {label}:\n" + "\n".join(failures)
 
 
 def _save_twice_over(model: type[me.Document]) -> Write:
@@ -648,7 +690,8 @@ def test_every_call_of_every_write_was_failed_both_ways(request: pytest.FixtureR
     total = sum(runs for _, runs in _tally.values())
     print(
         f"\nfault runs: {total} over {len(_tally)} (field, role, write) cases, and "
-        f"{sum(_second_tally.values())} with a second fault in the retry of a late write "
+        f"{sum(_second_tally.values())} with a second fault in the retry of a late write, "
+        f"{sum(_touch_tally.values())} with an update between attempts "
         f"(+{len(_tally)} counting runs); calls per write: "
         + ", ".join(f"{case} {write}={n}" for (case, write), (n, _) in _tally.items())
     )

@@ -25,15 +25,16 @@ class Order(me.Document):
 
 
 class LoseInsert:
-    """Once armed, the next insert of an order: ``before`` (never applied), ``after`` (applied,
-    reply lost) or ``refused`` (refused by the server, that reply lost)."""
+    """Once armed, the next insert (``method``) of orders: ``before`` (never applied), ``after``
+    (applied, reply lost) or ``refused`` (refused by the server, that reply lost)."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
+        self.method = "insert_one"
         self.armed = False
 
     def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
-        if not self.armed or collection != "order" or method != "insert_one":
+        if not self.armed or collection != "order" or method != self.method:
             return call()
         self.armed = False
         if self.mode == "before":
@@ -107,3 +108,20 @@ def test_a_landed_insert_makes_the_key_its_own(action: str) -> None:
         order.item = "mine, saved"
         order.save()  # an update of the stored document, not a second insert
         assert raw() == [{"_id": 1, "item": "mine, saved"}]
+
+
+def test_a_landed_bulk_insert_updated_by_key_is_counted_by_its_retry() -> None:
+    """The update found the insert landed (the stored copies are the orders'), then changed
+    them: the application's retry of the insert counts them stored, inserts nothing again."""
+    hook = LoseInsert("after")
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        orders = [Order(item="a"), Order(item="b")]
+        hook.armed = True
+        hook.method = "insert_many"
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            Order.objects.insert(orders, load_bulk=False)
+        for order in orders:
+            order.update(set__item=f"{order.item}, changed")
+        assert Order.objects.insert(orders, load_bulk=False) == [1, 2]
+        assert raw() == [{"_id": 1, "item": "a, changed"}, {"_id": 2, "item": "b, changed"}]

@@ -129,6 +129,9 @@ def settle_unconfirmed(document: Document) -> None:
             "update(), modify(), delete() or reload()"
         )
     values.confirm([document])
+    # Stored by an insert whose call failed: the application's retry of a bulk insert() counts
+    # it stored (its stored copy may differ from the one sent now: the update about to run).
+    seam.state(document).stored_by_failed_insert = True
 
 
 def save_create(

@@ -798,8 +798,9 @@ class State:
     unconfirmed: bool = False
     #: The primary key was made by the write path (an ObjectId), not assigned by the user.
     made_pk: bool = False
-    #: Stored by a bulk insert that then failed (a later document, or the reload): the
-    #: application's retry of that insert counts it as stored.
+    #: Known stored by an insert whose call failed (a bulk insert that failed at a later
+    #: document or the reload; an insert whose reply was lost, found stored before an update
+    #: by its key): the application's retry of that insert counts it as stored.
     stored_by_failed_insert: bool = False
     #: While unconfirmed: the document as last sent (see :mod:`.landed`).
     sent: Any = None
