@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+import pymongo
+
 #: ``hook(collection_name, method_name, call)``: must call ``call()`` (once, or not at all to
 #: simulate a lost request) and return its result, or raise. ``call`` is a
 #: :func:`functools.partial`, whose ``args`` and ``keywords`` are the call's arguments.
@@ -89,16 +91,14 @@ def _client_types(*, server: bool) -> tuple[type, type, type, tuple[type, ...]]:
             modules.collection.Collection,
             (modules.cursor.Cursor, modules.command_cursor.CommandCursor),
         )
-    import mongomock
-    import mongomock.collection
-    import mongomock.command_cursor
+    mongomock = require_mongomock()
+    from mongomock import collection, command_cursor
 
-    modules = mongomock
     return (
-        modules.MongoClient,
-        modules.Database,
-        modules.Collection,
-        (modules.collection.Cursor, modules.command_cursor.CommandCursor),
+        mongomock.MongoClient,
+        mongomock.Database,
+        mongomock.Collection,
+        (collection.Cursor, command_cursor.CommandCursor),
     )
 
 
@@ -250,6 +250,23 @@ class _CursorProxy(_Proxy):
         return self._control.wrap(found, self._collection)
 
 
+def require_mongomock() -> Any:
+    """The ``mongomock`` module, which the test support needs without a server URI.
+
+    Raises:
+        ModuleNotFoundError: it is not installed, saying how to install it.
+    """
+    try:
+        import mongomock
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(
+            "mongoengine-ids' test support runs on mongomock, which is not installed: "
+            "pip install mongomock (or mongoengine-ids[test]), or give a server URI",
+            name="mongomock",
+        ) from error
+    return mongomock
+
+
 def instrumented_client_class(
     *, hook: Hook | None = None, server: bool = False
 ) -> Callable[..., Any]:
@@ -269,15 +286,12 @@ def instrumented_client_class(
         A callable taking ``mongomock.MongoClient``'s arguments and returning the wrapped client.
 
     Raises:
-        ImportError: mongomock is not installed (and ``server`` is false).
+        ModuleNotFoundError: mongomock is not installed (and ``server`` is false).
     """
-    if server:
-        from pymongo import MongoClient as Client
-    else:
-        from mongomock import MongoClient as Client
+    client_class: Any = pymongo.MongoClient if server else require_mongomock().MongoClient
 
     def make_client(*args: Any, **kwargs: Any) -> Any:
-        return _Control(hook, server=server).wrap(Client(*args, **kwargs), "")
+        return _Control(hook, server=server).wrap(client_class(*args, **kwargs), "")
 
     return make_client
 

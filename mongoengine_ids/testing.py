@@ -34,7 +34,7 @@ import mongoengine
 from mongoengine.connection import DEFAULT_CONNECTION_NAME
 
 from ._checks import check_callable
-from .instrumented import Hook, instrumented_client_class
+from .instrumented import Hook, instrumented_client_class, require_mongomock
 from .resets import reset_process_state
 
 try:
@@ -61,10 +61,8 @@ class _Connections:
         name = f"mongoengine_ids_test_{uuid.uuid4().hex[:12]}"
         options = _representation(uuid_representation)
         if self._uri is None:
-            import mongomock
-
             mongoengine.connect(
-                name, alias=alias, mongo_client_class=mongomock.MongoClient, **options
+                name, alias=alias, mongo_client_class=require_mongomock().MongoClient, **options
             )
         else:
             mongoengine.connect(name, alias=alias, host=self._uri, **options)

@@ -113,6 +113,31 @@ def test_connected_works_without_pytest(pytester: pytest.Pytester) -> None:
     assert result.stdout.lines == ["saved 1"]
 
 
+@pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])
+def test_without_mongomock_the_error_says_how_to_install_it(
+    pytester: pytest.Pytester, threadsafe: bool
+) -> None:
+    script = pytester.makepyfile(
+        no_mongomock=f"""
+        import sys
+        sys.modules["mongomock"] = None  # as if mongomock were not installed
+        from mongoengine_ids.testing import connected, connected_threadsafe
+
+        with ({"connected_threadsafe" if threadsafe else "connected"})() as connect:
+            try:
+                connect()
+            except ModuleNotFoundError as error:
+                print(error.name, "|", error)
+        """
+    )
+    result = pytester.run(sys.executable, str(script))
+    assert result.ret == 0, result.stderr.str()
+    assert result.stdout.lines == [
+        "mongomock | mongoengine-ids' test support runs on mongomock, which is not installed: "
+        "pip install mongomock (or mongoengine-ids[test]), or give a server URI"
+    ]
+
+
 @pytest.mark.parametrize("representation", ["standard", "pythonLegacy", "unspecified"])
 def test_connect_passes_the_uuid_representation(representation: str) -> None:
     with connected() as connect:
