@@ -600,20 +600,22 @@ def test_cached_values_of_the_packages_fields_are_sent_in_stored_form(world: Wor
         name=me.StringField(),
         tag=UUID4Field(),
         stamp=UUID7Field(as_string=True),
+        tags=me.ListField(UUID4Field()),
     )
-    cached = me.CachedReferenceField(Order, fields=["name", "tag", "stamp"])
+    cached = me.CachedReferenceField(Order, fields=["name", "tag", "stamp", "tags"])
     Shipment = world.model("Shipment", order=cached)
-    a = Order(name="a").save()
+    a = Order(name="a", tags=[uuid.uuid4(), uuid.uuid4()]).save()
     first, second = Shipment(order=a).save(), Shipment().save()
 
     def check(document: me.Document, name: str) -> None:
         stored = world.raw(Shipment, document)["order"]
-        assert set(stored) == {"_id", "name", "tag", "stamp"}
+        assert set(stored) == {"_id", "name", "tag", "stamp", "tags"}
         world.key.check_stored(stored["_id"], a.id)
         assert stored["name"] == name
         assert stored["tag"] == Binary(a.tag.bytes, 4)
         assert type(stored["tag"]) is Binary
         assert stored["stamp"] == str(a.stamp)
+        assert stored["tags"] == [Binary(tag.bytes, 4) for tag in a.tags]
 
     check(first, "a")
     Order.objects(id=a.id).update(set__name="a2")  # no signal: the copy is stale

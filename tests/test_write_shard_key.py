@@ -71,3 +71,29 @@ def test_a_stored_copy_without_the_field_gets_it_and_the_change(mongoengine_db: 
     document.name = "newer"
     document.save()
     assert raw(ShardedPlugin) == [{"_id": document.id, "name": "newer", "number": 1}]
+
+
+class Recording(me.Document):
+    """An abstract base whose own update step reads the SON it gets."""
+
+    meta = {"abstract": True}
+    seen: list[Any] = []
+
+    def _save_update(self, doc: Any, save_condition: Any, write_concern: Any) -> Any:
+        self.seen.append(dict(doc))
+        return super()._save_update(doc, save_condition, write_concern)
+
+
+class Recorded(Recording):
+    number = SequenceField()
+    name = me.StringField()
+
+
+def test_a_models_own_update_step_gets_the_values_made(mongoengine_db: Any) -> None:
+    Recorded._get_collection().insert_one({"name": "old"})
+    document = Recorded.objects.get(name="old")
+    document.name = "new"
+    Recording.seen.clear()
+    document.save()
+    assert Recording.seen == [{"_id": document.id, "name": "new", "number": 1}]
+    assert raw(Recorded) == [{"_id": document.id, "name": "new", "number": 1}]

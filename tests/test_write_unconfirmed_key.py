@@ -13,9 +13,13 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 import pytest
+from _support import TEST_URI
+from bson import Binary
+from bson.binary import UuidRepresentation
+from bson.codec_options import CodecOptions
 from mongoengine.errors import OperationError
 
-from mongoengine_ids import SequenceField
+from mongoengine_ids import SequenceField, UUID4Field
 from mongoengine_ids.testing import connected_threadsafe
 
 
@@ -25,16 +29,16 @@ class Order(me.Document):
 
 
 class LoseInsert:
-    """Once armed, the next insert (``method``) of orders: ``before`` (never applied), ``after``
-    (applied, reply lost) or ``refused`` (refused by the server, that reply lost)."""
+    """Once armed, the next insert (``method`` on ``collection``): ``before`` (never applied),
+    ``after`` (applied, reply lost) or ``refused`` (refused by the server, that reply lost)."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
-        self.method = "insert_one"
+        self.collection, self.method = "order", "insert_one"
         self.armed = False
 
     def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
-        if not self.armed or collection != "order" or method != self.method:
+        if not self.armed or (collection, method) != (self.collection, self.method):
             return call()
         self.armed = False
         if self.mode == "before":
@@ -47,7 +51,7 @@ class LoseInsert:
 @pytest.fixture(params=["before", "refused"])
 def lost(request: Any) -> Iterator[LoseInsert]:
     hook = LoseInsert(request.param)
-    with connected_threadsafe(hook=hook) as connect:
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
         connect()
         yield hook
 
@@ -94,7 +98,7 @@ def test_a_key_not_known_to_be_its_own_is_refused(lost: LoseInsert, action: str)
 @pytest.mark.parametrize("action", ACTIONS)
 def test_a_landed_insert_makes_the_key_its_own(action: str) -> None:
     hook = LoseInsert("after")
-    with connected_threadsafe(hook=hook) as connect:
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
         connect()
         order = Order(item="mine")
         hook.armed = True
@@ -114,7 +118,7 @@ def test_a_landed_bulk_insert_updated_by_key_is_counted_by_its_retry() -> None:
     """The update found the insert landed (the stored copies are the orders'), then changed
     them: the application's retry of the insert counts them stored, inserts nothing again."""
     hook = LoseInsert("after")
-    with connected_threadsafe(hook=hook) as connect:
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
         connect()
         orders = [Order(item="a"), Order(item="b")]
         hook.armed = True
@@ -125,3 +129,54 @@ def test_a_landed_bulk_insert_updated_by_key_is_counted_by_its_retry() -> None:
             order.update(set__item=f"{order.item}, changed")
         assert Order.objects.insert(orders, load_bulk=False) == [1, 2]
         assert raw() == [{"_id": 1, "item": "a, changed"}, {"_id": 2, "item": "b, changed"}]
+
+
+def test_a_refused_delete_sends_no_signal() -> None:
+    """MongoEngine's delete() sends pre_delete (and deletes the GridFS files) before it reads
+    the key: the key is settled first."""
+    hook = LoseInsert("before")
+    sent: list[Any] = []
+
+    def handler(sender: Any, document: Any, **kwargs: Any) -> None:
+        sent.append(document)
+
+    me.signals.pre_delete.connect(handler, sender=Order)
+    try:
+        with connected_threadsafe(TEST_URI, hook=hook) as connect:
+            connect()
+            order = _lost_insert(hook)
+            with pytest.raises(OperationError, match="its insert had its reply lost"):
+                order.delete()
+            assert sent == []
+            order.save()
+            order.delete()
+            assert sent == [order]
+            assert raw() == [{"_id": 1, "item": "theirs"}]
+    finally:
+        me.signals.pre_delete.disconnect(handler, sender=Order)
+
+
+class Parcel(me.Document):
+    id = UUID4Field(primary_key=True)
+    item = me.StringField()
+
+
+def test_a_key_made_for_the_document_alone_addresses_it_or_nothing() -> None:
+    """A UUID key made for the document is no other's: MongoEngine's calls act as on any
+    document that is not stored (nothing matched), not refused."""
+    hook = LoseInsert("before")
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
+        connect()
+        parcel = Parcel(item="mine")
+        hook.armed = True
+        hook.collection = "parcel"
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            parcel.save()
+        with pytest.raises(Parcel.DoesNotExist):
+            parcel.reload()
+        assert parcel.update(set__item="changed") == 0
+        assert list(Parcel._get_collection().find()) == []
+        parcel.save()  # the retry inserts it, with the same key
+        raw_binary = CodecOptions(uuid_representation=UuidRepresentation.UNSPECIFIED)
+        (stored,) = Parcel._get_collection().with_options(codec_options=raw_binary).find()
+        assert stored == {"_id": Binary(parcel.pk.bytes, 4), "item": "mine"}

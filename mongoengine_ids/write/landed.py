@@ -63,7 +63,7 @@ def earlier_insert_landed(document: Any, collection: Any) -> bool:
     stored = primary(collection).find_one({"_id": key})
     if stored is None:
         return False
-    if not _pk_can_collide(document):
+    if not pk_can_collide(document):
         return True  # no other document can hold an _id made for this one
     found = _as_stored(stored, collection)
     return any(_same(found, sent) for sent in mine)
@@ -81,7 +81,7 @@ def _same(stored: Any, sent: Any) -> bool:
     return bool(stored == sent)
 
 
-def _pk_can_collide(document: Any) -> bool:
+def pk_can_collide(document: Any) -> bool:
     """Whether a document other than this one may hold its ``_id``."""
     state = seam.state(document)
     if state.made_pk:

@@ -205,9 +205,10 @@ def _as_referenced(document_class: Any, stored: Any) -> Any:
 
 def wrap_cached_query_value(own: Callable[..., Any]) -> Callable[..., Any]:
     """``prepare_query_value`` of ``CachedReferenceField``: the ``_id``, and the values of the
-    referenced document's fields of this package it caches, in stored form (MongoEngine copies
-    the attribute values, which the driver encodes by the connection's ``uuidRepresentation``
-    or cannot encode: its ``sync_all()`` and an update setting the reference send them)."""
+    referenced document's fields of this package it caches (or lists and maps of them), in
+    stored form (MongoEngine copies the attribute values, which the driver encodes by the
+    connection's ``uuidRepresentation`` or cannot encode: its ``sync_all()`` and an update
+    setting the reference send them)."""
 
     @functools.wraps(own)
     def prepare_query_value(self: Any, op: str, value: Any) -> Any:
@@ -221,7 +222,7 @@ def wrap_cached_query_value(own: Callable[..., Any]) -> Callable[..., Any]:
                 found["_id"] = field.to_mongo(found["_id"])
         for name in self.fields:
             field = seam.field_of(referenced, name)
-            if seam.is_generated(field) and found.get(name) is not None:
+            if seam.holds_generated(field) and found.get(name) is not None:
                 found[name] = field.to_mongo(found[name])
         return found
 

@@ -82,14 +82,27 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
             return self._save_create(doc, True, write_concern), True
 
         def write_next(son: Any) -> Any:
-            # What MongoEngine writes is computed from the changed fields; it reads the key and
-            # the shard key (meta["shard_key"]) of the document it updates from ``son``.
             if own is not None:
                 return own(self, son, save_condition, write_concern)
             return super(owner, self)._save_update(son, save_condition, write_concern)
 
+        # What MongoEngine writes is computed from the changed fields; of ``doc`` it reads the
+        # key, and the shard key: with a generated field in it, ``doc`` needs the values made
+        # (a model's own step may read anything of it).
+        reads_values = (
+            own is not None
+            or bool(seam.shard_key(owner))
+            or seam.base_defines(owner, "_save_update")
+        )
         acknowledged = seam.acknowledged(seam.collection_of(self), write_concern)
-        return save_update(self, doc, save_condition, write_next, acknowledged=acknowledged)
+        return save_update(
+            self,
+            doc,
+            save_condition,
+            write_next,
+            reads_values=reads_values,
+            acknowledged=acknowledged,
+        )
 
     return _save_update
 
@@ -109,10 +122,24 @@ def wrap_object_key(owner: type[Document], own: property | None) -> property:
     return property(_object_key)
 
 
+def wrap_delete(owner: type[Document], own: Callable[..., Any] | None) -> Callable[..., Any]:
+    """``delete`` for ``owner``: MongoEngine's sends ``pre_delete`` and deletes the document's
+    GridFS files before it reads ``_object_key``; the key is settled first."""
+
+    def delete(self: Document, *args: Any, **kwargs: Any) -> Any:
+        settle_unconfirmed(self)
+        if own is not None:
+            return own(self, *args, **kwargs)
+        return super(owner, self).delete(*args, **kwargs)
+
+    return delete
+
+
 def settle_unconfirmed(document: Document) -> None:
-    """If the insert of ``document`` had its reply lost, find out whether it was applied: then
-    the document is the one stored under its key; else refuse, since its key may be another
-    document's (one the field would have retried, had the insert's error come back).
+    """If the insert of ``document`` had its reply lost and its key may be another document's
+    (a sequence or random key, one the field would have retried had the insert's error come
+    back), find out whether it was applied: then the document is the one stored under its key;
+    else refuse. (A key made for the document alone addresses it or nothing.)
 
     Raises:
         OperationError: the insert was not applied (or not yet): nothing is done; ``save()`` it
@@ -120,7 +147,7 @@ def settle_unconfirmed(document: Document) -> None:
         pymongo.errors.PyMongoError: the look-up failed (nothing is done).
     """
     state = seam.state(document, create=False)
-    if state is None or not state.unconfirmed:
+    if state is None or not state.unconfirmed or not landed.pk_can_collide(document):
         return
     if not landed.earlier_insert_landed(document, seam.collection_of(document)):
         raise OperationError(
@@ -357,10 +384,12 @@ def save_update(
     save_condition: Any,
     write_next: Callable[[Any], Any],
     *,
+    reads_values: bool = True,
     acknowledged: bool = True,
 ) -> Any:
     """Values for an existing document, then its update (``write_next``, given ``son``:
-    MongoEngine's serialisation of the document, made before its values were, with them).
+    MongoEngine's serialisation of the document, made before its values were; with them if
+    the step ``reads_values``).
 
     New embedded documents get values, written by the update; a field the stored copy lacks
     gets one with a conditional write of its own, which never replaces a value another writer
@@ -388,7 +417,9 @@ def save_update(
         def attempt() -> Any:
             # ``son`` lacks the values made here (and, after a collision, holds the old one).
             held = [s for s in (*plan.embedded, *plan.missing) if s.value is not None]
-            return write_next(with_values(document, shape, son, held) if held else son)
+            if not (reads_values and held):
+                return write_next(son)
+            return write_next(with_values(document, shape, son, held))
 
         result = values.send(
             write, [s for s in written if s.value is not None], attempt, may_land=True

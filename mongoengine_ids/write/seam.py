@@ -25,14 +25,16 @@ places MongoEngine makes a queryset, and the reference fields' methods of the la
 * on the class that declares a generated primary key stored in another form than its value
   (a UUID), ``to_mongo`` and ``to_dbref`` are wrapped so that they give the key in stored form
   (:mod:`.references`);
-* when the first such class is made, these methods of MongoEngine's reference and dict fields and
-  ``DeReference.__call__`` are wrapped, once (:func:`hook_reference_fields`): ``to_python`` of
+* when the first UUID field of the package is made, these methods of MongoEngine's reference
+  and dict fields and ``DeReference.__call__`` are wrapped, once (:func:`hook_reference_fields`):
+  ``to_python`` of
   ``ReferenceField`` and ``LazyReferenceField`` (a stored DBRef), ``prepare_query_value`` of
   ``CachedReferenceField``, ``to_mongo`` and ``build_lazyref`` of ``GenericLazyReferenceField``,
   ``prepare_query_value`` of ``DictField`` (a query of one key's value: ``refs__x=``), and the
   DBRefs ``distinct()`` hands to ``DeReference``. They act only on references to a
-  model keyed by such a field (:func:`uuid_key`); any other reference gets what MongoEngine's
-  own method returns, unchanged.
+  model keyed by such a field (:func:`uuid_key`), and on values of the package's fields that a
+  cached reference or a path into a map sends; anything else gets what MongoEngine's own method
+  returns, unchanged.
 
 References rely on MongoEngine building a reference's DBRef from the referenced model's
 ``id.to_python(stored)`` (``ReferenceField``, ``LazyReferenceField``, ``CachedReferenceField``)
@@ -101,6 +103,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (Document, "_get_db", ()),
     (Document, "_mark_as_changed", ("key",)),
     (Document, "update", ("kwargs",)),
+    (Document, "delete", ("signal_kwargs", "write_concern")),
     (Document, "drop_collection", ()),
     (BaseDocument, "_get_changed_fields", ()),
     (Document, "to_dbref", ()),
@@ -369,6 +372,12 @@ def class_filter(document_class: type[Document]) -> dict[str, Any]:
     return {"_cls": names[0] if len(names) == 1 else {"$in": names}}
 
 
+def shard_key(document_class: type[BaseDocument]) -> tuple[str, ...]:
+    """The paths of the model's ``meta["shard_key"]`` (MongoEngine adds them to the filter of
+    the update of a stored document, from the document it serialised)."""
+    return tuple(document_class._meta.get("shard_key", ()))
+
+
 def field_of(document_class: type[BaseDocument], name: str) -> Any:
     """The field ``name`` of ``document_class`` (None if it has none)."""
     return document_class._fields.get(name)
@@ -379,6 +388,16 @@ def is_generated(field: Any) -> TypeGuard[GeneratedField]:
     from .field import GeneratedField
 
     return isinstance(field, GeneratedField)
+
+
+def holds_generated(field: Any) -> bool:
+    """Whether ``field`` is a field of this package, or a list or map of its values (at any
+    depth)."""
+    while field is not None:
+        if is_generated(field):
+            return True
+        field = getattr(field, "field", None)
+    return False
 
 
 def pk_field(document_class: type[BaseDocument]) -> Any:
@@ -533,6 +552,15 @@ def _keeps_object_ids(field: Any) -> bool:
         return bool(field.to_mongo(probe) == probe)
     except Exception:
         return False
+
+
+def base_defines(document_class: type[BaseDocument], name: str) -> bool:
+    """Whether a base class of ``document_class`` other than MongoEngine's defines ``name``
+    (a model's own step, which the package's wrapper on ``document_class`` calls)."""
+    return any(
+        name in vars(klass) and not klass.__module__.startswith("mongoengine.")
+        for klass in document_class.__mro__[1:]
+    )
 
 
 def _serialises_itself(document_class: type[BaseDocument]) -> bool:
@@ -1113,6 +1141,7 @@ def hook(document_class: type[Document]) -> None:
             ("_save_update", save.wrap_save_update),
             ("_get_update_doc", save.wrap_get_update_doc),
             ("_object_key", save.wrap_object_key),
+            ("delete", save.wrap_delete),
             ("update", upsert.wrap_document_update),
             ("__getstate__", _wrap_getstate),
             ("__setstate__", _wrap_setstate),
