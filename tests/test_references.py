@@ -45,6 +45,7 @@ from mongoengine_ids import (
     SequenceField,
     UUID4Field,
     UUID7Field,
+    UUID7Generator,
 )
 from mongoengine_ids.stored import StoredUUID, StoredUUIDText
 from mongoengine_ids.testing import connected_threadsafe
@@ -817,6 +818,61 @@ def test_distinct_of_lazy_references_gives_keys_equal_to_the_documents(
         assert b.id in keys
         if dbref:
             assert {value.collection for value in found} == {Order._get_collection_name()}
+
+
+def test_distinct_of_a_list_or_map_of_the_packages_values(world: World) -> None:
+    """As for the field itself: the field's values, not the stored Binary or text (found by a
+    probe)."""
+    Tagged = world.model(
+        "Tagged",
+        tags=me.ListField(UUID4Field()),
+        places=me.ListField(LocalityUUIDField(as_string=True)),
+        codes=me.MapField(UUID7Field(as_string=True)),
+    )
+    tags = [uuid.uuid4(), uuid.uuid4()]
+    place = LocalityUUID("12345678-1234-b234-8234-123456789abc")
+    code = UUID7Generator().generate()
+    Tagged(tags=tags, places=[place], codes={"a": code}).save()
+    Tagged(tags=tags[1:], places=[place], codes={"a": code}).save()
+    found = Tagged.objects.distinct("tags")
+    assert sorted(found, key=str) == sorted(tags, key=str)
+    assert {type(tag) for tag in found} == {uuid.UUID}
+    assert sorted(Tagged.objects.distinct("tags.0"), key=str) == sorted(tags, key=str)
+    assert Tagged.objects.distinct("places") == [place]
+    assert type(Tagged.objects.distinct("places")[0]) is LocalityUUID
+    assert Tagged.objects.distinct("codes.a") == [code]
+    assert type(Tagged.objects.distinct("codes.a")[0]) is uuid.UUID
+
+
+@pytest.mark.parametrize("dbref", [False, True], ids=["id", "dbref"])
+def test_distinct_of_references_inside_embedded_documents_and_maps(
+    world: World, dbref: bool
+) -> None:
+    """MongoEngine loads no document for such a path and returns the stored keys: equal to the
+    documents' keys, as an ObjectId key's are (found by a probe: a UUID key's Binary or text)."""
+    Order = world.order()
+    Box = type(
+        f"Box{next(_numbers)}",
+        (me.EmbeddedDocument,),
+        {"r": me.ReferenceField(Order, dbref=dbref), "lz": me.LazyReferenceField(Order)},
+    )
+    Holder = world.model(
+        "Holder",
+        box=me.EmbeddedDocumentField(Box),
+        boxes=me.ListField(me.EmbeddedDocumentField(Box)),
+        by_code=me.MapField(me.ReferenceField(Order, dbref=dbref)),
+    )
+    a, b = Order(name="a").save(), Order(name="b").save()
+    Holder(box=Box(r=a, lz=a), boxes=[Box(r=a), Box(r=b)], by_code={"x": b}).save()
+    paths = {"box.r": [a], "boxes.r": [a, b], "by_code.x": [b], "box.lz": [a]}
+    for path, expected in paths.items():
+        found = Holder.objects.distinct(path)
+        if dbref and path != "box.lz":  # MongoEngine loads the documents of DBRefs
+            assert all(isinstance(value, Order) for value in found), (path, found)
+            assert sorted(names(found)) == names(expected), path
+            continue
+        assert sorted(found, key=str) == sorted((d.id for d in expected), key=str), path
+        assert {hash(key) for key in found} == {hash(d.id) for d in expected}, path
 
 
 # -- queries ------------------------------------------------------------------------------------

@@ -177,6 +177,25 @@ def wrap_dereference(own: Callable[..., Any]) -> Callable[..., Any]:
         # A plain list: what distinct() passes (a document's values are a BaseList or BaseDict).
         if type(items) is not list:
             return own(self, items, max_depth, instance, name)
+        named = seam.values_field_at(instance, name) if isinstance(name, str) else None
+        if seam.is_generated(named):
+            # distinct() of a list or map of a field of the package (of any model: one that
+            # declares nothing else of the package has MongoEngine's distinct()).
+            return [named.coerce(item) for item in items]
+        if field is None and isinstance(name, str) and "." in name:
+            # distinct() of a path inside embedded documents or a map: MongoEngine loads the
+            # documents of the DBRefs it finds, and returns stored keys as they are. As
+            # references hold them, they equal the documents' keys (an ObjectId key does as
+            # stored), and the DBRefs find their documents.
+            field = named
+            lazy = isinstance(field, LazyReferenceField)
+            if lazy or isinstance(field, ReferenceField):
+                referenced = seam.referenced_class(field)
+                if seam.uuid_key(referenced) is not None:
+                    items = [_as_referenced(referenced, item) for item in items]
+                    if lazy:
+                        return items  # nothing to load, as for a lazy reference at the top
+            return own(self, items, max_depth, instance, name)
         if isinstance(field, LazyReferenceField) and seam.uuid_key(field.document_type):
             # Lazy: nothing to load. The stored keys (or DBRefs) as references hold them, equal
             # to the documents' keys, as an ObjectId key is (MongoEngine's own pass would find
@@ -286,8 +305,9 @@ def in_bulk(
 
 
 def distinct_values(document_class: type[Document], path: str, values: list[Any]) -> list[Any]:
-    """``values`` of ``distinct(path)`` as the field's values, if ``path`` is a generated one."""
-    field = seam.generated_field_at(document_class, path)
-    if field is None:
+    """``values`` of ``distinct(path)`` as the field's values, if ``path`` names a generated
+    field, or a list or map of one."""
+    field = seam.values_field_at(document_class, path)
+    if not seam.is_generated(field):
         return values
     return [field.coerce(value) for value in values]

@@ -328,20 +328,23 @@ def key_field(document_class: type[BaseDocument]) -> Any:
     return document_class._fields[id_field(document_class) or "id"]
 
 
-def generated_field_at(document_class: type[BaseDocument], path: str) -> GeneratedField | None:
-    """The generated field that the dotted ``path`` names (None if it names another); a path
-    may name the key by its stored name, ``_id``, as MongoEngine's ``distinct()`` accepts."""
-    from .field import GeneratedField
-
+def values_field_at(document_class: Any, path: str) -> Any:
+    """The field whose values the dotted ``path`` names, as ``distinct()`` returns them: the
+    items' field of a list or map (``tags``, ``codes.a``), none for an embedded document's
+    fields or a path MongoEngine cannot resolve. A path may name the key by its stored name,
+    ``_id``, as MongoEngine's ``distinct()`` accepts."""
     steps = path.split(".")
     if steps[0] == "_id":
         steps[0] = "pk"
     try:
         found = document_class._lookup_field(steps)
-    except LookUpError:
+    except (LookUpError, AttributeError):  # not a document class (DeReference's instance)
         return None
-    field = found[-1] if found else None
-    return field if isinstance(field, GeneratedField) else None
+    # A map's key or a list's index is a str step: the values are the container's items.
+    field = next((f for f in reversed(found) if not isinstance(f, str)), None)
+    while isinstance(field, (ListField, DictField)):
+        field = field.field
+    return field
 
 
 def stored_pk(document: Any) -> Any:
