@@ -181,7 +181,7 @@ def wrap_dereference(own: Callable[..., Any]) -> Callable[..., Any]:
         if seam.is_generated(named):
             # distinct() of a list or map of a field of the package (of any model: one that
             # declares nothing else of the package has MongoEngine's distinct()).
-            return [named.coerce(item) for item in items]
+            return [named.to_python(item) for item in items]
         if field is None and isinstance(name, str) and "." in name:
             # distinct() of a path inside embedded documents or a map: MongoEngine loads the
             # documents of the DBRefs it finds, and returns stored keys as they are. As
@@ -310,4 +310,4 @@ def distinct_values(document_class: type[Document], path: str, values: list[Any]
     field = seam.values_field_at(document_class, path)
     if not seam.is_generated(field):
         return values
-    return [field.coerce(value) for value in values]
+    return [field.to_python(value) for value in values]
