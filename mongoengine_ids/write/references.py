@@ -171,42 +171,25 @@ def wrap_dereference(own: Callable[..., Any]) -> Callable[..., Any]:
     def __call__(
         self: Any, items: Any, max_depth: int = 1, instance: Any = None, name: Any = None
     ) -> Any:
-        field: Any = getattr(instance, "_fields", {}).get(name)
-        while hasattr(field, "field"):  # a list or dict of references
-            field = field.field
         # A plain list: what distinct() passes (a document's values are a BaseList or BaseDict).
-        if type(items) is not list:
+        if type(items) is not list or not isinstance(name, str):
             return own(self, items, max_depth, instance, name)
-        named = seam.values_field_at(instance, name) if isinstance(name, str) else None
-        if seam.is_generated(named):
-            # distinct() of a list or map of a field of the package (of any model: one that
-            # declares nothing else of the package has MongoEngine's distinct()).
-            return [named.to_python(item) for item in items]
-        if field is None and isinstance(name, str) and "." in name:
-            # distinct() of a path inside embedded documents or a map: MongoEngine loads the
-            # documents of the DBRefs it finds, and returns stored keys as they are. As
-            # references hold them, they equal the documents' keys (an ObjectId key does as
-            # stored), and the DBRefs find their documents.
-            field = named
-            lazy = isinstance(field, LazyReferenceField)
-            if lazy or isinstance(field, ReferenceField):
-                referenced = seam.referenced_class(field)
-                if seam.uuid_key(referenced) is not None:
-                    items = [_as_referenced(referenced, item) for item in items]
-                    if lazy:
-                        return items  # nothing to load, as for a lazy reference at the top
+        field = seam.values_field_at(instance, name)  # a path into embedded documents too
+        if seam.is_generated(field):
+            # A field of the package, or a list or map of one (of any model: one that declares
+            # nothing else of the package has MongoEngine's distinct()).
+            return [field.to_python(item) for item in items]
+        lazy = isinstance(field, LazyReferenceField)
+        referenced = (
+            seam.referenced_class(field) if isinstance(field, ReferenceField) or lazy else None
+        )
+        if seam.uuid_key(referenced) is None:
             return own(self, items, max_depth, instance, name)
-        if isinstance(field, LazyReferenceField) and seam.uuid_key(field.document_type):
-            # Lazy: nothing to load. The stored keys (or DBRefs) as references hold them, equal
-            # to the documents' keys, as an ObjectId key is (MongoEngine's own pass would find
-            # the DBRefs and fail looking them up).
-            return [_as_referenced(field.document_type, item) for item in items]
-        if getattr(field, "dbref", False):
-            document_class = seam.referenced_class(field)
-            items = [
-                keyed_dbref(document_class, item) if type(item) is DBRef else item for item in items
-            ]
-        return own(self, items, max_depth, instance, name)
+        # The stored keys (or DBRefs) as references hold them: equal to the documents' keys, as
+        # an ObjectId key is, and the DBRefs find the documents loaded for them. Lazy: nothing
+        # to load (MongoEngine's own pass would find the DBRefs and fail looking them up).
+        items = [_as_referenced(referenced, item) for item in items]
+        return items if lazy else own(self, items, max_depth, instance, name)
 
     return __call__
 

@@ -341,7 +341,11 @@ def values_field_at(document_class: Any, path: str) -> Any:
     except (LookUpError, AttributeError):  # not a document class (DeReference's instance)
         return None
     # A map's key or a list's index is a str step: the values are the container's items.
-    field = next((f for f in reversed(found) if not isinstance(f, str)), None)
+    return items_field(next((f for f in reversed(found) if not isinstance(f, str)), None))
+
+
+def items_field(field: Any) -> Any:
+    """The field of the items of a list or map field (at any depth); any other field itself."""
     while isinstance(field, (ListField, DictField)):
         field = field.field
     return field
@@ -396,11 +400,7 @@ def is_generated(field: Any) -> TypeGuard[GeneratedField]:
 def holds_generated(field: Any) -> bool:
     """Whether ``field`` is a field of this package, or a list or map of its values (at any
     depth)."""
-    while field is not None:
-        if is_generated(field):
-            return True
-        field = getattr(field, "field", None)
-    return False
+    return is_generated(items_field(field))
 
 
 def pk_field(document_class: type[BaseDocument]) -> Any:
