@@ -64,6 +64,9 @@ def wrap_save_create(owner: type[Document], own: SaveCreate | None) -> SaveCreat
 
 def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdate:
     """``_save_update`` for ``owner``, calling ``own`` (the class's own) or the parent's."""
+    # MongoEngine's step reads the key and the shard key of ``doc``; a model's own may read
+    # anything of it (the class's, or a base's).
+    own_step = own is not None or seam.base_defines(owner, "_save_update")
 
     def _save_update(self: Document, doc: Any, save_condition: Any, write_concern: Any) -> Any:
         generated_key = seam.shape(owner).generates_pk
@@ -86,14 +89,9 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
                 return own(self, son, save_condition, write_concern)
             return super(owner, self)._save_update(son, save_condition, write_concern)
 
-        # What MongoEngine writes is computed from the changed fields; of ``doc`` it reads the
-        # key, and the shard key: with a generated field in it, ``doc`` needs the values made
-        # (a model's own step may read anything of it).
-        reads_values = (
-            own is not None
-            or bool(seam.shard_key(owner))
-            or seam.base_defines(owner, "_save_update")
-        )
+        # What MongoEngine writes is computed from the changed fields; with a generated field
+        # in the shard key, ``doc`` needs the values made.
+        reads_values = own_step or bool(seam.shard_key(type(self)))
         acknowledged = seam.acknowledged(seam.collection_of(self), write_concern)
         return save_update(
             self,
