@@ -488,7 +488,8 @@ def _held_places(document: BaseDocument, prefix: str = "") -> Iterable[tuple[str
     for name, field in shape.generated:
         if held.get(name) is not None and not (not prefix and name == shape.pk_name):
             yield f"{prefix}{field.db_field}", document, name, field
-    for name, field in type(document)._fields.items():
+    for name in tuple(held) if shape.embedding is None else shape.embedding:
+        field = seam.field_of(type(document), name)
         inner = held.get(name)
         if isinstance(field, EmbeddedDocumentField) and isinstance(inner, BaseDocument):
             yield from _held_places(inner, f"{prefix}{field.db_field}.")
