@@ -61,7 +61,7 @@ def wrap_to_mongo(owner: type[Document], own: ToMongo | None) -> ToMongo:
         if isinstance(data.get("_id"), uuid.UUID):
             # Document.to_mongo() copies _data["id"] as it is into _id when the fields leave
             # the key out, or when the key is written under its name: never in stored form.
-            data["_id"] = seam.key_field(type(self)).to_mongo(data["_id"])
+            data["_id"] = seam.pk_field(type(self)).to_mongo(data["_id"])
         return data
 
     setattr(to_mongo, seam.WRAPS_OWN, own)
@@ -73,7 +73,7 @@ def wrap_to_dbref(owner: type[Document], own: ToDBRef | None) -> ToDBRef:
 
     def to_dbref(self: Document) -> DBRef:
         ref = own(self) if own is not None else super(owner, self).to_dbref()
-        return DBRef(ref.collection, seam.key_field(type(self)).reference_key(ref.id))
+        return DBRef(ref.collection, seam.pk_field(type(self)).reference_key(ref.id))
 
     return to_dbref
 
@@ -269,7 +269,7 @@ def in_bulk(
     document_class: type[Document], object_ids: Iterable[Any], load: Callable[[list[Any]], Any]
 ) -> dict[Any, Any]:
     """MongoEngine's ``in_bulk()`` (``load``) with the ids in stored form, keyed as given."""
-    field = seam.key_field(document_class)
+    field = seam.pk_field(document_class)
     given_for: dict[Any, list[Any]] = {}
     for given in object_ids:
         try:

@@ -323,11 +323,6 @@ def id_field(document_class: type[BaseDocument]) -> str | None:
     return document_class._meta.get("id_field")  # type: ignore[no-any-return]
 
 
-def key_field(document_class: type[BaseDocument]) -> Any:
-    """The primary key field of a Document class."""
-    return document_class._fields[id_field(document_class) or "id"]
-
-
 def values_field_at(document_class: Any, path: str) -> Any:
     """The field whose values the dotted ``path`` names, as ``distinct()`` returns them: the
     items' field of a list or map (``tags``, ``codes.a``), none for an embedded document's
