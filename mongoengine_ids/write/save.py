@@ -564,41 +564,8 @@ class _Existing:
         self.missing = [slot for slot in kept if slot.holder is document]
         #: The values of embedded documents kept.
         self.kept = [slot for slot in kept if slot.holder is not document]
-        assigned: list[Slot] = []
-        empty: list[Slot] = []
-        rewritten = _Rewritten(document, changed)
-        whole = seam.writes_whole(document)
-        for slot in others:
-            own_field = slot.holder is document
-            value = slot.value
-            _refuse_unloaded(document, slot, changed, rewritten)
-            if not own_field and not seam.is_new(slot.holder):
-                # A loaded embedded document: its fields may not have been loaded. A value the
-                # user assigned to it is noted, and so is one of a field that tracks its values
-                # that the update writes again (the embedded document may come from another
-                # document): unless the stored copy holds it (see _new_values).
-                here = seam.changed_here(slot.holder)
-                if value is not None and (
-                    slot.field.db_field in here
-                    or _reads_changed(slot, here)
-                    or (slot.field.tracks_assigned and rewritten.holds(slot.holder))
-                ):
-                    assigned.append(slot)
-            elif value is None:
-                if not own_field:
-                    empty.append(slot)
-                elif slot.name not in unloaded and slot.field.db_field not in changed:
-                    self.missing.append(slot)
-            elif (
-                not own_field
-                or whole
-                or slot.field.db_field in changed
-                or _reads_changed(slot, changed)
-            ):
-                # By the user (a loaded value is not marked changed; a document MongoEngine
-                # writes whole writes them all: _new_values tells its own from new ones), or
-                # moved to another scope, where it is the user's number as if assigned there.
-                assigned.append(slot)
+        assigned, empty, missing = _sort(document, others, changed, unloaded)
+        self.missing += missing
         assigned = _new_values(write, document, assigned)
         self.noted = values.note_assigned(write, assigned)
         self.made: list[Slot] = []  # values made by this attempt
@@ -630,6 +597,56 @@ class _Existing:
         kept = [slot for slot in pending if slot not in mine]
         if kept or self.kept_noted:
             values.pending(self.document, kept, self.kept_noted)
+
+
+def _sort(
+    document: Document, others: list[Slot], changed: list[str], unloaded: Iterable[str]
+) -> tuple[list[Slot], list[Slot], list[Slot]]:
+    """Sort the slots of an existing ``document`` (those no earlier attempt kept) by what its
+    save does with each: a value to tell its field (assigned by the user), an empty one of a
+    new embedded document to fill, or one of its own fields its stored copy lacks (filled by a
+    conditional write). Slots of a loaded embedded document holding nothing of note are left.
+
+    Raises:
+        OperationError: a value a projection left out is needed (:func:`_refuse_unloaded`).
+    """
+    assigned: list[Slot] = []
+    empty: list[Slot] = []
+    missing: list[Slot] = []
+    rewritten = _Rewritten(document, changed)
+    whole = seam.writes_whole(document)
+    for slot in others:
+        own_field = slot.holder is document
+        value = slot.value
+        _refuse_unloaded(document, slot, changed, rewritten)
+        if not own_field and not seam.is_new(slot.holder):
+            # A loaded embedded document: its fields may not have been loaded. A value the
+            # user assigned to it is noted, and so is one of a field that tracks its values
+            # that the update writes again (the embedded document may come from another
+            # document): unless the stored copy holds it (see _new_values).
+            here = seam.changed_here(slot.holder)
+            if value is not None and (
+                slot.field.db_field in here
+                or _reads_changed(slot, here)
+                or (slot.field.tracks_assigned and rewritten.holds(slot.holder))
+            ):
+                assigned.append(slot)
+        elif value is None:
+            if not own_field:
+                empty.append(slot)
+            elif slot.name not in unloaded and slot.field.db_field not in changed:
+                missing.append(slot)
+        elif (
+            not own_field
+            or whole
+            or slot.field.db_field in changed
+            or _reads_changed(slot, changed)
+        ):
+            # By the user (a loaded value is not marked changed; a document MongoEngine
+            # writes whole writes them all: _new_values tells its own from new ones), or
+            # moved to another scope, where it is the user's number as if assigned there.
+            assigned.append(slot)
+    return assigned, empty, missing
 
 
 def _refuse_unloaded(
