@@ -41,7 +41,7 @@ from pymongo.write_concern import WriteConcern
 
 from .._checks import check_collection_name
 from ..errors import RetriesExhaustedError, UniqueIndexMissingError
-from ..resets import on_drop, on_reset
+from ..resets import PerClient, on_drop, on_reset
 from ..write import seam
 from ..write.field import GeneratedField, Write
 from .space import (
@@ -225,24 +225,14 @@ class _Counters:
 
 # -- unique indexes seen, per collection --------------------------------------------------------
 
-_IndexKey = tuple[int, str, str, str]  # id(client), database, collection, db_field
-_index_lock = threading.Lock()
-_index_names: dict[_IndexKey, frozenset[str]] = {}
-
-
-@on_reset
-def _forget_indexes() -> None:
-    with _index_lock:
-        _index_names.clear()
+#: The names of the unique indexes on a field, by client and (database, collection, db_field).
+_index_names: PerClient[tuple[str, str, str], frozenset[str]] = PerClient()
+on_reset(_index_names.clear)
 
 
 @on_drop
 def _forget_indexes_of(database: Any, name: str) -> None:
-    with _index_lock:
-        for key in [
-            key for key in _index_names if key[:3] == (id(database.client), database.name, name)
-        ]:
-            del _index_names[key]
+    _index_names.drop(database.client, lambda key: key[:2] != (database.name, name))
 
 
 _all_counters: weakref.WeakSet[_Counters] = weakref.WeakSet()
@@ -257,8 +247,6 @@ def _reset_all_stats() -> None:
 
 def _new_locks_in_child() -> None:
     # A lock held by another thread at fork time would stay held forever in the child.
-    global _index_lock
-    _index_lock = threading.Lock()
     for counters in list(_all_counters):
         counters._lock = threading.Lock()
 
@@ -558,8 +546,8 @@ class RandomUniqueField(GeneratedField):
         if self.primary_key:
             return frozenset({_ID_INDEX})
         database = collection.database
-        key = (id(database.client), database.name, collection.name, self.db_field)
-        names = _index_names.get(key)
+        key = (database.name, collection.name, self.db_field)
+        names = _index_names.get(database.client, key)
         if names is not None:
             return names
         info = collection.index_information()
@@ -582,8 +570,7 @@ class RandomUniqueField(GeneratedField):
                     )
                 }
             )
-        with _index_lock:
-            _index_names[key] = names
+        _index_names.set(database.client, key, names)
         return names
 
     # -- the proxy collection -------------------------------------------------------------------

@@ -59,7 +59,7 @@ from ..errors import (
     RetriesExhaustedError,
     invalid_id,
 )
-from ..resets import on_reset
+from ..resets import PerClient, on_reset
 from ..write import seam
 from ..write.field import GeneratedField, Write
 
@@ -470,14 +470,10 @@ class CounterStore:
             return None
         held = self._holds_values if held is None else held
         client = self.collection.database.client
+        key = (self.collection_name, document_id)
         with _leased_lock:
-            leased = _leased_to.get(id(client))
-            if leased is None:
-                leased = _leased_to[id(client)] = {}
-                weakref.finalize(client, _leased_to.pop, id(client), None)
-            key = (self.collection_name, document_id)
-            highest, ever_held = leased.get(key, (block[-1], False))
-            leased[key] = (max(block[-1], highest), held or ever_held)
+            highest, ever_held = _leased_to.get(client, key) or (block[-1], False)
+            _leased_to.set(client, key, (max(block[-1], highest), held or ever_held))
         return block
 
     def create(self, counter: _Counter) -> None:
@@ -681,12 +677,12 @@ class _Flight:
 
 
 _EMPTY: Final = range(0)
-#: For each counter document this process leased from, by ``id()`` of the client (dropped
+#: For each counter document this process leased from, by client (dropped
 #: with it: the same names on another server, or on a new connection, are other counters) and
 #: (``db.collection``, ``_id``): the highest value leased through any sequence, and whether a
 #: sequence held values of it. Such a counter deleted since is never recreated below that value.
-_leased_to: dict[int, dict[tuple[str, str], tuple[int, bool]]] = {}
-_leased_lock = threading.Lock()
+_leased_to: PerClient[tuple[str, str], tuple[int, bool]] = PerClient()
+_leased_lock = threading.Lock()  # one entry read, then updated
 
 
 def _runs(values: list[int]) -> list[range]:
@@ -705,19 +701,15 @@ def leased_floor(collection: Collection[Any], document_id: str) -> int | None:
     while a sequence held values of it (None if none did): that counter, deleted since, is
     never made again below it. (With one value per lease only, it starts again from its first
     value, as MongoEngine's field does.)"""
-    with _leased_lock:
-        by_counter = _leased_to.get(id(collection.database.client), {})
-        highest, held = by_counter.get((str(collection.full_name), document_id), (None, False))
+    key = (str(collection.full_name), document_id)
+    highest, held = _leased_to.get(collection.database.client, key) or (None, False)
     return highest if held else None
 
 
 def forget_leased(collection: Collection[Any], document_id: str) -> None:
     """Counter ``document_id`` in ``collection`` was set on purpose: what this process leased
     of it before is no floor (:func:`leased_floor`) any more."""
-    with _leased_lock:
-        _leased_to.get(id(collection.database.client), {}).pop(
-            (str(collection.full_name), document_id), None
-        )
+    _leased_to.pop(collection.database.client, (str(collection.full_name), document_id))
 
 
 _live_sequences: weakref.WeakSet[Sequence] = weakref.WeakSet()
@@ -1185,8 +1177,7 @@ def _forget_all_blocks() -> None:
         sequences = list(_live_sequences)
     for sequence in sequences:
         sequence.discard()
-    with _leased_lock:
-        _leased_to.clear()  # the counters were dropped on purpose (reset_process_state)
+    _leased_to.clear()  # the counters were dropped on purpose (reset_process_state)
 
 
 def discard_blocks(database: str, collection: str, name: str) -> None:

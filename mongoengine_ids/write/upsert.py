@@ -25,7 +25,7 @@ from mongoengine.document import Document
 from mongoengine.errors import InvalidQueryError, NotUniqueError, ValidationError
 from mongoengine.fields import EmbeddedDocumentField
 
-from ..resets import on_reset
+from ..resets import PerClient, on_reset
 from . import seam, values
 from .field import GeneratedField, Stored, Write
 from .values import Slot
@@ -85,28 +85,24 @@ def _attempt(query: seam.QuerySetParts, values_of: Any) -> Iterator[_Attempt]:
     application's retry of the same update), or a new one; kept if this one's outcome is
     unknown too, or an earlier one's still is."""
     collection = query.collection
-    key = (
-        id(collection.database.client),
-        collection.full_name,
-        repr(query.query),
-        repr(values_of),
-    )
-    earlier = _unsettled.pop(key, None)  # atomic: one concurrent retry takes it over
+    client = collection.database.client
+    key = (collection.full_name, repr(query.query), repr(values_of))
+    earlier = _unsettled.pop(client, key)  # atomic: one concurrent retry takes it over
     attempt = earlier or _Attempt()
     attempt.earlier = earlier is not None
     try:
         yield attempt
     except BaseException as error:
         if attempt.earlier or values.outcome_unknown(error):
-            _unsettled[key] = attempt  # this attempt, or an earlier one, may have landed
+            _unsettled.set(client, key, attempt)  # this attempt, or an earlier one, may land
         raise
     enclosing = _one_write.get()
     if enclosing is not None and (values_of or attempt.made):  # it wrote values of its own
-        enclosing.append((key, attempt))
+        enclosing.append((client, key, attempt))
 
 
 #: The attempts that succeeded within the application's one write (see :func:`one_write`).
-_one_write: contextvars.ContextVar[list[tuple[Any, _Attempt]] | None] = contextvars.ContextVar(
+_one_write: contextvars.ContextVar[list[tuple[Any, Any, _Attempt]] | None] = contextvars.ContextVar(
     "mongoengine_ids_one_write", default=None
 )
 
@@ -117,14 +113,14 @@ def one_write() -> Iterator[None]:
     then a read of the document): if it fails with its outcome unknown, their attempts are kept
     for its retry, as an update's own lost reply keeps its attempt; the retry does not send
     them as new ones."""
-    done: list[tuple[Any, _Attempt]] = []
+    done: list[tuple[Any, Any, _Attempt]] = []
     token = _one_write.set(done)
     try:
         yield
     except BaseException as error:
         if values.outcome_unknown(error):
-            for key, attempt in done:
-                _unsettled[key] = attempt
+            for client, key, attempt in done:
+                _unsettled.set(client, key, attempt)
         raise
     finally:
         _one_write.reset(token)
@@ -200,7 +196,7 @@ def _refuse_held(collection: Any, assigned: list[Slot]) -> None:
 #: The attempts of updates and upserts whose outcome is unknown (a lost reply), by (client,
 #: collection, filter, values given): the application's retry of the same one takes it over,
 #: and finds its reservations and the values it made its own.
-_unsettled: dict[tuple[int, str, str, str], _Attempt] = {}
+_unsettled: PerClient[tuple[str, str, str], _Attempt] = PerClient()
 on_reset(_unsettled.clear)
 
 
