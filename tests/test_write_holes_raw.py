@@ -270,3 +270,69 @@ def test_an_upsert_creating_an_embedded_document_with_a_raw_value_not_in_stored_
         query.update_one(upsert=True, **update)
     assert list(mongoengine_db.x_raw_updated.find()) == []
     assert list(mongoengine_db["mongoengine.counters"].find()) == []
+
+
+# -- a value written through $[] or $[x] lands in every item they match -------------------------
+
+
+class Slip(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=3, reserve_in="slip_codes")
+    number = SequenceField(sequence_name="slip_numbers")
+    label = me.StringField()
+
+
+class Tray(me.Document):
+    name = me.StringField()
+    slips = me.ListField(me.EmbeddedDocumentField(Slip))
+    meta = {"collection": "trays"}
+
+
+@pytest.mark.parametrize(
+    ("update", "path"),
+    [
+        ({"$set": {"slips.$[].code": 555}}, "slips.$[].code"),
+        ({"$set": {"slips.$[s].code": 555}}, "slips.$[s].code"),
+        ({"$set": {"slips.$[]": {"label": "z", "code": 555}}}, "slips.$[].code"),
+    ],
+)
+def test_a_unique_value_written_into_every_item_is_refused(
+    mongoengine_db: Any, update: dict[str, Any], path: str
+) -> None:
+    """The server writes a value given through ``$[]`` (or ``$[x]``, by ``array_filters``) into
+    every item matched: two slips of one tray would hold one ``reserve_in`` code, reserved once.
+    Refused before anything is sent or reserved. (mongomock cannot apply ``$[]``: what is
+    checked is that nothing was written.)"""
+    Tray(name="t", slips=[Slip(label="a"), Slip(label="b")]).save()
+    stored = list(mongoengine_db.trays.find())
+    reserved = list(mongoengine_db.slip_codes.find())
+    with pytest.raises(me.NotUniqueError) as raised:
+        Tray.objects(name="t").update_one(__raw__=update)
+    assert f"writes 555 at {path!r}" in str(raised.value)
+    assert "every item" in str(raised.value)
+    assert list(mongoengine_db.trays.find()) == stored
+    assert list(mongoengine_db.slip_codes.find()) == reserved
+
+
+def test_a_value_that_may_repeat_may_be_written_into_every_item(mongoengine_db: Any) -> None:
+    """A value of a field whose values may repeat (a ``SequenceField`` that is not unique takes
+    the numbers it is given) is the user's to give, as anywhere else: told, and sent."""
+    Tray(name="t", slips=[Slip(label="a"), Slip(label="b")]).save()
+    sent: list[Any] = []
+    collection = Tray._get_collection()
+    update_one = type(collection).update_one
+
+    def spy(self: Any, query: Any, update: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.name != "trays":  # the counter, told of the number
+            return update_one(self, query, update, *args, **kwargs)
+        sent.append(update)
+        raise RuntimeError("stop: mongomock cannot apply $[]")
+
+    type(collection).update_one = spy
+    try:
+        with pytest.raises(RuntimeError, match="stop"):
+            Tray.objects(name="t").update_one(__raw__={"$set": {"slips.$[].number": 7}})
+    finally:
+        type(collection).update_one = update_one
+    assert sent == [{"$set": {"slips.$[].number": 7}}]
+    Tray(name="next", slips=[Slip(label="c")]).save()  # 7 was told: never handed out
+    assert mongoengine_db.trays.find_one({"name": "next"})["slips"][0]["number"] == 8

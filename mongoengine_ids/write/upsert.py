@@ -349,7 +349,13 @@ class _Writes:
         self, operator: str, key: str, value: Any, slots: list[tuple[Slot, tuple[str, ...]]]
     ) -> None:
         """The ``slots`` (with their steps) of what ``operator`` writes (``value``, given as
-        ``key``)."""
+        ``key``).
+
+        Raises:
+            NotUniqueError: a value made here, or one no two documents may share, is written
+                through ``$[]`` or ``$[x]``, into every item they match (nothing written).
+        """
+        _refuse_every_item(slots)
         made = [slot for slot, _ in slots if slot.value is None]
         self.empty += made
         if operator == "set_on_insert":
@@ -366,6 +372,26 @@ class _Writes:
         shared = made + [slot for slot, _ in slots if slot.field.values_unique]
         self.on_insert_only = self.on_insert_only and (not shared or operator == "set_on_insert")
         self.unique += shared
+
+
+def _refuse_every_item(slots: list[tuple[Slot, tuple[str, ...]]]) -> None:
+    """Refuse a value written through the all-positional ``$[]`` or a filtered ``$[x]``: the
+    server writes it into every item they match, so that items of one document would share it.
+    (One value a user gives a field whose values may repeat, a scope, say, is theirs to give.)
+
+    Raises:
+        NotUniqueError: such a value (nothing written).
+    """
+    for slot, steps in slots:
+        many = next((step for step in steps if step.startswith("$[")), None)
+        if many is not None and (slot.value is None or slot.field.values_unique):
+            what = "a value made for it" if slot.value is None else repr(slot.value)
+            path = ".".join((*steps, slot.field.db_field))
+            raise NotUniqueError(
+                f"{slot.kind.__name__}.{slot.name}: the update writes {what} at {path!r}: "
+                f"through {many!r}, into every item it matches, which would then share it; "
+                "write each item by its index, or give each its own value"
+            )
 
 
 def _give_back_unused(
