@@ -36,6 +36,7 @@ from mongoengine.connection import DEFAULT_CONNECTION_NAME
 from ._checks import check_callable
 from .instrumented import Hook, instrumented_client_class, require_mongomock
 from .resets import reset_process_state
+from .write import seam
 
 try:
     from pytest import fixture  # noqa: PT013 - one name, and no pytest needed without it
@@ -106,8 +107,8 @@ def _forget_cached_collections(aliases: set[str]) -> None:
     while stack:
         model = stack.pop()
         stack.extend(model.__subclasses__())
-        if model._meta.get("db_alias", DEFAULT_CONNECTION_NAME) in aliases:
-            model._collection = None
+        if seam.db_alias(model) in aliases:
+            seam.forget_collection(model)
 
 
 @contextlib.contextmanager

@@ -1607,10 +1607,11 @@ class SequenceField(GeneratedField):
         if self.scope is None:
             return None
         name = document_class.__name__
-        if self.scope not in document_class._fields:
+        source = seam.field_of(document_class, self.scope)
+        if source is None:
             raise ValueError(
                 f"{name}.{self.name} has scope={self.scope!r}, which is not a field of {name}: "
-                f"expected one of {sorted(document_class._fields)}"
+                f"expected one of {sorted(seam.fields(document_class))}"
             )
         value = seam.data(document).get(self.scope)
         if value is None:
@@ -1620,7 +1621,7 @@ class SequenceField(GeneratedField):
                 "update)",
                 field_name=self.name,
             )
-        return seam.as_stored(document_class._fields[self.scope].to_mongo(value))
+        return seam.as_stored(source.to_mongo(value))
 
     # -- MongoEngine's field-level helpers -------------------------------------------------------
 
@@ -1635,7 +1636,7 @@ class SequenceField(GeneratedField):
                     f"{owner.__name__}.{self.name} is numbered per {self.scope!r}: pass scope= "
                     "(the value whose counter is meant)"
                 )
-            source = owner._fields[self.scope]
+            source = seam.field_of(owner, self.scope)
             try:  # a value a document can hold
                 source.validate(source.to_python(scope))
             except ValidationError as error:

@@ -37,7 +37,7 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
     """
     if not (isinstance(document_class, type) and issubclass(document_class, Document)):
         raise TypeError(f"document_class must be a Document subclass, not {document_class!r}")
-    if document_class._meta.get("abstract"):  # Document itself too
+    if seam.is_abstract(document_class):  # Document itself too
         raise TypeError(
             f"document_class must be a model with a collection, not {document_class.__name__} "
             "(abstract): backfill each concrete model made from it"

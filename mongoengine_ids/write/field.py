@@ -232,10 +232,9 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         owner = getattr(self, "owner_document", None)
         name = getattr(self, "name", None)
         if name is None and owner is not None:  # the items' field of a list or map field
-            name = next(
-                (f"{key}[*]" for key, f in owner._fields.items() if getattr(f, "field", 0) is self),
-                None,
-            )
+            fields = seam.fields(owner).items()
+            holding = (key for key, f in fields if getattr(f, "field", 0) is self)
+            name = next((f"{key}[*]" for key in holding), None)
         name = name or f"<unbound {type(self).__name__}>"
         return f"{owner.__name__}.{name}" if owner is not None else name
 

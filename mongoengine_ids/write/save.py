@@ -511,7 +511,7 @@ def _untold(document: Document, made: list[Slot]) -> None:
     places = [place for place in _held_places(document) if place[3].tracks_assigned]
     if not places:
         return
-    on_insert = document._get_update_doc().get("$setOnInsert", {})
+    on_insert = seam.update_doc(document).get("$setOnInsert", {})
     ours = {(id(slot.holder), slot.name) for slot in made}
     # The values as they are now (a scope too), for the stored document of this key, whichever
     # attempt tells them.

@@ -1,23 +1,28 @@
 """The one place that touches MongoEngine's internals.
 
-Everything the write path needs of MongoEngine beyond its public API is named in
-:data:`INTERNALS` and checked when this module is imported: a MongoEngine that lacks one (or
-changed its parameters) fails at import with an error naming its version, not with a wrong
-write later. The rest of the package reaches MongoEngine's internals only through the
-functions below.
+Everything the write path needs of MongoEngine beyond its public API is named here and checked
+when this module is imported: the methods it wraps or calls (:data:`INTERNALS`, with their
+parameters) and the attributes it reads as data (:data:`DATA_ATTRIBUTES` and its siblings). A
+MongoEngine that lacks one (or changed its parameters) fails at import with an error naming
+its version, not with a wrong write later. The rest of the package reaches MongoEngine's
+internals only through the functions below; the wrappers this module installs (in
+:mod:`.save`, :mod:`.bulk`, :mod:`.upsert`, :mod:`.references`, :mod:`.queryset`) call the
+method they replace, the model's own or its parent's.
 
-How the package plugs in, per model class (never globally, but for one class-creation hook on
-``Document`` added the first time an embedded document declares a generated field, the two
-places MongoEngine makes a queryset, and the reference fields' methods of the last item):
+How the package plugs in, per model class (never globally, but for two class-creation hooks on
+``Document``, one for ``drop_collection`` and one added the first time an embedded document
+declares a generated field, the two places MongoEngine makes a queryset,
+``SortedListField.to_mongo``, and the reference fields' methods of the last item):
 
 * ``_save_create`` and ``_save_update``, the two steps of ``Document.save()`` that write, are
   wrapped on the class that declares a generated field: by then ``pre_save``, ``validate()``
   and ``pre_save_post_validation`` have run, so the values are filled in right before the
   write, with the write's own collection (:mod:`.save`); so is ``_get_update_doc``, the update
   ``_save_update`` sends (an upsert), which sets the generated values it does not write on
-  insert; so are ``__getstate__`` and
-  ``__setstate__``, so that a pickled or copied document keeps the record of the fields a
-  projection left out of it;
+  insert; so are ``_object_key`` and ``delete``, which first settle a document whose insert
+  lost its reply, ``update``, which gives new embedded documents values, and ``__getstate__``
+  and ``__setstate__``, so that a pickled or copied document keeps the record of the fields a
+  projection left out of it; ``drop_collection`` forgets what was cached of the collection;
 * its querysets (made generating where MongoEngine makes them: :func:`hook_queryset_makers`)
   get ``insert()`` (:mod:`.bulk`), ``update()`` and ``modify()``
   (:mod:`.upsert`), ``in_bulk()`` and ``distinct()`` (:mod:`.references`), and records which
@@ -27,14 +32,13 @@ places MongoEngine makes a queryset, and the reference fields' methods of the la
   (:mod:`.references`);
 * when the first UUID field of the package is made, these methods of MongoEngine's reference
   and dict fields and ``DeReference.__call__`` are wrapped, once (:func:`hook_reference_fields`):
-  ``to_python`` of
-  ``ReferenceField`` and ``LazyReferenceField`` (a stored DBRef), ``prepare_query_value`` of
-  ``CachedReferenceField``, ``to_mongo`` and ``build_lazyref`` of ``GenericLazyReferenceField``,
-  ``prepare_query_value`` of ``DictField`` (a query of one key's value: ``refs__x=``), and the
-  DBRefs ``distinct()`` hands to ``DeReference``. They act only on references to a
-  model keyed by such a field (:func:`uuid_key`), and on values of the package's fields that a
-  cached reference or a path into a map sends; anything else gets what MongoEngine's own method
-  returns, unchanged.
+  ``to_python`` of ``ReferenceField``, ``LazyReferenceField`` and ``GenericReferenceField`` (a
+  stored DBRef), ``prepare_query_value`` of ``CachedReferenceField``, ``to_mongo`` and
+  ``build_lazyref`` of ``GenericLazyReferenceField``, ``prepare_query_value`` of ``DictField``
+  (a query of one key's value: ``refs__x=``), and the DBRefs ``distinct()`` hands to
+  ``DeReference``. They act only on references to a model keyed by such a field
+  (:func:`uuid_key`), and on values of the package's fields that a cached reference or a path
+  into a map sends; anything else gets what MongoEngine's own method returns, unchanged.
 
 References rely on MongoEngine building a reference's DBRef from the referenced model's
 ``id.to_python(stored)`` (``ReferenceField``, ``LazyReferenceField``, ``CachedReferenceField``)
@@ -79,6 +83,7 @@ from mongoengine.fields import (
     MapField,
     ReferenceField,
     SortedListField,
+    StringField,
 )
 from mongoengine.queryset import QuerySet, QuerySetManager, transform
 from mongoengine.queryset.base import BaseQuerySet
@@ -139,9 +144,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
 #: Query operators matching text (MongoEngine's own list): a value given to one is not a key.
 STRING_OPERATORS: tuple[str, ...] = tuple(transform.STRING_OPERATORS)
 
-#: Attributes of document instances read as data (and ``_subclasses`` of a model). Also read:
-#: ``_document``, ``_query``, ``_collection``, ``_loaded_fields`` and ``_ordering`` of
-#: querysets, ``ONLY``/``EXCLUDE`` and ``as_dict()`` of QueryFieldList.
+#: Attributes read as data, by what has them. Document instances:
 DATA_ATTRIBUTES = (
     "_data",
     "_created",
@@ -151,6 +154,13 @@ DATA_ATTRIBUTES = (
     "_instance",
     "_class_name",
 )
+#: Document classes (a ``DynamicDocument``'s ``_dynamic`` is true):
+CLASS_ATTRIBUTES = ("_subclasses", "_dynamic", "_fields", "_meta", "_class_name")
+#: Fields (``_ordering``: a ``SortedListField``'s):
+FIELD_ATTRIBUTES = ("_auto_gen",)
+#: Querysets (``_query`` and ``_collection`` are properties), and ``ONLY``/``EXCLUDE`` and
+#: ``as_dict()`` of QueryFieldList:
+QUERYSET_ATTRIBUTES = ("_document", "_query", "_collection", "_loaded_fields", "_ordering")
 
 
 def check_internals() -> None:
@@ -164,8 +174,7 @@ def check_internals() -> None:
         found = [p for p in inspect.signature(function).parameters if p not in ("self", "cls")]
         if tuple(found[: len(parameters)]) != parameters:
             problems.append(f"{owner.__name__}.{name}{tuple(found)}, expected {parameters}")
-    missing = [name for name in DATA_ATTRIBUTES if not hasattr(_probe_document(), name)]
-    problems.extend(f"a document has no {name}" for name in missing)
+    problems.extend(_missing_attributes())
     if not hasattr(QueryFieldList, "ONLY") or not hasattr(QueryFieldList, "as_dict"):
         problems.append("QueryFieldList.ONLY / as_dict() is missing")
     for name in ("_qs", "_object_key"):
@@ -177,6 +186,25 @@ def check_internals() -> None:
             + "; ".join(problems)
             + " (supported: 0.27 to 0.29)"
         )
+
+
+def _missing_attributes() -> list[str]:
+    """The data attributes of :data:`DATA_ATTRIBUTES` and its siblings that a throwaway
+    document, its class, fields and queryset lack."""
+    document = _probe_document()
+    queryset = BaseQuerySet(type(document), None)
+    sorted_list = SortedListField(StringField(), ordering="name")
+    found = [
+        *(("a document", name, hasattr(document, name)) for name in DATA_ATTRIBUTES),
+        *(("a document class", name, hasattr(type(document), name)) for name in CLASS_ATTRIBUTES),
+        *(("a field", name, hasattr(StringField(), name)) for name in FIELD_ATTRIBUTES),
+        ("a SortedListField", "_ordering", hasattr(sorted_list, "_ordering")),
+        *(
+            ("a queryset", name, name in vars(queryset) or hasattr(BaseQuerySet, name))
+            for name in QUERYSET_ATTRIBUTES
+        ),
+    ]
+    return [f"{what} has no {name}" for what, name, present in found if not present]
 
 
 def _probe_document() -> BaseDocument:
@@ -385,6 +413,34 @@ def field_of(document_class: type[BaseDocument], name: str) -> Any:
     return document_class._fields.get(name)
 
 
+def fields(document_class: type[BaseDocument]) -> dict[str, Any]:
+    """The fields of ``document_class``, by name (MongoEngine's own dict: not to be changed)."""
+    return dict[str, Any](document_class._fields)
+
+
+def is_abstract(document_class: type[BaseDocument]) -> bool:
+    """Whether ``document_class`` is abstract (``Document`` itself is): no collection of its
+    own."""
+    return bool(document_class._meta.get("abstract"))
+
+
+def update_doc(document: Document) -> dict[str, Any]:
+    """The update MongoEngine's ``save()`` of the stored ``document`` would send now (its
+    ``_get_update_doc()``, wrapped to set generated values on insert)."""
+    return dict[str, Any](document._get_update_doc())
+
+
+def db_alias(document_class: type[BaseDocument]) -> str:
+    """The connection alias of ``document_class`` (its ``meta["db_alias"]``, or the default)."""
+    return str(document_class._meta.get("db_alias", DEFAULT_CONNECTION_NAME))
+
+
+def forget_collection(document_class: type[Document]) -> None:
+    """Make ``document_class`` look its collection up again on next use (after a disconnect:
+    MongoEngine's own reset misses a model whose class name another model reused)."""
+    document_class._collection = None
+
+
 def is_generated(field: Any) -> TypeGuard[GeneratedField]:
     """Whether ``field`` is a field of this package."""
     from .field import GeneratedField
@@ -519,7 +575,7 @@ def shape(document_class: type[BaseDocument]) -> Shape:
         pk = id_field(document_class)
         embedding = (
             None
-            if getattr(document_class, "_dynamic", False)
+            if document_class._dynamic
             else tuple(name for name, field in fields.items() if _may_embed(field))
         )
         found = Shape(
@@ -543,7 +599,7 @@ def _keeps_object_ids(field: Any) -> bool:
     """Whether a key field left unset is the driver's to fill (no value of its own, not
     ``_auto_gen``) and sends an ObjectId as it is (a ``StringField`` or ``IntField`` does; a
     ``DecimalField`` cannot take one, a ``UUIDField(binary=False)`` turns it into text)."""
-    if field is None or getattr(field, "_auto_gen", False):
+    if field is None or field._auto_gen:
         return False
     probe = ObjectId()
     try:

@@ -1151,7 +1151,7 @@ class _Places:
     def visit(self, kind: Any, prefix: tuple[str, str], whole: dict[str, Any] | None) -> None:
         """The embedded documents in fields of ``kind`` at ``prefix`` (a db path and an
         update name); ``whole``: what the filter fixes there whole (None: nothing)."""
-        for name, field in kind._fields.items():
+        for name, field in seam.fields(kind).items():
             if not isinstance(field, EmbeddedDocumentField):
                 continue
             path, update_name = f"{prefix[0]}{field.db_field}", f"{prefix[1]}{name}__"
@@ -1188,7 +1188,7 @@ class _Places:
     def _fill(
         self, kind: Any, path: str, update_name: str, given: dict[str, Any], whole_fixed: bool
     ) -> None:
-        holder = values.Holder(values.python_values(given, kind._fields), self.owner)
+        holder = values.Holder(values.python_values(given, seam.fields(kind)), self.owner)
         for inner, generated in seam.generated_fields(kind):
             inner_path = f"{path}.{generated.db_field}"
             removing = next(

@@ -1,0 +1,61 @@
+"""The import-time check of the MongoEngine internals the package relies on (its seam): a
+MongoEngine lacking one fails at import with an error naming its version and what is missing,
+instead of a wrong write later."""
+
+from __future__ import annotations
+
+import mongoengine
+import pytest
+from mongoengine.base import BaseField
+from mongoengine.document import Document
+from mongoengine.fields import SortedListField
+from mongoengine.queryset.base import BaseQuerySet
+
+from mongoengine_ids.write import seam
+
+
+def test_the_installed_mongoengine_passes() -> None:
+    seam.check_internals()
+
+
+@pytest.mark.parametrize(
+    ("owner", "name", "named"),
+    [
+        (Document, "_save_create", "Document._save_create is missing"),
+        (BaseQuerySet, "_clone_into", "BaseQuerySet._clone_into is missing"),
+        (BaseField, "_auto_gen", "a field has no _auto_gen"),
+        (BaseQuerySet, "_query", "a queryset has no _query"),
+    ],
+)
+def test_a_missing_internal_fails_naming_it_and_the_version(
+    monkeypatch: pytest.MonkeyPatch, owner: type, name: str, named: str
+) -> None:
+    monkeypatch.delattr(owner, name)
+    with pytest.raises(ImportError) as raised:
+        seam.check_internals()
+    message = str(raised.value)
+    assert f"does not support MongoEngine {mongoengine.__version__}" in message
+    assert named in message
+
+
+def test_a_renamed_instance_attribute_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attributes set by constructors (a queryset's ``_loaded_fields``, a
+    ``SortedListField``'s ``_ordering``) are looked for on throwaway objects."""
+    init = SortedListField.__init__
+
+    def renamed(self: SortedListField, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)
+        self.__dict__["_order_by"] = self.__dict__.pop("_ordering")
+
+    monkeypatch.setattr(SortedListField, "__init__", renamed)
+    with pytest.raises(ImportError, match="a SortedListField has no _ordering"):
+        seam.check_internals()
+
+
+def test_a_changed_signature_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def _save_update(self: Document, doc: object, condition: object, write_concern: object) -> None:
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(Document, "_save_update", _save_update)
+    with pytest.raises(ImportError, match=r"Document\._save_update\(.*'condition'"):
+        seam.check_internals()
