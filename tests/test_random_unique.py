@@ -581,17 +581,30 @@ def test_counts_from_many_threads_are_exact() -> None:
     assert field.stats() == RandomFieldStats(attempts=2, collisions=1, exhausted=0)
 
 
-def test_threads_that_ended_leave_their_counts_and_no_cells() -> None:
+def test_threads_that_ended_leave_their_counts() -> None:
     field = RandomUniqueField(digits=3)
     for _ in range(200):  # a thread per request
         thread = threading.Thread(target=lambda: [field._record(1, 0) for _ in range(10)])
         thread.start()
         thread.join()
     assert field.stats() == RandomFieldStats(attempts=2_000, collisions=0, exhausted=0)
-    assert field._counters._cells == []  # folded into one total, not kept per thread
     field._record(1, 0)
     assert field.stats().attempts == 2_001
-    assert len(field._counters._cells) == 1  # this thread's
+
+
+def test_a_write_crossing_into_a_new_window_counts_no_more_collisions_than_attempts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One write of 150 attempts, 150 collided, ends 100 attempts into a window: that window
+    saw 100 attempts, which collided at most 100 times (not "150 of the last 100")."""
+    field = RandomUniqueField(digits=3)
+    field._record(950, 0)
+    with caplog.at_level(logging.WARNING, logger="mongoengine_ids.random_unique"):
+        field._record(150, 150)
+    assert field.stats() == RandomFieldStats(attempts=1_100, collisions=150, exhausted=0)
+    (warning,) = [record.getMessage() for record in caplog.records]
+    assert "100 of the last 100 attempts (100.0%)" in warning
+    assert "about 100% full" in warning
 
 
 # -- which index collided ------------------------------------------------------------------------

@@ -111,99 +111,48 @@ class RandomFieldStats:
 
 
 class _Counters:
-    """Counts, and the windowed rate behind the "space is filling" warning.
-
-    The common case, an attempt while the current window has seen no collision, takes no lock
-    (it cost 0.3 us of a save): each thread adds its attempts to a cell of its own, so no update
-    is lost, and the attempts are the sum over the cells. The cell of a thread that has ended
-    is folded into ``retired``, so short-lived threads leave nothing behind.
+    """Counts, and the windowed rate behind the "space is filling" warning, under one lock.
 
     Windows are the attempts numbered ``k * STATS_WINDOW`` to ``(k + 1) * STATS_WINDOW - 1``
-    since the last reset. Only a window with a collision needs its attempts counted: the first
-    collision reads the position in the window from the total, and from then until the window
-    ends its attempts are counted too (without the lock on save()'s path: a lost increment
-    shifts the window's end, never a total), its collisions under the lock.
+    since the last reset. A write whose attempts cross into a new window counts, in it, no
+    more collisions than the attempts it made there.
     """
 
     __slots__ = (
         "__weakref__",
-        "_cells",
-        "_local",
         "_lock",
+        "attempts",
         "collisions",
         "exhausted",
-        "retired",
         "warned",
-        "window_attempts",
         "window_collisions",
     )
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         _all_counters.add(self)
-        self._local = threading.local()
-        self._cells: list[tuple[threading.Thread, list[int]]] = []  # (thread, [attempts])
-        self.retired = 0  # attempts of threads that have ended
-        self.collisions = 0
-        self.exhausted = 0
-        self.window_attempts = 0  # kept only while window_collisions > 0
-        self.window_collisions = 0
+        self.attempts = self.collisions = self.exhausted = self.window_collisions = 0
         self.warned = False
-
-    def _new_cell(self) -> list[int]:
-        cell = [0]
-        with self._lock:
-            self._local.cell = cell
-            self._cells.append((threading.current_thread(), cell))
-        return cell
-
-    def _attempts(self) -> int:
-        """All attempts so far; call with the lock held."""
-        live = []
-        for thread, cell in self._cells:
-            if thread.is_alive():
-                live.append((thread, cell))
-            else:  # it will never count again: fold it in
-                self.retired += cell[0]
-        self._cells = live
-        return self.retired + sum(cell[0] for _, cell in live)
 
     def record(self, attempts: int, collisions: int, threshold: float) -> tuple[int, int] | None:
         """Count; return (window attempts, window collisions) when a warning is due."""
-        if attempts:
-            try:
-                cell = self._local.cell
-            except AttributeError:
-                cell = self._new_cell()
-            cell[0] += attempts  # this thread's cell: no other thread writes it
-        if not collisions and not self.window_collisions:
-            return None  # a window without collisions warns of nothing
-        return self._window(attempts, collisions, threshold)
-
-    def _window(self, attempts: int, collisions: int, threshold: float) -> tuple[int, int] | None:
-        # ``attempts`` are in the cells already.
         with self._lock:
-            if not self.window_collisions:
-                if not collisions:
-                    return None  # another thread ended the window meanwhile
-                self.window_attempts = self._attempts() % STATS_WINDOW
-            else:
-                self.window_attempts += attempts
-                if self.window_attempts >= STATS_WINDOW:  # a new window
-                    self.window_attempts %= STATS_WINDOW
-                    self.window_collisions, self.warned = 0, False
-                    if not collisions:
-                        return None
+            window = self.attempts // STATS_WINDOW
+            self.attempts += attempts
             self.collisions += collisions
-            self.window_collisions += collisions
+            in_window = self.attempts % STATS_WINDOW
+            if self.attempts // STATS_WINDOW != window:  # a new window
+                self.window_collisions, self.warned = min(collisions, in_window), False
+            else:
+                self.window_collisions += collisions
             if (
-                not self.warned
-                and self.window_attempts >= STATS_MIN_ATTEMPTS
-                and self.window_collisions > threshold * self.window_attempts
+                self.warned
+                or in_window < STATS_MIN_ATTEMPTS
+                or self.window_collisions <= threshold * in_window
             ):
-                self.warned = True
-                return (self.window_attempts, self.window_collisions)
-            return None
+                return None
+            self.warned = True
+            return (in_window, self.window_collisions)
 
     def count_exhausted(self) -> None:
         with self._lock:
@@ -211,19 +160,13 @@ class _Counters:
 
     def snapshot(self) -> RandomFieldStats:
         with self._lock:
-            return RandomFieldStats(self._attempts(), self.collisions, self.exhausted)
+            return RandomFieldStats(self.attempts, self.collisions, self.exhausted)
 
     def reset(self) -> None:
         with self._lock:
-            # Fresh cells: a thread counting right now adds to a cell no longer summed.
-            self._local = threading.local()
-            self._cells = []
-            self.retired = self.collisions = self.exhausted = 0
-            self.window_attempts = self.window_collisions = 0
+            self.attempts = self.collisions = self.exhausted = self.window_collisions = 0
             self.warned = False
 
-
-# -- unique indexes seen, per collection --------------------------------------------------------
 
 #: The names of the unique indexes on a field, by client and (database, collection, db_field).
 _index_names: PerClient[tuple[str, str, str], frozenset[str]] = PerClient()
