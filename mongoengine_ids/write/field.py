@@ -73,7 +73,8 @@ class Write:
         return {db_field: stored, "_id": {"$nin": known}}
 
     def of(self, document_class: type[BaseDocument], documents: Sequence[BaseDocument]) -> Write:
-        """The same write, for other documents (one field's share of a batch)."""
+        """The same write, for other documents (one field's share of a batch); without
+        ``owners``, which only :meth:`GeneratedField.note_assigned` is told."""
         return Write(document_class, self.collection, documents)
 
 

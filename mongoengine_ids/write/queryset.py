@@ -91,24 +91,18 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         (``single``: it writes one document at most), and an upsert's added (set on insert
         only); ``acknowledged``: its result says what it wrote (not ``w=0``); ``sending``: how
         to send it (see :class:`~.upsert.Sending`)."""
-        if upserting:
-            return upserts.with_given_values(
-                self,
-                update,
-                lambda owner, earlier, sending: upserts.upsert(
-                    self, update, lambda u: run(u, sending), owner, earlier
-                ),
-                single=single,
-                upserting=True,
-                acknowledged=acknowledged,
-                ordered=ordered,
-            )
+
+        def send(owner: str, earlier: bool, sending: upserts.Sending) -> Any:
+            if upserting:  # its own values set on insert
+                return upserts.upsert(self, update, lambda u: run(u, sending), owner, earlier)
+            return run(update, sending)
+
         return upserts.with_given_values(
             self,
             update,
-            lambda owner, earlier, sending: run(update, sending),
+            send,
             single=single,
-            upserting=False,
+            upserting=upserting,
             acknowledged=acknowledged,
             ordered=ordered,
         )

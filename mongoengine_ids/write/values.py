@@ -306,20 +306,18 @@ def prepare(
     found: list[Slot] = []
     for document in documents:
         _collect(document, document, False, found)
-    kept, kept_noted, others = split_kept(found, states) if any(states) else ([], [], found)
+    kept, kept_noted, others = split_kept(found, states)
     assigned: list[Slot] = []
     empty: list[Slot] = []
     for slot in others:
         (empty if slot.value is None else assigned).append(slot)
-    noted = note_assigned(write, assigned) if assigned else []
+    noted = note_assigned(write, assigned)
     try:
         filled = fill(write, empty)
     except BaseException:
         release(write, noted)
         raise
-    if kept or kept_noted:
-        return [*kept_noted, *noted], [*kept, *filled]
-    return noted, filled
+    return [*kept_noted, *noted], [*kept, *filled]
 
 
 def split_kept(
@@ -399,7 +397,7 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
     filled: list[Slot] = []
     try:
         for (klass, field), group in _by_field(empty).items():
-            values = field.new_values(_share(write, klass, group), len(group))
+            values = field.new_values(write.of(klass, [slot.holder for slot in group]), len(group))
             for slot, value in zip(group, values, strict=True):
                 slot.value = value
                 filled.append(slot)
@@ -413,8 +411,6 @@ def _once_each(empty: list[Slot]) -> list[Slot]:
     """``empty`` with one slot per embedded object and field: an object placed more than once
     in one write (in two documents, twice in one) holds one value, stored at each place. A
     value no two documents may share cannot be: refused before any is made."""
-    if len(empty) < 2:
-        return empty
     first_of: dict[tuple[int, str], Slot] = {}
     for slot in empty:
         first = first_of.setdefault((id(slot.holder), slot.name), slot)
@@ -427,15 +423,6 @@ def _once_each(empty: list[Slot]) -> list[Slot]:
                 f"value; place a copy of it (copy.deepcopy(), or a new {kind}) in each"
             )
     return empty if len(first_of) == len(empty) else list(first_of.values())
-
-
-def _share(write: Write, klass: type[BaseDocument], group: list[Slot]) -> Write:
-    """``write``, for the holders of ``group`` (one field's slots of it, in order)."""
-    # Every document of the write's own class gives a field one slot at most, in order: a group
-    # of that class with one slot per document of the write is the whole write.
-    if klass is write.document_class and len(group) == len(write.documents):
-        return write
-    return write.of(klass, [slot.holder for slot in group])
 
 
 def give_back(write: Write, filled: Iterable[Slot], *, taken: Slot | None = None) -> None:
