@@ -59,7 +59,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeGuard, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, cast, overload
 
 import mongoengine
 from bson import DBRef, ObjectId
@@ -415,7 +415,7 @@ def field_of(document_class: type[BaseDocument], name: str) -> Any:
 
 def fields(document_class: type[BaseDocument]) -> dict[str, Any]:
     """The fields of ``document_class``, by name (MongoEngine's own dict: not to be changed)."""
-    return dict[str, Any](document_class._fields)
+    return cast("dict[str, Any]", document_class._fields)
 
 
 def is_abstract(document_class: type[BaseDocument]) -> bool:
@@ -427,7 +427,7 @@ def is_abstract(document_class: type[BaseDocument]) -> bool:
 def update_doc(document: Document) -> dict[str, Any]:
     """The update MongoEngine's ``save()`` of the stored ``document`` would send now (its
     ``_get_update_doc()``, wrapped to set generated values on insert)."""
-    return dict[str, Any](document._get_update_doc())
+    return cast("dict[str, Any]", document._get_update_doc())
 
 
 def db_alias(document_class: type[BaseDocument]) -> str:
