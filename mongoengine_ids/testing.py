@@ -52,15 +52,16 @@ Connect = Callable[..., Any]
 class _Connections:
     """The aliases one test connected, and how to tear them down."""
 
-    def __init__(self, uri: str | None) -> None:
+    def __init__(self, uri: str | None, options: dict[str, Any]) -> None:
         self._uri = uri
+        self._options = options
         self._aliases: list[tuple[str, str]] = []
 
     def connect(
         self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: str | None = "standard"
     ) -> Any:
         name = f"mongoengine_ids_test_{uuid.uuid4().hex[:12]}"
-        options = _representation(uuid_representation)
+        options = {**self._options, **_representation(uuid_representation)}
         if self._uri is None:
             mongoengine.connect(
                 name, alias=alias, mongo_client_class=require_mongomock().MongoClient, **options
@@ -112,7 +113,7 @@ def _forget_cached_collections(aliases: set[str]) -> None:
 
 
 @contextlib.contextmanager
-def connected(uri: str | None = None) -> Iterator[Connect]:
+def connected(uri: str | None = None, **client_options: Any) -> Iterator[Connect]:
     """Yield a ``connect(alias=..., uuid_representation=...)`` function; disconnect on exit.
 
     ``uuid_representation`` is the connection's ``uuidRepresentation`` (default
@@ -121,8 +122,10 @@ def connected(uri: str | None = None) -> Iterator[Connect]:
     Args:
         uri: a MongoDB URI to use a real server (each alias gets a new database, dropped on
             exit); None for mongomock.
+        client_options: more keyword arguments for every client (``read_preference=``,
+            ``tz_aware=``...), as ``mongoengine.connect()`` takes them.
     """
-    connections = _Connections(uri)
+    connections = _Connections(uri, client_options)
     try:
         yield connections.connect
     finally:
@@ -148,8 +151,8 @@ def mongoengine_db(mongoengine_connect: Connect) -> Any:
 class _ThreadSafeConnections(_Connections):
     """Like :class:`_Connections`, with mongomock clients whose operations are atomic."""
 
-    def __init__(self, uri: str | None, hook: Hook | None) -> None:
-        super().__init__(uri)
+    def __init__(self, uri: str | None, hook: Hook | None, options: dict[str, Any]) -> None:
+        super().__init__(uri, options)
         self._hook = hook
 
     def connect(
@@ -163,6 +166,7 @@ class _ThreadSafeConnections(_Connections):
             name,
             alias=alias,
             mongo_client_class=instrumented_client_class(hook=self._hook, server=server),
+            **self._options,
             **_representation(uuid_representation),
             **({"host": self._uri} if server else {}),
         )
@@ -171,11 +175,14 @@ class _ThreadSafeConnections(_Connections):
 
 
 @contextlib.contextmanager
-def connected_threadsafe(uri: str | None = None, *, hook: Hook | None = None) -> Iterator[Connect]:
+def connected_threadsafe(
+    uri: str | None = None, *, hook: Hook | None = None, **client_options: Any
+) -> Iterator[Connect]:
     """:func:`connected`, with every mongomock operation atomic (as on a real server).
 
     Args:
         uri: a MongoDB URI to use a real server instead.
+        client_options: as :func:`connected`'s.
         hook: ``hook(collection_name, method_name, call)`` runs every database call of the
             clients (under their lock with mongomock); it must return ``call()``'s result or
             raise. ``call`` is a :func:`functools.partial`: ``call.args`` and ``call.keywords``
@@ -183,7 +190,7 @@ def connected_threadsafe(uri: str | None = None, *, hook: Hook | None = None) ->
     """
     if hook is not None:
         check_callable("hook", hook, "a callable hook(collection_name, method_name, call)")
-    connections = _ThreadSafeConnections(uri, hook)
+    connections = _ThreadSafeConnections(uri, hook, client_options)
     try:
         yield connections.connect
     finally:

@@ -278,3 +278,112 @@ def test_an_upsert_retried_after_its_reservation_reply_was_lost_inserts_once(
         Order.objects(email="b@example.com").upsert_one(set__code=7)
     assert codes(mongoengine_db.orders) == [7]
     assert reserved(mongoengine_db) == [7]
+
+
+# -- an upsert that matches a document releases the reservations it made ----------------------
+
+UPSERTS = {
+    "update": lambda qs, **u: qs.update(upsert=True, **u),
+    "update_one": lambda qs, **u: qs.update_one(upsert=True, **u),
+    "upsert_one": lambda qs, **u: qs.upsert_one(**u),
+    "modify": lambda qs, **u: qs.modify(upsert=True, **u),
+}
+
+
+@pytest.mark.parametrize("operation", list(UPSERTS))
+def test_an_upsert_that_matches_releases_the_value_it_reserved(
+    mongoengine_db: Any, operation: str
+) -> None:
+    """Found by a probe: every upsert that matched kept its reservation, so that upserts of
+    existing documents filled the space (41 documents filled a space of 200)."""
+    Order = proxied(Script(2, 6, 4))
+    upsert = UPSERTS[operation]
+    upsert(Order.objects(email="a@example.com"), set__email="a@example.com")  # inserts: 3
+    upsert(Order.objects(email="a@example.com"), set__email="a@example.com")  # matches: 7
+    assert stored(mongoengine_db.orders, "code", "email")[0]["code"] == 3
+    assert reserved(mongoengine_db) == [3]
+    upsert(Order.objects(email="b@example.com"), set__email="b@example.com")  # inserts: 5
+    assert codes(mongoengine_db.orders) == [3, 5]
+    assert reserved(mongoengine_db) == [3, 5]
+
+
+class Slip(me.EmbeddedDocument):
+    label = me.StringField()
+    code = RandomUniqueField(digits=1, reserve_in="slip_codes")
+
+
+class Tray(me.Document):
+    name = me.StringField()
+    slip = me.EmbeddedDocumentField(Slip)
+    code = RandomUniqueField(digits=1, reserve_in="tray_codes")
+    meta = {"collection": "trays"}
+
+
+def test_an_upsert_that_matches_releases_the_values_of_the_embedded_documents_it_would_create(
+    mongoengine_db: Any,
+) -> None:
+    Tray.objects(name="t").update_one(upsert=True, set__slip__label="a")
+    tray = mongoengine_db.trays.find_one()
+    for _ in range(3):  # each matches
+        Tray.objects(name="t").update_one(upsert=True, set__slip__label="b")
+    assert mongoengine_db.trays.find_one() == {**tray, "slip": {**tray["slip"], "label": "b"}}
+    assert [doc["_id"] for doc in mongoengine_db.tray_codes.find()] == [tray["code"]]
+    assert [doc["_id"] for doc in mongoengine_db.slip_codes.find()] == [tray["slip"]["code"]]
+
+
+def test_a_value_given_on_insert_to_an_upsert_that_matches_is_released(
+    mongoengine_db: Any,
+) -> None:
+    Order = proxied(Script(2))
+    Order.objects(email="a@example.com").upsert_one(set__email="a@example.com")  # 3
+    Order.objects(email="a@example.com").upsert_one(set_on_insert__code=8)  # matches
+    assert codes(mongoengine_db.orders) == [3]
+    assert reserved(mongoengine_db) == [3]
+    Order(code=8).save()  # 8 is free again
+    assert codes(mongoengine_db.orders) == [3, 8]
+
+
+def test_a_value_given_by_set_to_an_upsert_that_matches_stays_reserved(
+    mongoengine_db: Any,
+) -> None:
+    Order = proxied(Script(2))
+    Order.objects(email="a@example.com").upsert_one(set__email="a@example.com")  # 3
+    Order.objects(email="a@example.com").upsert_one(set__code=8)  # matches: writes 8
+    assert codes(mongoengine_db.orders) == [8]
+    assert reserved(mongoengine_db) == [3, 8]  # 3: its old value stays taken (never reused)
+
+
+def test_an_unacknowledged_upsert_keeps_its_reservation(mongoengine_db: Any) -> None:
+    """With ``w=0`` nothing says whether the upsert has been applied when the look-up would
+    run: releasing a value it is about to insert could hand it out twice."""
+    Order = proxied(Script(2, 6))
+    Order.objects(email="a@example.com").upsert_one(set__email="a@example.com")  # 3
+    Order.objects(email="a@example.com").update_one(
+        upsert=True, set__email="a@example.com", write_concern={"w": 0}
+    )
+    assert codes(mongoengine_db.orders) == [3]
+    assert reserved(mongoengine_db) == [3, 7]
+
+
+def test_a_failed_look_up_after_a_matching_upsert_keeps_the_reservation(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    Order = proxied(Script(2, 6))
+    Order.objects(email="a@example.com").upsert_one(set__email="a@example.com")  # 3
+    collection = Order._get_collection()
+    find_one = type(collection).find_one
+
+    def failing(self: Any, filter: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if filter == {"code": 7}:
+            raise pymongo.errors.AutoReconnect("lost")
+        return find_one(self, filter, *args, **kwargs)
+
+    monkeypatch.setattr(type(collection), "find_one", failing)
+    assert (
+        Order.objects(email="a@example.com").update_one(upsert=True, set__email="a@example.com")
+        == 1
+    )
+    monkeypatch.undo()
+    assert codes(mongoengine_db.orders) == [3]
+    assert reserved(mongoengine_db) == [3, 7]  # a gap, never a value handed out twice
+    assert "could not look up the unused values of an upsert" in caplog.text

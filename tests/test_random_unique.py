@@ -30,7 +30,7 @@ from mongoengine_ids.random_unique.field import (
     UniqueIndexMissingError,
 )
 from mongoengine_ids.random_unique.space import SYSTEM_RANDOMNESS
-from mongoengine_ids.write import Write
+from mongoengine_ids.write import Write, seam
 
 
 class Script:
@@ -617,7 +617,7 @@ def _duplicate(message: str, details: dict[str, Any] | None) -> pymongo.errors.D
 def _is_collision(document: me.Document, error: Exception) -> bool:
     """Ask the field of ``document``'s class as the write path does."""
     field = type(document).code
-    write = Write(type(document), document._get_collection(), [document])
+    write = Write(type(document), seam.collection_of(document), [document])
     return bool(field.is_collision(write, error, document.code))
 
 

@@ -33,6 +33,7 @@ from mongoengine_ids.sequence.field import (
     luhn_check_digit,
 )
 from mongoengine_ids.testing import Connect, connected_threadsafe
+from mongoengine_ids.write import seam
 from mongoengine_ids.write.field import Write
 
 
@@ -1060,7 +1061,7 @@ def test_a_scoped_number_unique_on_its_own_collides_across_scopes(mongoengine_db
     assert Seat(room="B").save().number == 2  # 1 is held in room A: retried
     field = Seat._fields["number"]
     other = pymongo.errors.DuplicateKeyError("E11000", 11000, {"keyPattern": {"email": 1}})
-    write = Write(Seat, Seat._get_collection(), [Seat(room="A")])
+    write = Write(Seat, seam.class_collection(Seat), [Seat(room="A")])
     assert field.is_collision(write, other, 1) is False
     ours = pymongo.errors.DuplicateKeyError("E11000", 11000, {"keyPattern": {"number": 1}})
     assert field.is_collision(write, ours, 1) is True

@@ -9,6 +9,7 @@ import mongoengine
 import mongoengine.connection
 import pytest
 from bson import DBRef
+from pymongo import ReadPreference
 
 from mongoengine_ids.testing import connected, connected_threadsafe
 
@@ -248,3 +249,17 @@ def test_the_threadsafe_hook_sees_a_cursor_read_by_index() -> None:
         fail = True
         with pytest.raises(pymongo.errors.AutoReconnect):
             db.things.find({})[0]
+
+
+@pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])
+def test_client_options_reach_every_client(threadsafe: bool) -> None:
+    make = connected_threadsafe if threadsafe else connected
+    with make(read_preference=ReadPreference.SECONDARY_PREFERRED, tz_aware=True) as connect:
+        for alias in ("default", "other"):
+            db = connect(alias)
+            assert db.read_preference == ReadPreference.SECONDARY_PREFERRED
+            assert db.client.codec_options.tz_aware is True
+    with make() as connect:
+        db = connect()
+        assert db.read_preference == ReadPreference.PRIMARY
+        assert db.client.codec_options.tz_aware is False

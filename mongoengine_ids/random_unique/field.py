@@ -37,6 +37,7 @@ import pymongo.errors
 from bson.regex import Regex
 from mongoengine.base import BaseDocument
 from mongoengine.errors import NotUniqueError, OperationError
+from pymongo.read_preferences import ReadPreference
 from pymongo.write_concern import WriteConcern
 
 from .._checks import check_collection_name
@@ -415,6 +416,11 @@ class RandomUniqueField(GeneratedField):
         if self.reserve_in is not None and values:
             _release(self._proxy(write), [self.to_mongo(value) for value in values])
 
+    @property
+    def releases_values(self) -> bool:
+        """With ``reserve_in``: a reservation is deleted."""
+        return self.reserve_in is not None
+
     def is_collision(
         self, write: Write, error: pymongo.errors.DuplicateKeyError, value: Any
     ) -> bool:
@@ -525,7 +531,11 @@ class RandomUniqueField(GeneratedField):
                 f"{self._label}: reserve_in={self.reserve_in!r} is the collection of the "
                 "documents themselves; the reservations need a collection of their own"
             )
-        return write.database.get_collection(self.reserve_in, write_concern=RESERVE_WRITE_CONCERN)
+        return write.database.get_collection(
+            self.reserve_in,
+            write_concern=RESERVE_WRITE_CONCERN,
+            read_preference=ReadPreference.PRIMARY,  # a reservation just made is found
+        )
 
     def _reserve(self, write: Write, count: int) -> list[Any]:
         """``count`` values, each reserved in the proxy collection (one round trip per round)."""

@@ -186,8 +186,7 @@ class Batch:
         which were stored is not known; True if the look-up fails too."""
         keys = [self.sent[position].get("_id") for position in self.pending]
         try:
-            primary = landed.primary(self.write.collection)
-            found = primary.find_one({"_id": {"$in": keys}}, {"_id": 1})
+            found = self.write.collection.find_one({"_id": {"$in": keys}}, {"_id": 1})
         except Exception:
             return True
         return found is not None

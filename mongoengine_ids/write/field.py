@@ -40,7 +40,8 @@ class Write:
         document_class: the class whose fields are asked: the model, or the embedded document
             class for values of an embedded document.
         collection: the collection the write goes to (follows ``db_alias``, ``switch_db``,
-            ``switch_collection``).
+            ``switch_collection``), read on the primary (see :func:`.seam.primary`); its
+            database is not: a collection a field takes from it sets its own read preference.
         documents: the documents (or embedded documents) the values are for, in order.
         owners: see below.
     """
@@ -279,6 +280,13 @@ class GeneratedField(BaseField):  # type: ignore[misc]
 
     def release_values(self, write: Write, values: list[Any]) -> None:
         """Values of this field that were not written (the write failed). Default: nothing."""
+
+    @property
+    def releases_values(self) -> bool:
+        """Whether :meth:`release_values` does more than nothing (a reservation deleted): where
+        it does not, the write path spares the look-ups that find which values an upsert that
+        matched a document did not write. Default: False."""
+        return False
 
     def reference_key(self, value: Any) -> Any:
         """``value``, as a key of this field, in the form MongoEngine's references (DBRefs) hold

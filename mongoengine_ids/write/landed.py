@@ -20,7 +20,6 @@ from typing import Any
 
 import bson
 from bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
-from pymongo import ReadPreference
 
 from . import seam
 
@@ -31,11 +30,6 @@ def _as_stored(son: Any, collection: Any) -> Any:
     if not isinstance(options, CodecOptions):  # a wrapped collection
         options = DEFAULT_CODEC_OPTIONS
     return bson.decode(bson.encode(son, codec_options=options), codec_options=options)
-
-
-def primary(collection: Any) -> Any:
-    """``collection`` read on the primary: a secondary may not have a write just applied."""
-    return collection.with_options(read_preference=ReadPreference.PRIMARY)
 
 
 def snapshot(son: Any, collection: Any) -> Any:
@@ -60,7 +54,7 @@ def earlier_insert_landed(document: Any, collection: Any) -> bool:
     ]
     if not mine:
         return False  # no attempt sent this _id: a document holding it is another's
-    stored = primary(collection).find_one({"_id": key})
+    stored = collection.find_one({"_id": key})
     if stored is None:
         return False
     if not pk_can_collide(document):
@@ -99,7 +93,7 @@ def pk_can_collide(document: Any) -> bool:
 
 
 def stored(document: Any, collection: Any) -> bool:
-    """Whether the key of ``document`` is in ``collection`` (one look-up, on the primary);
-    False for a document without a key."""
+    """Whether the key of ``document`` is in ``collection`` (one look-up; the write's
+    collection reads on the primary); False for a document without a key."""
     pk = seam.stored_pk(document)
-    return pk is not None and primary(collection).find_one({"_id": pk}, {"_id": 1}) is not None
+    return pk is not None and collection.find_one({"_id": pk}, {"_id": 1}) is not None

@@ -88,7 +88,7 @@ from mongoengine.fields import (
 from mongoengine.queryset import QuerySet, QuerySetManager, transform
 from mongoengine.queryset.base import BaseQuerySet
 from mongoengine.queryset.field_list import QueryFieldList
-from pymongo import WriteConcern
+from pymongo import ReadPreference, WriteConcern
 
 from ..resets import collection_dropped
 from ..stored import StoredUUID, StoredUUIDText
@@ -384,13 +384,24 @@ def stored_pk(document: Any) -> Any:
 
 
 def collection_of(document: BaseDocument) -> Any:
-    """The collection ``save()`` writes ``document`` to."""
-    return document._get_collection()
+    """The collection ``save()`` writes ``document`` to, read on the primary (:func:`primary`)."""
+    return primary(document._get_collection())
 
 
 def class_collection(document_class: type[Document]) -> Any:
-    """The collection of a model class (follows ``db_alias`` and ``switch_db``)."""
-    return document_class._get_collection()
+    """The collection of a model class (follows ``db_alias`` and ``switch_db``), read on the
+    primary (:func:`primary`)."""
+    return primary(document_class._get_collection())
+
+
+def primary(collection: Any) -> Any:
+    """``collection``, its reads sent to the primary whatever the read preference of the
+    connection, database or model: the write path reads to decide what it writes (whether a
+    value is taken, whether an insert landed, which values to give back), and a secondary may
+    lack a write just applied. Its write concern and codecs are kept."""
+    if collection.read_preference == ReadPreference.PRIMARY:
+        return collection
+    return collection.with_options(read_preference=ReadPreference.PRIMARY)
 
 
 def class_filter(document_class: type[Document]) -> dict[str, Any]:
@@ -493,10 +504,11 @@ class QuerySetParts:
 
 
 def parts(queryset: Any) -> QuerySetParts:
-    """The model, collection, filter, projection and sort of ``queryset``."""
+    """The model, collection (read on the primary: :func:`primary`), filter, projection and
+    sort of ``queryset``."""
     return QuerySetParts(
         queryset._document,
-        queryset._collection,
+        primary(queryset._collection),
         queryset._query,
         queryset._loaded_fields,
         queryset._ordering,

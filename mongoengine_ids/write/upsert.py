@@ -45,6 +45,7 @@ def upsert(
     run: Callable[[dict[str, Any]], _T],
     owner: str,
     earlier: bool,
+    acknowledged: bool = True,
 ) -> _T:
     """Run ``run(update)`` with the generated values added as ``set_on_insert__<field>``.
 
@@ -52,7 +53,9 @@ def upsert(
     field first (a counter moves past it, a proxy reserves it), as a value assigned to a new
     document is; so is a value the filter fixes, unless a document holds it already (an upsert
     by key finds that document). An empty update is left to MongoEngine, which refuses it.
-    ``owner`` and ``earlier``: the attempt (see :func:`with_given_values`).
+    ``owner`` and ``earlier``: the attempt (see :func:`with_given_values`). Once the upsert is
+    done (``acknowledged``: its reply came), the values it reserved that no document holds
+    (it matched one, and set nothing on insert) are released.
 
     Raises:
         InvalidQueryError: the update writes a generated field with another operator
@@ -62,7 +65,14 @@ def upsert(
     if not update:
         return run(update)
     query = seam.parts(queryset)
-    return _upsert(query, _own_copy(update), run, owner, earlier_may_have_landed=earlier)
+    return _upsert(
+        query,
+        _own_copy(update),
+        run,
+        owner,
+        earlier_may_have_landed=earlier,
+        acknowledged=acknowledged,
+    )
 
 
 @dataclasses.dataclass
@@ -133,11 +143,12 @@ def _upsert(
     owner: str,
     *,
     earlier_may_have_landed: bool,
+    acknowledged: bool,
 ) -> _T:
     """:func:`upsert`, its values assigned for ``owner``."""
     document_class, collection = query.document_class, query.collection
     empty, assigned, fixed = _fields_of(document_class, query.query, update, collection, owner)
-    inside, told = _created_embedded(document_class, query.query, update, collection, owner)
+    inside, told, steps = _created_embedded(document_class, query.query, update, collection, owner)
     empty += list(inside)
     assigned += told
     update = _set_on_insert(update, fixed)
@@ -155,11 +166,18 @@ def _upsert(
             made = {inside.get(slot, slot.name): slot.field.to_mongo(slot.value) for slot in filled}
             return run(_set_on_insert(update, made))
 
-        return values.send(write, filled, attempt)
+        result = values.send(write, filled, attempt)
     except BaseException as error:
         if not values.outcome_unknown(error) and not earlier_may_have_landed:
             values.release(write, noted)  # nothing written: the assigned values are free
         raise
+    if acknowledged:
+        # Values given to an earlier attempt, which may have landed, are never released.
+        given = [] if earlier_may_have_landed else noted
+        reserved = [s for s in (*filled, *(s for s, _ in given)) if s.field.releases_values]
+        on_insert = [(slot, steps.get(slot, ())) for slot in reserved]
+        _give_back_unused(write, query, result, filled, given, on_insert, upserting=True)
+    return result
 
 
 def _set_on_insert(update: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
@@ -1109,13 +1127,14 @@ def _created_embedded(
     update: dict[str, Any],
     collection: Any,
     owner: str,
-) -> tuple[dict[Slot, str], list[Slot]]:
+) -> tuple[dict[Slot, str], list[Slot], dict[Slot, tuple[str, ...]]]:
     r"""The generated fields of the embedded documents an upsert's insert creates from its
     filter (``part__label="a"``, at any depth) or from a path of its update
     (``set__part__label="b"``), at any depth of ``EmbeddedDocumentField``\ s: those nothing
     else gives a value, each with the name its value is set on insert by (``part__code``);
-    and those the filter or ``set_on_insert__`` gives a value, with it, to tell their fields
-    (a counter moves past it) unless the upsert matches a document. An embedded document the
+    those the filter or ``set_on_insert__`` gives a value, with it, to tell their fields
+    (a counter moves past it) unless the upsert matches a document; and the steps (db names)
+    to the embedded document of each. An embedded document the
     update writes whole is filled as an update's (:func:`with_given_values`); one in a list
     is not reached by a path here; a subclass's fields are not known here.
 
@@ -1125,7 +1144,7 @@ def _created_embedded(
             retry would insert another), or the update removes a generated value of one.
     """
     if not update or isinstance(update.get("__raw__"), list):
-        return {}, []
+        return {}, [], {}
     places = _Places(query, seam.update_operations(document_class, **update), owner)
     places.visit(document_class, ("", ""), None)
     if places.inserted and collection.find_one(query, {"_id": 1}) is not None:
@@ -1133,7 +1152,7 @@ def _created_embedded(
     else:
         for field, given, path in places.inserted:  # sent as given (a __raw__ filter or update)
             _check_stored_form(field, given, f"the upsert inserts at {path!r}", collection)
-    return places.empty, places.given
+    return places.empty, places.given, places.steps
 
 
 class _Places:
@@ -1144,6 +1163,8 @@ class _Places:
         self.equalities = [query, *_clauses(query)]
         self.empty: dict[Slot, str] = {}
         self.given: list[Slot] = []
+        #: The steps (db names) to the embedded document of each slot.
+        self.steps: dict[Slot, tuple[str, ...]] = {}
         #: The values the filter or the update gives generated fields, as the insert stores
         #: them: (field, value, db path).
         self.inserted: list[tuple[Any, Any, str]] = []
@@ -1203,7 +1224,9 @@ class _Places:
                 self.inserted.append((generated, given[generated.db_field], inner_path))
                 set_here = _writer(self.operations, inner_path) not in (None, "$setOnInsert")
                 if generated.tracks_assigned and not set_here:  # a $set is told as an update's
-                    self.given.append(Slot(holder, holder, inner, generated, kind))
+                    slot = Slot(holder, holder, inner, generated, kind)
+                    self.given.append(slot)
+                    self.steps[slot] = tuple(path.split("."))
                 continue
             if _writer(self.operations, inner_path) is not None:
                 continue  # written by another operator ($inc...: refused as an update's)
@@ -1215,7 +1238,9 @@ class _Places:
                     "would insert a second one. Filter by its fields instead "
                     f"({update_name}<field>=...), or give the value"
                 )
-            self.empty[Slot(holder, holder, inner, generated, kind)] = f"{update_name}{inner}"
+            slot = Slot(holder, holder, inner, generated, kind)
+            self.empty[slot] = f"{update_name}{inner}"
+            self.steps[slot] = tuple(path.split("."))
 
 
 def _equality(value: Any) -> bool:
