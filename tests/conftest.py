@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import TEST_URI
+from _support import CLIENT_OPTIONS, TEST_URI
 from hypothesis import settings
 from mongomock.collection import Collection as MongomockCollection
 from pymongo import ReadPreference
@@ -34,11 +34,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 @pytest.fixture
 def mongoengine_connect() -> Iterator[Connect]:
-    # On mongomock, the connections read on a secondary where they may (mongomock has none, so
-    # the tests are unchanged): every read the package makes itself must still go to the
-    # primary, which _package_reads_on_the_primary checks.
-    options = {} if TEST_URI else {"read_preference": ReadPreference.SECONDARY_PREFERRED}
-    with connected(TEST_URI, **options) as connect:
+    with connected(TEST_URI, **CLIENT_OPTIONS) as connect:
         yield connect
 
 

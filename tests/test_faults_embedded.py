@@ -35,7 +35,7 @@ from typing import Any
 import mongoengine as me
 import pytest
 from _faults import ACCEPTABLE, MODES, Faults, Outcome, draw, draws, retrying
-from _support import TEST_URI
+from _support import CLIENT_OPTIONS, TEST_URI
 from bson.binary import Binary
 
 from mongoengine_ids import (
@@ -351,7 +351,7 @@ def _run(case: Case, make_write: Callable[[Any, Any], Write], faults: Faults) ->
     """One run on a fresh database: the stored documents, the write (faults armed), checks."""
     part, box = _models(case)
     draws.seed(7)
-    with connected_threadsafe(TEST_URI, hook=faults) as connect:
+    with connected_threadsafe(TEST_URI, hook=faults, **CLIENT_OPTIONS) as connect:
         db = connect()
         existing = _existing(case)
         db[box._get_collection_name()].insert_many([dict(document) for document in existing])

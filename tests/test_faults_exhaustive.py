@@ -60,7 +60,7 @@ import mongoengine as me
 import pymongo.errors
 import pytest
 from _faults import ACCEPTABLE, MODES, Faults, Outcome, draw, draws, retrying
-from _support import TEST_URI
+from _support import CLIENT_OPTIONS, TEST_URI
 from bson import json_util
 from bson.binary import Binary
 from bson.objectid import ObjectId
@@ -387,7 +387,7 @@ WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
 @contextlib.contextmanager
 def _database(hook: Hook) -> Iterator[Any]:
     """A fresh database whose every call goes through ``hook``; the models forget it after."""
-    with connected_threadsafe(TEST_URI, hook=hook) as connect:
+    with connected_threadsafe(TEST_URI, hook=hook, **CLIENT_OPTIONS) as connect:
         yield connect()
     for case in CASES:
         _model(case)._collection = None
