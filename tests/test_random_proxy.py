@@ -387,3 +387,27 @@ def test_a_failed_look_up_after_a_matching_upsert_keeps_the_reservation(
     assert codes(mongoengine_db.orders) == [3]
     assert reserved(mongoengine_db) == [3, 7]  # a gap, never a value handed out twice
     assert "could not look up the unused values of an upsert" in caplog.text
+
+
+class Ticket(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=3, reserve_in="ticket_codes")
+
+
+class Booking(me.Document):
+    tickets = me.EmbeddedDocumentListField(Ticket)
+    meta = {"collection": "bookings"}
+
+
+def test_a_value_given_to_two_places_of_one_write_says_so(mongoengine_db: Any) -> None:
+    """Found by a probe: the error said the value was 'already reserved' when nothing reserved
+    or held it."""
+    with pytest.raises(NotUniqueError, match=r"\[778\] given to two places of one write"):
+        Booking(tickets=[Ticket(code=778), Ticket(code=778)]).save()
+    booking = Booking(tickets=[Ticket(), Ticket()]).save()
+    before = sorted(doc["_id"] for doc in mongoengine_db.ticket_codes.find())
+    booking.tickets.update(code=777)  # MongoEngine's: every item gets 777
+    with pytest.raises(NotUniqueError, match=r"\[777\] given to two places of one write"):
+        booking.save()
+    assert sorted(doc["_id"] for doc in mongoengine_db.ticket_codes.find()) == before
+    assert mongoengine_db.bookings.count_documents({}) == 1
+    assert mongoengine_db.bookings.count_documents({"tickets.code": {"$in": [777, 778]}}) == 0

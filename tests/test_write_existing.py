@@ -177,6 +177,54 @@ def test_values_it_holds_leave_a_stored_copy_alone(mongoengine_db: Any) -> None:
     assert HeldEverything(note="new").save().number == 1
 
 
+_RELAXED = json_util.RELAXED_JSON_OPTIONS
+
+
+def _json(document: dict[str, Any]) -> str:
+    return json_util.dumps(document, json_options=_RELAXED)
+
+
+class KeyImported(me.Document):
+    id = SequenceField(primary_key=True)
+    note = me.StringField()
+
+
+class ReservedKeyImported(me.Document):
+    id = RandomUniqueField(primary_key=True, digits=6, reserve_in="imported_keys")
+    note = me.StringField()
+
+
+def test_a_generated_key_the_upsert_inserted_is_told_to_its_field(mongoengine_db: Any) -> None:
+    """Found by a probe: the key, which the upsert's filter holds (not ``$setOnInsert``), was
+    never told: after importing keys 1 to 10, every new save() met a stored key until its
+    retries ran out."""
+    for number in range(1, 11):
+        document = KeyImported.from_json(_json({"_id": number, "note": "x"}), json_options=_RELAXED)
+        document.note = "imported"
+        document.save()  # an upsert that inserts
+    assert KeyImported(note="new").save().id == 11
+    assert sorted(doc["_id"] for doc in raw(KeyImported)) == list(range(1, 12))
+
+    document = ReservedKeyImported.from_json(
+        _json({"_id": 123456, "note": "x"}), json_options=_RELAXED
+    )
+    document.note = "imported"
+    document.save()
+    assert [doc["_id"] for doc in mongoengine_db["imported_keys"].find()] == [123456]
+    with pytest.raises(me.NotUniqueError, match="123456"):
+        ReservedKeyImported(id=123456, note="again").save()
+    assert [doc["note"] for doc in raw(ReservedKeyImported)] == ["imported"]
+
+
+def test_a_generated_key_of_an_upsert_that_matched_is_not_told(mongoengine_db: Any) -> None:
+    KeyImported._get_collection().insert_one({"_id": 5, "note": "stored"})
+    document = KeyImported.from_json(_json({"_id": 5, "note": "x"}), json_options=_RELAXED)
+    document.note = "changed"
+    document.save()  # matches the stored copy: nothing inserted, nothing told
+    assert raw(KeyImported) == [{"_id": 5, "note": "changed"}]
+    assert KeyImported(note="new").save().id == 1
+
+
 def test_a_loaded_document_whose_stored_copy_was_deleted_keeps_its_values(
     mongoengine_db: Any,
 ) -> None:
@@ -224,7 +272,6 @@ def test_a_junk_value_held_is_refused_before_the_upsert(mongoengine_db: Any) -> 
     with pytest.raises(me.ValidationError, match="-7"):
         document.save(validate=False)
     assert raw(HeldEverything) == []
-
 
 
 class HeldInner(me.EmbeddedDocument):

@@ -394,12 +394,19 @@ class RandomUniqueField(GeneratedField):
         """With ``reserve_in``, reserve values the user assigned (a value taken is an error).
 
         Raises:
-            NotUniqueError: with ``reserve_in``, an assigned value is already reserved.
+            NotUniqueError: with ``reserve_in``, an assigned value is already reserved, or
+                given to two places of the write (nothing is reserved).
         """
         if self.reserve_in is None or not values:
             return
-        proxy = self._proxy(write)
         stored = [self.to_mongo(value) for value in values]
+        twice = sorted({value for i, value in enumerate(stored) if value in stored[:i]})
+        if twice:
+            raise NotUniqueError(
+                f"{self._label}: {twice!r} given to two places of one write (two documents, or "
+                "two embedded documents of one): expected each to hold a value of its own"
+            )
+        proxy = self._proxy(write)
         taken, own = _insert_reservations(proxy, stored, _namespace(write, self), write.owners)
         if taken:
             # Those reserved now are released; those an earlier attempt reserved are kept (it

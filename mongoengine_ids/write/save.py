@@ -505,22 +505,28 @@ def _created(result: Any) -> bool:
 
 def _untold(document: Document, made: list[Slot]) -> None:
     """MongoEngine's upsert may have inserted the document: record the values it held from
-    elsewhere (not ``made`` by this ``save()``) that the upsert set on insert, of fields that
-    track the values given to them (a counter), for those fields to be told
-    (:func:`_tell_untold`) now, or by the document's next write if telling fails."""
-    places = [place for place in _held_places(document) if place[3].tracks_assigned]
-    if not places:
-        return
+    elsewhere (not ``made`` by this ``save()``) that the upsert inserted, of fields that track
+    the values given to them (a counter), for those fields to be told (:func:`_tell_untold`)
+    now, or by the document's next write if telling fails: those it set on insert, and the
+    generated key, which its filter holds."""
     on_insert = seam.update_doc(document).get("$setOnInsert", {})
     ours = {(id(slot.holder), slot.name) for slot in made}
+    inserted = [
+        (holder, name, field)
+        for path, holder, name, field in _held_places(document)
+        if field.tracks_assigned and path in on_insert and (id(holder), name) not in ours
+    ]
+    shape = seam.shape(type(document))
+    key_field = dict(shape.generated).get(shape.pk_name)
+    if key_field is not None and key_field.tracks_assigned:
+        inserted.append((document, shape.pk_name, key_field))
     # The values as they are now (a scope too), for the stored document of this key, whichever
     # attempt tells them.
     key = f"{seam.collection_of(document).full_name}/{seam.stored_pk(document)!r}"
     untold = []
-    for path, holder, name, field in places:
-        if path in on_insert and (id(holder), name) not in ours:
-            snapshot = values.Holder(dict(seam.data(holder)), owner=key)
-            untold.append(Slot(snapshot, snapshot, name, field, type(holder)))
+    for holder, name, field in inserted:
+        snapshot = values.Holder(dict(seam.data(holder)), owner=key)
+        untold.append(Slot(snapshot, snapshot, name, field, type(holder)))
     if untold:
         seam.state(document).untold = untold
 
