@@ -423,11 +423,6 @@ class RandomUniqueField(GeneratedField):
         if self.reserve_in is not None and values:
             _release(self._proxy(write), [self.to_mongo(value) for value in values])
 
-    @property
-    def releases_values(self) -> bool:
-        """With ``reserve_in``: a reservation is deleted."""
-        return self.reserve_in is not None
-
     def is_collision(
         self, write: Write, error: pymongo.errors.DuplicateKeyError, value: Any
     ) -> bool:

@@ -281,13 +281,6 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     def release_values(self, write: Write, values: list[Any]) -> None:
         """Values of this field that were not written (the write failed). Default: nothing."""
 
-    @property
-    def releases_values(self) -> bool:
-        """Whether :meth:`release_values` does more than nothing (a reservation deleted): where
-        it does not, the write path spares the look-ups that find which values an upsert that
-        matched a document did not write. Default: False."""
-        return False
-
     def reference_key(self, value: Any) -> Any:
         """``value``, as a key of this field, in the form MongoEngine's references (DBRefs) hold
         and send back to the database. Default: the Python value, which is also the stored one

@@ -94,9 +94,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
 
         def send(owner: str, earlier: bool, sending: upserts.Sending) -> Any:
             if upserting:  # its own values set on insert
-                return upserts.upsert(
-                    self, update, lambda u: run(u, sending), owner, earlier, acknowledged
-                )
+                return upserts.upsert(self, update, lambda u: run(u, sending), owner, earlier)
             return run(update, sending)
 
         return upserts.with_given_values(

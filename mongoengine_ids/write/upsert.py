@@ -45,7 +45,6 @@ def upsert(
     run: Callable[[dict[str, Any]], _T],
     owner: str,
     earlier: bool,
-    acknowledged: bool = True,
 ) -> _T:
     """Run ``run(update)`` with the generated values added as ``set_on_insert__<field>``.
 
@@ -53,9 +52,7 @@ def upsert(
     field first (a counter moves past it, a proxy reserves it), as a value assigned to a new
     document is; so is a value the filter fixes, unless a document holds it already (an upsert
     by key finds that document). An empty update is left to MongoEngine, which refuses it.
-    ``owner`` and ``earlier``: the attempt (see :func:`with_given_values`). Once the upsert is
-    done (``acknowledged``: its reply came), the values it reserved that no document holds
-    (it matched one, and set nothing on insert) are released.
+    ``owner`` and ``earlier``: the attempt (see :func:`with_given_values`).
 
     Raises:
         InvalidQueryError: the update writes a generated field with another operator
@@ -65,14 +62,7 @@ def upsert(
     if not update:
         return run(update)
     query = seam.parts(queryset)
-    return _upsert(
-        query,
-        _own_copy(update),
-        run,
-        owner,
-        earlier_may_have_landed=earlier,
-        acknowledged=acknowledged,
-    )
+    return _upsert(query, _own_copy(update), run, owner, earlier_may_have_landed=earlier)
 
 
 @dataclasses.dataclass
@@ -143,12 +133,11 @@ def _upsert(
     owner: str,
     *,
     earlier_may_have_landed: bool,
-    acknowledged: bool,
 ) -> _T:
     """:func:`upsert`, its values assigned for ``owner``."""
     document_class, collection = query.document_class, query.collection
     empty, assigned, fixed = _fields_of(document_class, query.query, update, collection, owner)
-    inside, told, steps = _created_embedded(document_class, query.query, update, collection, owner)
+    inside, told = _created_embedded(document_class, query.query, update, collection, owner)
     empty += list(inside)
     assigned += told
     update = _set_on_insert(update, fixed)
@@ -166,18 +155,11 @@ def _upsert(
             made = {inside.get(slot, slot.name): slot.field.to_mongo(slot.value) for slot in filled}
             return run(_set_on_insert(update, made))
 
-        result = values.send(write, filled, attempt)
+        return values.send(write, filled, attempt)
     except BaseException as error:
         if not values.outcome_unknown(error) and not earlier_may_have_landed:
             values.release(write, noted)  # nothing written: the assigned values are free
         raise
-    if acknowledged:
-        # Values given to an earlier attempt, which may have landed, are never released.
-        given = [] if earlier_may_have_landed else noted
-        reserved = [s for s in (*filled, *(s for s, _ in given)) if s.field.releases_values]
-        on_insert = [(slot, steps.get(slot, ())) for slot in reserved]
-        _give_back_unused(write, query, result, filled, given, on_insert, upserting=True)
-    return result
 
 
 def _set_on_insert(update: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
@@ -422,20 +404,24 @@ def _give_back_unused(
     upserting: bool,
 ) -> None:
     """Give back the values of a done update that it did not write: all of them if it matched
-    nothing; those of ``$setOnInsert`` no stored document holds if it was an upsert that
-    matched. If the look-up fails, they are kept (a gap): never given back while a document
-    may hold them, and the update, done, does not fail (its retry would write again)."""
+    nothing. An upsert's reply does not say whether it inserted: the values made for
+    ``$setOnInsert`` that no stored document holds are cleared from their embedded objects (it
+    matched a document, and wrote none of them), their fields not told (a reservation stays
+    taken, a gap): the document it inserted may have been deleted since, and its values are
+    never handed out again. If the look-up fails, they are kept; the update, done, does not
+    fail (its retry would write again)."""
     if not upserting and _matched_nothing(result):  # nothing written
         values.give_back(write, filled)
         values.release(write, noted)
-    elif on_insert:  # an upsert that matched: $setOnInsert wrote nothing
+    elif on_insert:
         try:
             unwritten = _unwritten(query, on_insert)
         except Exception:
             _logger.warning("could not look up the unused values of an upsert", exc_info=True)
             return
-        values.give_back(write, [slot for slot in filled if slot in unwritten])
-        values.release(write, [(slot, value) for slot, value in noted if slot in unwritten])
+        for slot in filled:
+            if slot in unwritten:
+                slot.value = None
 
 
 def _made_key(slot: Slot) -> tuple[int, str, str]:
@@ -1127,14 +1113,13 @@ def _created_embedded(
     update: dict[str, Any],
     collection: Any,
     owner: str,
-) -> tuple[dict[Slot, str], list[Slot], dict[Slot, tuple[str, ...]]]:
+) -> tuple[dict[Slot, str], list[Slot]]:
     r"""The generated fields of the embedded documents an upsert's insert creates from its
     filter (``part__label="a"``, at any depth) or from a path of its update
     (``set__part__label="b"``), at any depth of ``EmbeddedDocumentField``\ s: those nothing
     else gives a value, each with the name its value is set on insert by (``part__code``);
-    those the filter or ``set_on_insert__`` gives a value, with it, to tell their fields
-    (a counter moves past it) unless the upsert matches a document; and the steps (db names)
-    to the embedded document of each. An embedded document the
+    and those the filter or ``set_on_insert__`` gives a value, with it, to tell their fields
+    (a counter moves past it) unless the upsert matches a document. An embedded document the
     update writes whole is filled as an update's (:func:`with_given_values`); one in a list
     is not reached by a path here; a subclass's fields are not known here.
 
@@ -1144,7 +1129,7 @@ def _created_embedded(
             retry would insert another), or the update removes a generated value of one.
     """
     if not update or isinstance(update.get("__raw__"), list):
-        return {}, [], {}
+        return {}, []
     places = _Places(query, seam.update_operations(document_class, **update), owner)
     places.visit(document_class, ("", ""), None)
     if places.inserted and collection.find_one(query, {"_id": 1}) is not None:
@@ -1152,7 +1137,7 @@ def _created_embedded(
     else:
         for field, given, path in places.inserted:  # sent as given (a __raw__ filter or update)
             _check_stored_form(field, given, f"the upsert inserts at {path!r}", collection)
-    return places.empty, places.given, places.steps
+    return places.empty, places.given
 
 
 class _Places:
@@ -1163,8 +1148,6 @@ class _Places:
         self.equalities = [query, *_clauses(query)]
         self.empty: dict[Slot, str] = {}
         self.given: list[Slot] = []
-        #: The steps (db names) to the embedded document of each slot.
-        self.steps: dict[Slot, tuple[str, ...]] = {}
         #: The values the filter or the update gives generated fields, as the insert stores
         #: them: (field, value, db path).
         self.inserted: list[tuple[Any, Any, str]] = []
@@ -1224,9 +1207,7 @@ class _Places:
                 self.inserted.append((generated, given[generated.db_field], inner_path))
                 set_here = _writer(self.operations, inner_path) not in (None, "$setOnInsert")
                 if generated.tracks_assigned and not set_here:  # a $set is told as an update's
-                    slot = Slot(holder, holder, inner, generated, kind)
-                    self.given.append(slot)
-                    self.steps[slot] = tuple(path.split("."))
+                    self.given.append(Slot(holder, holder, inner, generated, kind))
                 continue
             if _writer(self.operations, inner_path) is not None:
                 continue  # written by another operator ($inc...: refused as an update's)
@@ -1238,9 +1219,7 @@ class _Places:
                     "would insert a second one. Filter by its fields instead "
                     f"({update_name}<field>=...), or give the value"
                 )
-            slot = Slot(holder, holder, inner, generated, kind)
-            self.empty[slot] = f"{update_name}{inner}"
-            self.steps[slot] = tuple(path.split("."))
+            self.empty[Slot(holder, holder, inner, generated, kind)] = f"{update_name}{inner}"
 
 
 def _equality(value: Any) -> bool:
