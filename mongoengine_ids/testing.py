@@ -182,11 +182,11 @@ def connected_threadsafe(
 
     Args:
         uri: a MongoDB URI to use a real server instead.
-        client_options: as :func:`connected`'s.
         hook: ``hook(collection_name, method_name, call)`` runs every database call of the
             clients (under their lock with mongomock); it must return ``call()``'s result or
             raise. ``call`` is a :func:`functools.partial`: ``call.args`` and ``call.keywords``
             are what the call sends (a filter, a document, a DBRef to dereference).
+        client_options: as :func:`connected`'s.
     """
     if hook is not None:
         check_callable("hook", hook, "a callable hook(collection_name, method_name, call)")

@@ -11,6 +11,7 @@ import pymongo.errors
 import pytest
 from mongoengine.errors import NotUniqueError
 from test_random_unique import Script, codes, stored
+from test_write_upserts import OPERATIONS, upsert
 
 from mongoengine_ids.errors import BulkNotUniqueError, RetriesExhaustedError
 from mongoengine_ids.random_unique import RandomFieldStats, RandomUniqueField
@@ -282,27 +283,19 @@ def test_an_upsert_retried_after_its_reservation_reply_was_lost_inserts_once(
 
 # -- an upsert that matches a document keeps the reservations it made ------------------------
 
-UPSERTS = {
-    "update": lambda qs, **u: qs.update(upsert=True, **u),
-    "update_one": lambda qs, **u: qs.update_one(upsert=True, **u),
-    "upsert_one": lambda qs, **u: qs.upsert_one(**u),
-    "modify": lambda qs, **u: qs.modify(upsert=True, **u),
-}
 
-
-@pytest.mark.parametrize("operation", list(UPSERTS))
+@pytest.mark.parametrize("operation", OPERATIONS)
 def test_an_upsert_that_matches_keeps_the_reservation_it_made(
     mongoengine_db: Any, operation: str
 ) -> None:
     """Its reply does not say whether it inserted, and a value no document holds after it may
     be that of a document it inserted and another writer deleted: kept, a gap."""
-    Order = proxied(Script(2, 6, 4))
-    upsert = UPSERTS[operation]
-    upsert(Order.objects(email="a@example.com"), set__email="a@example.com")  # inserts: 3
-    upsert(Order.objects(email="a@example.com"), set__email="a@example.com")  # matches: 7
+    Order = proxied(Script(2, 6, 4))  # draws 3, then 7 for the upsert that matches, then 5
+    upsert(operation, Order.objects(email="a@example.com"), set__email="a@example.com")  # 3
+    upsert(operation, Order.objects(email="a@example.com"), set__email="a@example.com")  # matches
     assert codes(mongoengine_db.orders) == [3]
     assert reserved(mongoengine_db) == [3, 7]
-    upsert(Order.objects(email="b@example.com"), set__email="b@example.com")  # inserts: 5
+    upsert(operation, Order.objects(email="b@example.com"), set__email="b@example.com")  # 5
     assert codes(mongoengine_db.orders) == [3, 5]
     assert reserved(mongoengine_db) == [3, 5, 7]
 
@@ -339,7 +332,7 @@ def _deleted_at_once(monkeypatch: pytest.MonkeyPatch, *collections: Any) -> None
         monkeypatch.setattr(kind, name, then_deleted(getattr(kind, name)))
 
 
-@pytest.mark.parametrize("operation", list(UPSERTS))
+@pytest.mark.parametrize("operation", OPERATIONS)
 def test_the_values_of_an_upserted_document_deleted_at_once_are_never_handed_out_again(
     mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch, operation: str
 ) -> None:
@@ -347,13 +340,12 @@ def test_the_values_of_an_upserted_document_deleted_at_once_are_never_handed_out
     released, also when it had inserted them and another writer deleted the document."""
     draws = Script(2)
     Order = proxied(draws)
-    upsert = UPSERTS[operation]
     _deleted_at_once(monkeypatch, Order._get_collection(), Tray._get_collection())
-    upsert(Order.objects(email="a@example.com"), set__email="a@example.com")  # inserts 3
+    upsert(operation, Order.objects(email="a@example.com"), set__email="a@example.com")  # inserts 3
     assert reserved(mongoengine_db) == [3]
     slip = Slip(label="x")
     SLIP_DRAWS.then(4)
-    upsert(Tray.objects(name="t"), set_on_insert__slip=slip)  # inserts 5
+    upsert(operation, Tray.objects(name="t"), set_on_insert__slip=slip)  # inserts 5
     monkeypatch.undo()
     assert codes(mongoengine_db.orders) == []
     assert mongoengine_db.trays.count_documents({}) == 0

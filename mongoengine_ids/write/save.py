@@ -509,16 +509,20 @@ def _untold(document: Document, made: list[Slot]) -> None:
     the values given to them (a counter), for those fields to be told (:func:`_tell_untold`)
     now, or by the document's next write if telling fails: those it set on insert, and the
     generated key, which its filter holds."""
+    shape = seam.shape(type(document))
+    key_field = seam.pk_field(type(document))
+    tell_key = shape.generates_pk and key_field.tracks_assigned
+    places = [place for place in _held_places(document) if place[3].tracks_assigned]
+    if not places and not tell_key:
+        return
     on_insert = seam.update_doc(document).get("$setOnInsert", {})
     ours = {(id(slot.holder), slot.name) for slot in made}
     inserted = [
         (holder, name, field)
-        for path, holder, name, field in _held_places(document)
-        if field.tracks_assigned and path in on_insert and (id(holder), name) not in ours
+        for path, holder, name, field in places
+        if path in on_insert and (id(holder), name) not in ours
     ]
-    shape = seam.shape(type(document))
-    key_field = dict(shape.generated).get(shape.pk_name)
-    if key_field is not None and key_field.tracks_assigned:
+    if tell_key:
         inserted.append((document, shape.pk_name, key_field))
     # The values as they are now (a scope too), for the stored document of this key, whichever
     # attempt tells them.

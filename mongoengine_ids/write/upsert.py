@@ -414,14 +414,14 @@ def _give_back_unused(
         values.give_back(write, filled)
         values.release(write, noted)
     elif on_insert:
+        made = [(slot, steps) for slot, steps in on_insert if slot in filled]
         try:
-            unwritten = _unwritten(query, on_insert)
+            unwritten = _unwritten(query, made)
         except Exception:
             _logger.warning("could not look up the unused values of an upsert", exc_info=True)
             return
-        for slot in filled:
-            if slot in unwritten:
-                slot.value = None
+        for slot in unwritten:
+            slot.value = None
 
 
 def _made_key(slot: Slot) -> tuple[int, str, str]:
@@ -432,9 +432,10 @@ def _made_key(slot: Slot) -> tuple[int, str, str]:
 def _unwritten(
     query: seam.QuerySetParts, on_insert: list[tuple[Slot, tuple[str, ...]]]
 ) -> list[Slot]:
-    """The slots of ``on_insert`` whose value no stored document holds at that path: the upsert
-    matched a document, and its ``$setOnInsert`` wrote nothing. Only paths through no list
-    are looked up (a query cannot always reach into a list of lists): the others are kept."""
+    """The slots of ``on_insert`` whose value no stored document holds at that path (one read
+    each) after an upsert: it matched a document, and its ``$setOnInsert`` wrote nothing, or
+    the document it inserted is gone. Only paths through no list are looked up (a query cannot
+    always reach into a list of lists): the others are kept."""
     return [
         slot
         for slot, steps in on_insert
