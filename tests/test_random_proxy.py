@@ -389,3 +389,46 @@ def test_a_value_given_to_two_places_of_one_write_says_so(mongoengine_db: Any) -
     assert sorted(doc["_id"] for doc in mongoengine_db.ticket_codes.find()) == before
     assert mongoengine_db.bookings.count_documents({}) == 1
     assert mongoengine_db.bookings.count_documents({"tickets.code": {"$in": [777, 778]}}) == 0
+
+
+class Badge(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=2, reserve_in="shared_codes")
+    spare = RandomUniqueField(digits=2, reserve_in="shared_codes")
+
+
+class Desk(me.Document):
+    name = me.StringField()
+    code = RandomUniqueField(digits=2, reserve_in="shared_codes")
+    badge = me.EmbeddedDocumentField(Badge)
+    meta = {"collection": "desks"}
+
+
+def _shared(db: Any) -> list[Any]:
+    return sorted(doc["_id"] for doc in db.shared_codes.find())
+
+
+def test_two_fields_sharing_a_proxy_cannot_take_one_value_by_save(mongoengine_db: Any) -> None:
+    """Found by a probe: the reservation the second field made of a value already reserved for
+    the same write was taken for its own (an earlier attempt's), and one value was stored
+    twice; fields sharing ``reserve_in`` share its values."""
+    for desk in (Desk(badge=Badge(code=42, spare=42)), Desk(code=42, badge=Badge(code=42))):
+        with pytest.raises(NotUniqueError, match=r"\[42\] already reserved in 'shared_codes'"):
+            desk.save()
+    assert mongoengine_db.desks.count_documents({}) == 0
+    assert _shared(mongoengine_db) == []
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_two_fields_sharing_a_proxy_cannot_take_one_value_by_upsert(
+    mongoengine_db: Any, operation: str
+) -> None:
+    with pytest.raises(NotUniqueError, match=r"\[48\] already reserved in 'shared_codes'"):
+        upsert(operation, Desk.objects(name="t"), set__badge__code=48, set_on_insert__code=48)
+    with pytest.raises(NotUniqueError, match=r"\[49\] already reserved in 'shared_codes'"):
+        upsert(operation, Desk.objects(name="t"), set__badge__code=49, set__badge__spare=49)
+    assert mongoengine_db.desks.count_documents({}) == 0
+    assert _shared(mongoengine_db) == []
+    upsert(operation, Desk.objects(name="t"), set__badge__code=48, set_on_insert__code=49)
+    (stored,) = mongoengine_db.desks.find()
+    assert (stored["code"], stored["badge"]["code"]) == (49, 48)
+    assert _shared(mongoengine_db) == sorted([48, 49, stored["badge"]["spare"]])

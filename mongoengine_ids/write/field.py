@@ -49,10 +49,11 @@ class Write:
     document_class: type[BaseDocument]
     collection: Collection[Any]
     documents: Sequence[BaseDocument] = ()
-    #: Told with assigned values (:meth:`GeneratedField.note_assigned`): whom each document's
-    #: values are for, in order. The same across the application's retries of one write (the
-    #: same document object, or the same upsert), so that what a field recorded for a value
-    #: (a reservation) in an attempt whose outcome is unknown is found to be its own.
+    #: Told with assigned values (:meth:`GeneratedField.note_assigned`): whom each value is
+    #: for, in order: its place (this field of that document) in this write. The same across
+    #: the application's retries of one write (the same document object, or the same upsert),
+    #: so that what a field recorded for a value (a reservation) in an attempt whose outcome is
+    #: unknown is found to be its own; another place's, even of the same write, is not.
     owners: Sequence[str] = ()
 
     @property

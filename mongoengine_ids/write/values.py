@@ -266,7 +266,7 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
         for (klass, field), group in _by_field(assigned).items():
             values = [s.value for s in group]
             holders = [s.holder for s in group]
-            owners = [_owner(s.root, s.holder) for s in group]
+            owners = [_owner(s) for s in group]
             field.note_assigned(Write(klass, write.collection, holders, owners), values)
             noted.extend(zip(group, values, strict=True))
     except BaseException:
@@ -275,14 +275,18 @@ def note_assigned(write: Write, assigned: list[Slot]) -> list[tuple[Slot, Any]]:
     return noted
 
 
-def _owner(root: Any, holder: Any) -> str:
-    """Whom the values assigned in ``holder`` (a document, an embedded document in ``root``, or
-    an upsert's :class:`Holder`) are for, until its write is settled: the same in every retry of
-    that write (the records of the objects keep it), never another's (another document, another
-    embedded document, the same one in another document)."""
+def _owner(slot: Slot) -> str:
+    """Whom the value assigned at ``slot`` is for, until its write is settled: that place, a
+    field of one holder (a document, an embedded document in ``root``, or an upsert's
+    :class:`Holder`) in one write. The same in every retry of that write (the records of the
+    objects keep it), never another place's: not another document's, another embedded
+    document's, the same one's in another document, nor another field's of the same holder
+    (two fields may share what their values must be unique in: a ``reserve_in`` collection)."""
+    root, holder = slot.root, slot.holder
+    place = f"{slot.kind.__name__}.{slot.name}"
     if holder is root:
-        return _token(root)
-    return f"{_token(root)}/{_token(holder)}"
+        return f"{_token(root)}:{place}"
+    return f"{_token(root)}/{_token(holder)}:{place}"
 
 
 def _token(holder: Any) -> str:
