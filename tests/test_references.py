@@ -911,6 +911,36 @@ def test_queries_by_the_document_its_id_and_its_text(world: World, dbref: bool) 
 
 
 @pytest.mark.parametrize("dbref", [False, True], ids=["id", "dbref"])
+def test_a_reference_made_by_hand_from_the_key(world: World, dbref: bool) -> None:
+    """Found by a probe: a ``LazyReference`` or DBRef made from a document's key, given to a
+    ``ReferenceField``, was sent with the key as given (a ``uuid.UUID``): saved, the driver
+    could not encode it (or, under ``pythonLegacy``, stored another form); queried, it matched
+    nothing."""
+    Order = world.order()
+    Shipment = world.model(
+        "Shipment",
+        name=me.StringField(),
+        order=me.ReferenceField(Order, dbref=dbref),
+        orders=me.ListField(me.ReferenceField(Order, dbref=dbref)),
+    )
+    a, b = Order(name="a").save(), Order(name="b").save()
+    collection = Order._get_collection_name()
+    for made in (LazyReference(Order, a.id), DBRef(collection, a.id)):
+        other = LazyReference(Order, b.id)
+        shipment = Shipment(name="s", order=made, orders=[made, other]).save()
+
+        raw = world.raw(Shipment, shipment)
+        world.check_reference(raw["order"], a, dbref=dbref)
+        for stored, target in zip(raw["orders"], [a, b], strict=True):
+            world.check_reference(stored, target, dbref=dbref)
+        assert Shipment.objects(order=made).get().id == shipment.id
+        assert Shipment.objects(orders=made).get().id == shipment.id
+        assert Shipment.objects(orders__all=[made, other]).get().id == shipment.id
+        assert Shipment.objects.get(id=shipment.id).order.name == "a"
+        shipment.delete()
+
+
+@pytest.mark.parametrize("dbref", [False, True], ids=["id", "dbref"])
 def test_a_query_by_a_document_not_saved_is_refused(world: World, dbref: bool) -> None:
     """As for an ObjectId key: a document not saved has no key, and a query by it raises, never
     sending null, which matches every holder whose reference is unset (review AQ: a sequence
@@ -989,6 +1019,7 @@ def test_model_id_gives_mongoengines_references_the_stored_form(
 # -- the wrappers on MongoEngine's reference fields -------------------------------------------
 
 WRAPPED = [
+    (me.ReferenceField, "to_mongo"),
     (me.ReferenceField, "to_python"),
     (me.LazyReferenceField, "to_python"),
     (me.CachedReferenceField, "prepare_query_value"),
@@ -1028,6 +1059,7 @@ def test_reference_wrappers_leave_other_references_as_mongoengine_makes_them(
         ref = DBRef(model._get_collection_name(), key, cls=model._class_name)
         for field_class in (me.ReferenceField, me.LazyReferenceField):
             assert field_class(model, dbref=True).to_python(ref) is ref
+        assert me.ReferenceField(model, dbref=True).to_mongo(ref) is ref
         document = model(id=key, name="n")
         query = me.CachedReferenceField(model, fields=["name"]).prepare_query_value(None, document)
         assert query == {"_id": key, "name": "n"}

@@ -17,6 +17,9 @@ model that declares the key:
 and, on MongoEngine's reference fields (wrapped once, acting only on references to such a
 model; see :func:`.seam.hook_reference_fields`):
 
+* ``ReferenceField.to_mongo`` (and so its queries) sends a DBRef or ``LazyReference`` made by
+  hand from the key (``DBRef(collection, pk)``) with the id as given: it gets the key as
+  references hold it (:func:`keyed_dbref`);
 * ``ReferenceField.to_python`` and ``LazyReferenceField.to_python`` leave a stored DBRef
   (``dbref=True``) as the driver decoded it: its id a ``Binary`` or ``str``, which the documents
   ``DeReference`` loads for a list or dict of references never equal, so the items stayed
@@ -90,10 +93,11 @@ def reference_key(document_class: Any, key: Any) -> Any:
 
 
 def keyed_dbref(document_class: Any, ref: DBRef) -> DBRef:
-    """``ref``, a DBRef to a ``document_class``, with its id as references hold the key
-    (:func:`reference_key`); ``ref`` itself if that is the id it has."""
+    """``ref``, a DBRef to a ``document_class`` (a ``LazyReference`` too: the DBRef it is), with
+    its id as references hold the key (:func:`reference_key`); ``ref`` itself if that is the
+    id it has and it is a plain DBRef."""
     key = reference_key(document_class, ref.id)
-    if key is ref.id:
+    if key is ref.id and type(ref) is DBRef:
         return ref
     extra = {name: value for name, value in ref.as_doc().items() if name not in _DBREF_KEYS}
     return DBRef(ref.collection, key, ref.database, **extra)
@@ -125,6 +129,25 @@ def wrap_dict_query_value(own: Callable[[Any, str, Any], Any]) -> Callable[[Any,
         return own(self, op, value)
 
     return prepare_query_value
+
+
+def wrap_reference_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``to_mongo`` of ``ReferenceField``, which its ``prepare_query_value`` calls too: a DBRef
+    (or a ``LazyReference``, which is one) made by hand from a document's key
+    (``DBRef(collection, pk)``, ``LazyReference(Model, pk)``) is sent with its id as references
+    hold the key (:func:`keyed_dbref`), as a document is: MongoEngine sent the id as given, which
+    the driver cannot encode, or encodes in another form than the key's (a query matched
+    nothing)."""
+
+    @functools.wraps(own)
+    def to_mongo(self: Any, document: Any) -> Any:
+        if isinstance(document, DBRef):
+            referenced = seam.referenced_class(self)
+            if seam.shape(referenced).generates_pk:  # a LazyReference sent as the DBRef it is
+                document = keyed_dbref(referenced, document)
+        return own(self, document)
+
+    return to_mongo
 
 
 def wrap_reference_to_python(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:

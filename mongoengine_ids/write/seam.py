@@ -33,12 +33,14 @@ declares a generated field, the two places MongoEngine makes a queryset,
 * when the first UUID field of the package is made, these methods of MongoEngine's reference
   and dict fields and ``DeReference.__call__`` are wrapped, once (:func:`hook_reference_fields`):
   ``to_python`` of ``ReferenceField``, ``LazyReferenceField`` and ``GenericReferenceField`` (a
-  stored DBRef), ``prepare_query_value`` of ``CachedReferenceField``, ``to_mongo`` and
+  stored DBRef), ``to_mongo`` of ``ReferenceField`` (a DBRef made by hand from the key),
+  ``prepare_query_value`` of ``CachedReferenceField``, ``to_mongo`` and
   ``build_lazyref`` of ``GenericLazyReferenceField``, ``prepare_query_value`` of ``DictField``
   (a query of one key's value: ``refs__x=``), and the DBRefs ``distinct()`` hands to
   ``DeReference``. They act only on references to a model keyed by such a field
-  (:func:`uuid_key`), and on values of the package's fields that a cached reference or a path
-  into a map sends; anything else gets what MongoEngine's own method returns, unchanged.
+  (:func:`uuid_key`; ``ReferenceField.to_mongo``, by any field of the package), and on
+  values of the package's fields that a cached reference or a path into a map sends; anything
+  else gets what MongoEngine's own method returns, unchanged.
 
 References rely on MongoEngine building a reference's DBRef from the referenced model's
 ``id.to_python(stored)`` (``ReferenceField``, ``LazyReferenceField``, ``CachedReferenceField``)
@@ -118,6 +120,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (BaseDocument, "__getstate__", ()),
     (BaseDocument, "__setstate__", ("data",)),
     (BaseField, "__get__", ("instance", "owner")),
+    (ReferenceField, "to_mongo", ("document",)),
     (ReferenceField, "to_python", ("value",)),
     (LazyReferenceField, "to_python", ("value",)),
     (CachedReferenceField, "to_python", ("value",)),
@@ -1171,6 +1174,7 @@ def hook_reference_fields() -> None:
 
     with _lock:
         for owner, name, wrap in (
+            (ReferenceField, "to_mongo", references.wrap_reference_to_mongo),
             (ReferenceField, "to_python", references.wrap_reference_to_python),
             (LazyReferenceField, "to_python", references.wrap_reference_to_python),
             (CachedReferenceField, "prepare_query_value", references.wrap_cached_query_value),
