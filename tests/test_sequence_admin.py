@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -335,3 +336,26 @@ def test_counters_help_is_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "``" not in out  # not a docstring
     assert "embedded mongomock database" in out
     assert "examples:\n  mongoengine-ids counters list\n" in out
+
+
+def test_the_database_is_a_database_or_an_alias(mongoengine_db: Any) -> None:
+    """Found by a probe: an alias (which ``Sequence`` takes) or junk raised AttributeError."""
+    collection = mongoengine_db[DEFAULT_COLLECTION]
+    assert set_next_value("default", "by_alias", 7).next_value == 7
+    assert collection.find_one({"_id": "by_alias"}) == {"_id": "by_alias", "next": 6}
+    assert show_counter("default", "by_alias").next_value == 7
+    assert [info.name for info in list_counters("default")] == ["by_alias"]
+    for junk in (None, 5, b"default"):
+        expected = (
+            r"database must be a pymongo Database or a MongoEngine alias \(str\), "
+            rf"not {re.escape(repr(junk))}$"
+        )
+        with pytest.raises(TypeError, match=expected):
+            list_counters(junk)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=expected):
+            show_counter(junk, "by_alias")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=expected):
+            set_next_value(junk, "by_alias", 100)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"database='' is empty"):
+        list_counters("")
+    assert list(collection.find()) == [{"_id": "by_alias", "next": 6}]

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from mongoengine.connection import get_db
 from pymongo.read_preferences import ReadPreference
 
 from .._checks import check_collection_name
@@ -24,6 +25,7 @@ from .field import (
     INT64_MAX,
     MAJORITY,
     SHARD_SEPARATOR,
+    check_database,
     counter_id,
     discard_blocks,
     forget_leased,
@@ -116,6 +118,12 @@ class CounterInfo:
         return [f"{s.document_id!r}: {s.problem}" for s in self.shards if s.problem is not None]
 
 
+def _database(database: Database[Any] | str) -> Database[Any]:
+    """The database given to an admin function: a pymongo ``Database``, or a MongoEngine alias's."""
+    check_database(database)
+    return get_db(database) if isinstance(database, str) else database
+
+
 def _collection(database: Database[Any], collection: str) -> Collection[Any]:
     check_collection_name("collection", collection)
     return database.get_collection(
@@ -184,23 +192,24 @@ def _build(documents: Iterable[Mapping[str, Any]]) -> list[CounterInfo]:
 
 
 def list_counters(
-    database: Database[Any], *, collection: str = DEFAULT_COLLECTION
+    database: Database[Any] | str, *, collection: str = DEFAULT_COLLECTION
 ) -> list[CounterInfo]:
     """Every sequence in the counter collection, sorted by name then scope.
 
     Args:
-        database: where the counters are (the model's database).
+        database: where the counters are (the model's database): a pymongo ``Database``, or a
+            MongoEngine alias.
         collection: the counter collection.
 
     Returns:
         One :class:`CounterInfo` per sequence and scope (shards grouped); corrupted documents
         are included with their :attr:`ShardInfo.problem`.
     """
-    return _build(_collection(database, collection).find())
+    return _build(_collection(_database(database), collection).find())
 
 
 def show_counter(
-    database: Database[Any],
+    database: Database[Any] | str,
     name: str,
     *,
     scope: object = None,
@@ -209,17 +218,18 @@ def show_counter(
     """One sequence: its counter document or all its shards.
 
     Args:
-        database: where the counters are.
+        database: where the counters are: a pymongo ``Database``, or a MongoEngine alias.
         name: the sequence name (the ``_id`` of an unsharded, unscoped counter).
         scope: the scope value of a scoped sequence.
         collection: the counter collection.
 
     Raises:
-        TypeError: ``name`` is not a str.
+        TypeError: ``name`` is not a str, or ``database`` neither a ``Database`` nor an alias.
         ValueError: ``collection`` is not a usable collection name.
         LookupError: no counter of that name (and scope).
     """
     _check_sequence_name(name)
+    database = _database(database)
     scope = seam.as_stored(scope)  # as the field names its counter
     base = _counter_id(name, scope)
     documents = list(_collection(database, collection).find({"_id": base}))
@@ -239,7 +249,7 @@ def show_counter(
 
 
 def set_next_value(
-    database: Database[Any],
+    database: Database[Any] | str,
     name: str,
     value: int,
     *,
@@ -254,7 +264,7 @@ def set_next_value(
     a sharded sequence, the shard that owns ``value`` is moved.
 
     Args:
-        database: where the counters are.
+        database: where the counters are: a pymongo ``Database``, or a MongoEngine alias.
         name: the sequence name.
         value: the next value to hand out.
         scope: the scope value of a scoped sequence.
@@ -265,7 +275,8 @@ def set_next_value(
         The sequence after the change.
 
     Raises:
-        TypeError: ``name`` is not a str, ``value`` not an int or ``force`` not a bool.
+        TypeError: ``name`` is not a str, ``value`` not an int, ``force`` not a bool, or
+            ``database`` neither a ``Database`` nor an alias.
         ValueError: ``value`` is below the counter, or the counter is corrupted (its ``next``
             not an integer), and ``force`` is False; no shard owns ``value``; or ``name`` is
             empty.
@@ -279,6 +290,7 @@ def set_next_value(
     if not 0 <= value <= INT64_MAX:
         # 0: the first value of a field with start=0.
         raise ValueError(f"value={value!r} must be between 0 and {INT64_MAX!r}")
+    database = _database(database)
     scope = seam.as_stored(scope)  # as the field names its counter
     target = _collection(database, collection)
     try:

@@ -773,13 +773,7 @@ class Sequence:
         _check_name("name", name)
         _check_options(batch_size=batch_size, prefetch=prefetch, retries=retries)
         check_collection_name("collection", collection)
-        if isinstance(database, str):
-            _check_name("database", database)
-        elif not callable(getattr(database, "get_collection", None)):
-            raise TypeError(
-                f"database must be a pymongo Database or a MongoEngine alias (str), not "
-                f"{database!r}"
-            )
+        check_database(database)
         if rng is not None and not callable(getattr(rng, "choice", None)):
             raise TypeError(f"rng must be a random.Random (with a choice method), not {rng!r}")
         check_callable("sleep", sleep, "a callable taking seconds, like time.sleep")
@@ -1162,6 +1156,22 @@ def _check_options(*, batch_size: int, prefetch: bool, retries: int) -> None:
         raise TypeError(f"retries must be an int, not {retries!r}")
     if not 0 <= retries <= MAX_RETRIES:
         raise ValueError(f"retries={retries!r} must be an int >= 0 and at most {MAX_RETRIES}")
+
+
+def check_database(database: object) -> None:
+    """``database`` given to a sequence or an admin function: a pymongo ``Database``, or the
+    name of a MongoEngine alias (a non-empty str).
+
+    Raises:
+        TypeError: neither (the value quoted).
+        ValueError: an empty alias.
+    """
+    if isinstance(database, str):
+        _check_name("database", database)
+    elif not callable(getattr(database, "get_collection", None)):
+        raise TypeError(
+            f"database must be a pymongo Database or a MongoEngine alias (str), not {database!r}"
+        )
 
 
 def _check_name(option: str, value: object) -> None:
