@@ -313,16 +313,14 @@ class RandomUniqueField(GeneratedField):
     def _copied(self) -> None:
         self._counters = _Counters()  # its own collision counts
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        from mongoengine import EmbeddedDocument
-
-        if isinstance(owner, type) and issubclass(owner, EmbeddedDocument) and not self.reserve_in:
+    def check_embedded_in(self, owner: type[BaseDocument], name: str) -> None:
+        """Without ``reserve_in``, refuse an embedded document class (TypeError)."""
+        if not self.reserve_in:
             raise TypeError(
                 f"RandomUniqueField {name!r} of the embedded document {owner.__name__!r} needs "
                 "reserve_in='<collection>': no unique index can make a value unique across "
                 "the embedded documents of every document"
             )
-        super().__set_name__(owner, name)
 
     # -- the value space ------------------------------------------------------------------------
 

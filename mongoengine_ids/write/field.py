@@ -356,5 +356,10 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """
         return
 
+    def check_embedded_in(self, owner: type[BaseDocument], name: str) -> None:
+        """Called when an embedded document class holding this field as ``name`` is made
+        (declared there, or from a mixin or a base); raises ``TypeError`` if the field cannot
+        serve one. Every field can, by default."""
+
     def __set_name__(self, owner: type, name: str) -> None:
         seam.declared(self, owner, name)

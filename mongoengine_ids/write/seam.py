@@ -1116,7 +1116,12 @@ os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 def declared(field: GeneratedField, owner: type, name: str) -> None:
-    """A generated field was declared on ``owner``: hook the documents that will write it."""
+    """A generated field was declared on ``owner``: hook the documents that will write it, and
+    have every embedded document class made from now on checked (:func:`_check_embedded`)."""
+    with _lock:
+        if not getattr(EmbeddedDocument, _CHECKS_EMBEDDED, False):
+            _on_subclass(EmbeddedDocument, _check_embedded)
+            setattr(EmbeddedDocument, _CHECKS_EMBEDDED, True)
     key = bool(getattr(field, "primary_key", False)) and field.stored_form_differs
     if isinstance(owner, type) and issubclass(owner, Document):
         hook(owner)
@@ -1126,6 +1131,19 @@ def declared(field: GeneratedField, owner: type, name: str) -> None:
         _embedded_declared(owner)
     else:  # a plain mixin: MongoEngine copies its fields into the Documents made from it
         _on_subclass(owner, _hook_key_if_document if key else _hook_if_document)
+
+
+_CHECKS_EMBEDDED = "_mongoengine_ids_checks_embedded"
+
+
+def _check_embedded(cls: type) -> None:
+    """Ask each generated field of the embedded document class ``cls``, just made, whether it
+    can serve one (:meth:`.field.GeneratedField.check_embedded_in`): its own, a mixin's or a
+    base's. Run by ``__init_subclass__``, after the fields' ``__set_name__`` (an error raised
+    there, Python < 3.12 wraps in a RuntimeError)."""
+    for name, field in getattr(cls, "_fields", {}).items():
+        if is_generated(field):
+            field.check_embedded_in(cls, name)
 
 
 def _hook_if_document(cls: type) -> None:
