@@ -58,15 +58,18 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
         )
     write = Write(document_class, seam.class_collection(document_class))
     total = 0
-    unready: list[ValidationError] = []  # raised once every field is filled where it can be
+    unready: list[str] = []  # raised once every field is filled where it can be
     for name in field_names or tuple(fields):
         try:
             total += _backfill_field(write, name, fields[name], batch_size)
         except _Unready as error:
             total += error.filled
-            unready.append(error.error)
+            unready.append(error.problem)
     if unready:
-        raise unready[0]
+        raise ValidationError(
+            f"{unready[0]}: give them one (or delete them), then run backfill() again "
+            f"({total} value(s) were given meanwhile, to the other documents and fields)"
+        )
     return total
 
 
@@ -74,9 +77,9 @@ class _Unready(Exception):
     """Documents lacking a field a value is made from (see :func:`_refuse_unready`), after
     ``filled`` others were filled."""
 
-    def __init__(self, error: ValidationError, filled: int) -> None:
-        super().__init__(str(error))
-        self.error, self.filled = error, filled
+    def __init__(self, problem: str, filled: int) -> None:
+        super().__init__(problem)
+        self.problem, self.filled = problem, filled
 
 
 def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int:
@@ -112,7 +115,7 @@ def _refuse_unready(
     """Raise if stored documents lacking ``field``'s value also lack a field it is made from.
 
     Raises:
-        ValidationError: naming the field, the fields it needs and a few of those documents.
+        _Unready: naming the field, the fields it needs and a few of those documents.
     """
     if not sources:
         return
@@ -120,12 +123,11 @@ def _refuse_unready(
     shown = [doc["_id"] for doc in write.collection.find(unready, {"_id": 1}).limit(3)]
     if shown:
         needed = [source.name for source in sources]
-        error = ValidationError(
+        problem = (
             f"{field._label} is made from {needed!r}, which stored documents lack, "
-            f"e.g. _id {', '.join(map(repr, shown))}: give them one (or delete them), then run "
-            f"backfill() again ({filled} document(s) were given a value meanwhile)"
+            f"e.g. _id {', '.join(map(repr, shown))}"
         )
-        raise _Unready(error, filled)
+        raise _Unready(problem, filled)
 
 
 def fill_if_missing(
