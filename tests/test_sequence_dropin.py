@@ -485,6 +485,36 @@ def test_an_explicit_decorated_value_moves_the_counter_when_it_is_a_number(
     ]
 
 
+def test_an_explicit_value_a_query_by_it_would_not_find_is_refused(mongoengine_db: Any) -> None:
+    """Found by a probe: ``Ticket(id=5)`` under ``value_decorator=hex`` was stored as 5, while a
+    query by 5 (also ``reload()``'s and ``delete()``'s, by the key) looks for ``hex(5)``: the
+    document could not be found, and ``delete()`` deleted nothing, silently. (MongoEngine's
+    field stores it so too.)"""
+
+    class Ticket(me.Document):
+        id = SequenceField(primary_key=True, value_decorator=hex)
+        number = SequenceField(value_decorator=str)
+
+    with pytest.raises(me.ValidationError, match=r"Ticket\.id: 5 .*looks for '0x5'"):
+        Ticket(id=5).save()
+    with pytest.raises(me.ValidationError, match=r"Ticket\.number: 7 .*looks for '7'"):
+        Ticket(id="0x7", number=7).save()
+    with pytest.raises(me.ValidationError, match=r"Ticket\.id: 8 "):
+        Ticket.objects.insert([Ticket(), Ticket(id=8)])
+    assert list(mongoengine_db["ticket"].find()) == []
+    assert counters(mongoengine_db) == []
+    # Values of the type the decorator makes are kept: it may have made them (a query by its
+    # number finds them), or they are no number at all. (Digits, "6", are taken as given.)
+    ticket = Ticket(id="0x20", number="7").save()
+    assert Ticket(id="special").save().id == "special"
+    assert Ticket.objects.get(id=32) == ticket
+    ticket.reload()
+    ticket.delete()
+    # An update's value is prepared as a query's: decorated (as MongoEngine does).
+    Ticket.objects(number="1").upsert_one(set_on_insert__id=9)
+    assert sorted(doc["_id"] for doc in mongoengine_db["ticket"].find()) == ["0x9", "special"]
+
+
 def test_value_decorator_int_is_the_plain_field(mongoengine_db: Any) -> None:
     field = SequenceField(value_decorator=int)
     assert not field.decorated

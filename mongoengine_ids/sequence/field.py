@@ -1791,9 +1791,14 @@ class SequenceField(GeneratedField):
 
         Raises:
             ExplicitValueError: ``allow_explicit`` is False.
+            ValidationError: with ``value_decorator``, a value that a query by it would not
+                find (a number the decorator writes as another type: ``5`` for ``hex``).
         """
         if not values:
             return
+        if self.decorated:
+            for value in values:
+                self._check_found_by_itself(value)
         self._check_apart(write)
         if not self.allow_explicit:
             raise ExplicitValueError(
@@ -1818,6 +1823,20 @@ class SequenceField(GeneratedField):
                 highest[key] = (scope, number)
         for scope, number in highest.values():
             self.sequence_for(write.database, write.document_class, scope).raise_to(number)
+
+    def _check_found_by_itself(self, value: Any) -> None:
+        """Refuse a value assigned to a decorated field that would be stored as given while a
+        query by it (``reload()``'s and ``delete()``'s too, by the key) looks for another value:
+        a number the decorator writes as another type (``5``, which ``hex`` writes ``"0x5"``).
+        A value of the type the decorator makes may be one it made (an upsert's value, prepared
+        as a query's, is): kept, as MongoEngine keeps it."""
+        looked_for = self.query_value(value)
+        if type(looked_for) is not type(value):
+            self.error(
+                f"{self._label}: {value!r} would be stored as given, but a query by it (and "
+                f"reload(), delete()) looks for {looked_for!r}, value_decorator's form of its "
+                "number: assign that, or leave the field empty to be generated"
+            )
 
     def is_collision(
         self, write: Write, error: pymongo.errors.DuplicateKeyError, value: Any
