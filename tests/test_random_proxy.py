@@ -432,3 +432,29 @@ def test_two_fields_sharing_a_proxy_cannot_take_one_value_by_upsert(
     (stored,) = mongoengine_db.desks.find()
     assert (stored["code"], stored["badge"]["code"]) == (49, 48)
     assert _shared(mongoengine_db) == sorted([48, 49, stored["badge"]["spare"]])
+
+
+def test_two_classes_of_one_name_sharing_a_proxy_cannot_take_one_value(
+    mongoengine_db: Any,
+) -> None:
+    """Found by a review: the place was named by the class's name, which two classes (of two
+    modules) may share."""
+
+    def badge(module: str) -> type[me.EmbeddedDocument]:
+        code = RandomUniqueField(digits=2, reserve_in="shared_codes")
+        return type("Badge", (me.EmbeddedDocument,), {"__module__": module, "code": code})
+
+    Staff, Visitor = badge("staff.models"), badge("visitors.models")
+
+    class Lobby(me.Document):
+        name = me.StringField()
+        staff = me.EmbeddedDocumentField(Staff)
+        visitor = me.EmbeddedDocumentField(Visitor)
+        meta = {"collection": "lobbies"}
+
+    with pytest.raises(NotUniqueError, match=r"\[48\] already reserved in 'shared_codes'"):
+        Lobby.objects(name="t").upsert_one(set__staff__code=48, set__visitor__code=48)
+    with pytest.raises(NotUniqueError, match=r"\[50\] already reserved in 'shared_codes'"):
+        Lobby(name="s", staff=Staff(code=50), visitor=Visitor(code=50)).save()
+    assert mongoengine_db.lobbies.count_documents({}) == 0
+    assert _shared(mongoengine_db) == []

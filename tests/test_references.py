@@ -1076,6 +1076,41 @@ def test_reference_wrappers_leave_other_references_as_mongoengine_makes_them(
     assert me.ReferenceField(Keyed, dbref=True).to_python(junk) is junk
 
 
+def test_a_reference_made_by_hand_to_an_abstract_model_or_one_not_declared_yet(
+    mongoengine_db: Any,
+) -> None:
+    """Found by a review: MongoEngine gives an abstract model no ``id_field``, so its UUID key
+    was not found (a hand-made reference went as given); and a model not declared yet made the
+    wrapper fail instead of doing what MongoEngine does."""
+
+    class Base(me.Document):
+        id = LocalityUUIDField(primary_key=True)
+        meta = {"abstract": True}
+
+    class Concrete(Base):
+        name = me.StringField()
+        meta = {"collection": "concrete"}
+
+    class Holder(me.Document):
+        # dbref=True: given a DBRef, MongoEngine stores the bare id (dbref=False), and then
+        # cannot load it back for an abstract model (it has no collection name).
+        ref = me.ReferenceField(Base, dbref=True)
+        meta = {"collection": "holders"}
+
+    concrete = Concrete(name="c").save()
+    stored = Binary(concrete.id.bytes, 4)
+    for made in (DBRef("concrete", concrete.id), LazyReference(Concrete, concrete.id)):
+        holder = Holder(ref=made).save()
+        raw = mongoengine_db.holders.find_one({"_id": holder.id})["ref"]
+        assert type(raw) is DBRef
+        assert raw.collection == "concrete"
+        assert bson.encode({"id": raw.id}) == bson.encode({"id": stored})  # the key as stored
+        assert Holder.objects(ref=made).get().id == holder.id
+        holder.delete()
+    later = me.ReferenceField("DeclaredLater")
+    assert later.to_mongo(DBRef("declared_later", 5)) == 5  # MongoEngine's: the id
+
+
 def test_a_stored_dbref_keeps_its_database_and_extra_fields(mongoengine_db: Any) -> None:
     class Keyed(me.Document):
         id = LocalityUUIDField(primary_key=True)

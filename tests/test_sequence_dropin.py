@@ -15,6 +15,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from bson.json_util import RELAXED_JSON_OPTIONS
 from mongoengine import fields as me_fields
 
 from mongoengine_ids.errors import IdSpaceExhaustedError
@@ -513,6 +514,23 @@ def test_an_explicit_value_a_query_by_it_would_not_find_is_refused(mongoengine_d
     # An update's value is prepared as a query's: decorated (as MongoEngine does).
     Ticket.objects(number="1").upsert_one(set_on_insert__id=9)
     assert sorted(doc["_id"] for doc in mongoengine_db["ticket"].find()) == ["0x9", "special"]
+
+
+def test_a_document_built_as_stored_keeps_its_decorated_fields_value(mongoengine_db: Any) -> None:
+    """Found by a review: the number a document built as stored (``from_json()``) brings is
+    stored by MongoEngine's upsert as it is; the refusal above came after that write, and every
+    later ``save()`` of the object raised it."""
+
+    class Ticket(me.Document):
+        id = SequenceField(primary_key=True, value_decorator=hex)
+        name = me.StringField()
+
+    ticket = Ticket.from_json('{"_id": 5, "name": "a"}', json_options=RELAXED_JSON_OPTIONS)
+    for name in ("b", "c"):
+        ticket.name = name
+        ticket.save()
+    assert list(mongoengine_db["ticket"].find()) == [{"_id": 5, "name": "c"}]
+    assert Ticket().save().id == "0x1"  # not a number of the counter's: it moved nothing
 
 
 def test_value_decorator_int_is_the_plain_field(mongoengine_db: Any) -> None:

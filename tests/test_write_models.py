@@ -320,6 +320,34 @@ def test_embedded_random_needs_a_proxy() -> None:
     assert issubclass(Line, me.EmbeddedDocument)
 
 
+def test_embedded_random_needs_a_proxy_also_when_its_class_was_not_seen_made(
+    mongoengine_db: Any,
+) -> None:
+    """Found by a review: a base whose own ``__init_subclass__`` does not call ``super()`` hides
+    the classes made from it from the check; their writes are refused, nothing written."""
+
+    class Base(me.EmbeddedDocument):
+        meta = {"allow_inheritance": True}
+
+        def __init_subclass__(cls, **kwargs: Any) -> None:
+            cls.kind = cls.__name__
+
+    class Badge(Base):
+        code = RandomUniqueField(digits=1)
+
+    class Desk(me.Document):
+        badge = me.EmbeddedDocumentField(Base)
+        meta = {"collection": "desks_unseen"}
+
+    expected = r"RandomUniqueField 'code' of the embedded document 'Badge' needs reserve_in"
+    for badge in (Badge(), Badge(code=3)):
+        with pytest.raises(TypeError, match=expected):
+            Desk(badge=badge).save()
+    with pytest.raises(TypeError, match=expected):
+        Desk.objects.insert([Desk(badge=Badge())])
+    assert mongoengine_db.desks_unseen.count_documents({}) == 0
+
+
 # -- model shapes ---------------------------------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ import pymongo
 import pymongo.errors
 from bson.regex import Regex
 from mongoengine.base import BaseDocument
+from mongoengine.document import EmbeddedDocument
 from mongoengine.errors import NotUniqueError, OperationError
 from pymongo.read_preferences import ReadPreference
 from pymongo.write_concern import WriteConcern
@@ -314,8 +315,10 @@ class RandomUniqueField(GeneratedField):
         self._counters = _Counters()  # its own collision counts
 
     def check_embedded_in(self, owner: type[BaseDocument], name: str) -> None:
-        """Without ``reserve_in``, refuse an embedded document class (TypeError)."""
-        if not self.reserve_in:
+        """Without ``reserve_in``, refuse an embedded document class (TypeError). Checked when
+        the class is made, and again by every write of values for one: a class whose own
+        ``__init_subclass__`` does not call ``super()`` is not seen made."""
+        if not self.reserve_in and issubclass(owner, EmbeddedDocument):
             raise TypeError(
                 f"RandomUniqueField {name!r} of the embedded document {owner.__name__!r} needs "
                 "reserve_in='<collection>': no unique index can make a value unique across "
@@ -370,9 +373,11 @@ class RandomUniqueField(GeneratedField):
                 ``meta['auto_create_index']`` is False.
             RetriesExhaustedError: with ``reserve_in``, every candidate for a document was
                 already reserved.
+            TypeError: for an embedded document, without ``reserve_in``.
         """
         if self.reserve_in is not None:
             return self._reserve(write, count)
+        self.check_embedded_in(write.document_class, self.name)
         if self._has_own_index:
             self._index_names(write.collection, write.document_class, create=True)
         self._record(count, 0)
@@ -394,8 +399,12 @@ class RandomUniqueField(GeneratedField):
         Raises:
             NotUniqueError: with ``reserve_in``, an assigned value is already reserved, or
                 given to two places of the write (nothing is reserved).
+            TypeError: for an embedded document, without ``reserve_in``.
         """
-        if self.reserve_in is None or not values:
+        if self.reserve_in is None:
+            self.check_embedded_in(write.document_class, self.name)
+            return
+        if not values:
             return
         stored = [self.to_mongo(value) for value in values]
         twice = sorted({value for i, value in enumerate(stored) if value in stored[:i]})

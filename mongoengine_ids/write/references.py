@@ -143,7 +143,7 @@ def wrap_reference_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, An
     def to_mongo(self: Any, document: Any) -> Any:
         if isinstance(document, DBRef):
             referenced = seam.referenced_class(self)
-            if seam.shape(referenced).generates_pk:  # a LazyReference sent as the DBRef it is
+            if seam.generated_key(referenced) is not None:  # a LazyReference: the DBRef it is
                 document = keyed_dbref(referenced, document)
         return own(self, document)
 

@@ -27,10 +27,9 @@ from typing import Any
 from bson import ObjectId
 from mongoengine.base import BaseDocument
 from mongoengine.document import Document
-from mongoengine.errors import NotUniqueError, OperationError
+from mongoengine.errors import NotUniqueError, OperationError, ValidationError
 from mongoengine.fields import EmbeddedDocumentField
 
-from ..errors import ExplicitValueError
 from . import landed, seam, values
 from .backfill import fill_if_missing
 from .field import Write
@@ -546,9 +545,10 @@ def _tell_untold(write: Write, document: Document) -> None:
             values.note_assigned(write, [slot])
         except NotUniqueError:
             pass  # reserved already: never handed out again, which is what telling is for
-        except ExplicitValueError:
-            # The field takes no value it did not make (allow_explicit=False): the value is
-            # stored all the same; a unique index refuses the counter's copy of it.
+        except ValidationError:
+            # The field takes no such value (allow_explicit=False: ExplicitValueError; a
+            # value_decorator's number of another type), stored all the same, as the document
+            # was built as stored: a unique index refuses the counter's copy of it.
             _logger.warning(
                 "%s: %r was stored by an upsert and not told", slot.field._label, slot.value
             )

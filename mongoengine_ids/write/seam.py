@@ -473,17 +473,27 @@ def pk_field(document_class: type[BaseDocument]) -> Any:
     return document_class._fields[id_field(document_class) or "id"]
 
 
-def uuid_key(document_class: Any) -> GeneratedField | None:
-    """The primary key field of ``document_class`` if it is a generated field stored in another
-    form than its value (a UUID key of this package); None for any other class or key."""
+def generated_key(document_class: Any) -> GeneratedField | None:
+    """The primary key field of ``document_class`` if it is a field of this package (also of an
+    abstract model, which MongoEngine gives no ``id_field``); None for any other class or key."""
     from .field import GeneratedField
 
     meta = getattr(document_class, "_meta", None)
-    name = meta.get("id_field") if meta else None
-    field = document_class._fields.get(name) if name else None
-    if isinstance(field, GeneratedField) and field.stored_form_differs and field.primary_key:
-        return field
-    return None
+    if meta is None:
+        return None
+    name = meta.get("id_field")
+    if name is not None:
+        field = document_class._fields.get(name)
+    else:
+        field = next((f for f in document_class._fields.values() if f.primary_key), None)
+    return field if isinstance(field, GeneratedField) and field.primary_key else None
+
+
+def uuid_key(document_class: Any) -> GeneratedField | None:
+    """The primary key field of ``document_class`` if it is a generated field stored in another
+    form than its value (a UUID key of this package); None for any other class or key."""
+    field = generated_key(document_class)
+    return field if field is not None and field.stored_form_differs else None
 
 
 def referenced_class(reference_field: Any) -> Any:

@@ -283,7 +283,8 @@ def _owner(slot: Slot) -> str:
     document's, the same one's in another document, nor another field's of the same holder
     (two fields may share what their values must be unique in: a ``reserve_in`` collection)."""
     root, holder = slot.root, slot.holder
-    place = f"{slot.kind.__name__}.{slot.name}"
+    # The field object itself: two classes of one name (in two modules) are two places.
+    place = f"{slot.kind.__qualname__}.{slot.name}@{id(slot.field):x}"
     if holder is root:
         return f"{_token(root)}:{place}"
     return f"{_token(root)}/{_token(holder)}:{place}"
