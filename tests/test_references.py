@@ -878,15 +878,20 @@ def test_distinct_of_references_inside_embedded_documents_and_maps(
 # -- queries ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dbref", [False, True], ids=["id", "dbref"])
-def test_queries_by_the_document_its_id_and_its_text(world: World, dbref: bool) -> None:
-    Order = world.order()
-    Shipment = world.model(
+def shipments(world: World, Order: type[me.Document], dbref: bool) -> type[me.Document]:
+    """A model with a name, a reference to an ``Order`` and a list of them."""
+    return world.model(
         "Shipment",
         name=me.StringField(),
         order=me.ReferenceField(Order, dbref=dbref),
         orders=me.ListField(me.ReferenceField(Order, dbref=dbref)),
     )
+
+
+@pytest.mark.parametrize("dbref", [False, True], ids=["id", "dbref"])
+def test_queries_by_the_document_its_id_and_its_text(world: World, dbref: bool) -> None:
+    Order = world.order()
+    Shipment = shipments(world, Order, dbref)
     a, b, c = (Order(name=name).save() for name in "abc")
     Shipment(name="s1", order=a, orders=[a, b]).save()
     Shipment(name="s2", order=b, orders=[c]).save()
@@ -917,12 +922,7 @@ def test_a_reference_made_by_hand_from_the_key(world: World, dbref: bool) -> Non
     could not encode it (or, under ``pythonLegacy``, stored another form); queried, it matched
     nothing."""
     Order = world.order()
-    Shipment = world.model(
-        "Shipment",
-        name=me.StringField(),
-        order=me.ReferenceField(Order, dbref=dbref),
-        orders=me.ListField(me.ReferenceField(Order, dbref=dbref)),
-    )
+    Shipment = shipments(world, Order, dbref)
     a, b = Order(name="a").save(), Order(name="b").save()
     collection = Order._get_collection_name()
     for made in (LazyReference(Order, a.id), DBRef(collection, a.id)):

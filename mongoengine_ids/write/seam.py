@@ -1151,7 +1151,7 @@ def _check_embedded(cls: type) -> None:
     can serve one (:meth:`.field.GeneratedField.check_embedded_in`): its own, a mixin's or a
     base's. Run by ``__init_subclass__``, after the fields' ``__set_name__`` (an error raised
     there, Python < 3.12 wraps in a RuntimeError)."""
-    for name, field in getattr(cls, "_fields", {}).items():
+    for name, field in fields(cls).items():
         if is_generated(field):
             field.check_embedded_in(cls, name)
 
