@@ -11,7 +11,8 @@ method they replace, the model's own or its parent's.
 
 How the package plugs in, per model class (never globally, but for two class-creation hooks on
 ``Document``, one for ``drop_collection`` and one added the first time an embedded document
-declares a generated field, the two places MongoEngine makes a queryset,
+declares a generated field, one on ``EmbeddedDocument`` that checks the classes made
+(:func:`_check_embedded`), the two places MongoEngine makes a queryset,
 ``SortedListField.to_mongo``, and the reference fields' methods of the last item):
 
 * ``_save_create`` and ``_save_update``, the two steps of ``Document.save()`` that write, are
