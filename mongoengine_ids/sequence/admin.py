@@ -298,25 +298,8 @@ def set_next_value(
     except LookupError:
         info = None
     document_id, shard = _counter_owning(info, name, value, scope)
-    if shard is not None and shard.problem is not None and not force:
-        raise ValueError(
-            f"counter {document_id!r} is corrupted: {shard.problem}; nothing was changed (use "
-            "force=True, --force, to overwrite it, once you know which values it handed out)"
-        )
-    current = None if shard is None else shard.next
-    if current is not None and current > value - 1 and not force:
-        raise ValueError(
-            f"counter {document_id!r} is at {current!r}: the next value is {current + 1!r}, "
-            f"above {value!r}; moving it down can hand values out twice (use force=True, "
-            "--force, only if no process holds leased blocks and no document has those values)"
-        )
-    leased = leased_floor(target, document_id)
-    if current is None and leased is not None and leased > value - 1 and not force:
-        raise ValueError(
-            f"counter {document_id!r} was deleted while this process held values of it up to "
-            f"{leased!r}: making it again with the next value {value!r} would hand them out "
-            "twice (use force=True, --force, only if no document has those values)"
-        )
+    if not force:
+        _refuse_move(target, document_id, shard, value)
     # A counter made here holds what the sequence's own would (a scoped one: its names).
     extra = {} if scope is None else {"sequence": name, "scope": scope}
     # $max unless forced: a concurrent lease that moved it further is kept.
@@ -329,6 +312,35 @@ def set_next_value(
     # This process's blocks of the sequence would keep handing out the old values.
     discard_blocks(database.name, collection, name)
     return show_counter(database, name, scope=scope, collection=collection)
+
+
+def _refuse_move(target: Any, document_id: str, shard: ShardInfo | None, value: int) -> None:
+    """Refuse to make ``value`` the next value of counter ``document_id`` (``shard``: its
+    document, None if there is none) where that could hand values out twice.
+
+    Raises:
+        ValueError: the counter is corrupted, above ``value - 1``, or was deleted while this
+            process held values of it from ``value`` on.
+    """
+    if shard is not None and shard.problem is not None:
+        raise ValueError(
+            f"counter {document_id!r} is corrupted: {shard.problem}; nothing was changed (use "
+            "force=True, --force, to overwrite it, once you know which values it handed out)"
+        )
+    current = None if shard is None else shard.next
+    if current is not None and current > value - 1:
+        raise ValueError(
+            f"counter {document_id!r} is at {current!r}: the next value is {current + 1!r}, "
+            f"above {value!r}; moving it down can hand values out twice (use force=True, "
+            "--force, only if no process holds leased blocks and no document has those values)"
+        )
+    leased = leased_floor(target, document_id)
+    if current is None and leased is not None and leased > value - 1:
+        raise ValueError(
+            f"counter {document_id!r} was deleted while this process held values of it up to "
+            f"{leased!r}: making it again with the next value {value!r} would hand them out "
+            "twice (use force=True, --force, only if no document has those values)"
+        )
 
 
 def _counter_owning(

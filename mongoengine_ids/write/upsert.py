@@ -240,8 +240,7 @@ def with_given_values(
     sort = query.ordering if ordered else None
     moved = _moved_scope(query, operations, single, sort)
     writes = _Writes.of(query, update, operations, upserting)
-    empty, given, added = writes.empty, writes.given, writes.added
-    if not empty and not given and not moved and not upserting:
+    if not writes.empty and not writes.given and not moved and not upserting:
         return run("", False, Sending())
     # Counted to one document: written to one at most, so that a document the filter matches
     # from then on (inserted by another writer) does not get the same values too.
@@ -255,46 +254,80 @@ def with_given_values(
             "use update_one(), or filter by the key"
         )
     write = Write(query.document_class, query.collection)
-    with _attempt(query, _given_identity(given, empty)) as attempt:
-        owner, earlier = attempt.owner, attempt.earlier
-        this = values.Holder(owner=owner)
-        for slot, _ in given:  # whom each value is for: this update (and the embedded object)
-            if isinstance(slot.holder, values.Holder):
-                slot.holder.owner = owner
-            else:
-                slot.root = this
-        if earlier:
-            _refuse_held_elsewhere(query, given, added, attempt.made)
-        # Values an earlier attempt of this update made (its reply lost): its own, not given.
-        told = [(slot, steps) for slot, steps in given if _made_key(slot) not in attempt.made]
-        told += moved
-        new = _new_to_match(query, told, single, added, sort)
-        _refuse_without_scope(new, told)
+    with _attempt(query, _given_identity(writes.given, writes.empty)) as attempt:
+        new = _to_tell(query, writes, attempt, moved, single, sort)
         noted = values.note_assigned(write, new)
-        filled: list[Slot] = []
-        try:
-            filled = values.fill(write, empty)
-            attempt.made |= {_made_key(slot) for slot in filled}  # its retry's own
-            made_keys = attempt.made
-            if upserting:
-                renamed = _idempotent_pushes(update, writes.pushed, made_keys)
-                sending = Sending(one, renamed=renamed)
-            else:
-                sending = Sending(one, absent=_not_added_yet(added, made_keys))
-            result = run(owner, earlier, sending)
-        except BaseException as error:
-            if not values.outcome_unknown(error) and not earlier:
-                values.give_back(write, filled)  # nothing written: the values are free
-                values.release(write, noted)
-            raise
+        result, filled = _fill_and_run(write, writes, update, attempt, noted, run, one, upserting)
         # An earlier attempt's values are never given back (it may have written them), nor
         # those of an update whose result says nothing (w=0). Still in the attempt: interrupted
         # here, the write is done and its retry is this attempt's.
-        if not earlier and acknowledged:
+        if not attempt.earlier and acknowledged:
             _give_back_unused(write, query, result, filled, noted, writes.on_insert, upserting)
     # Settled: a later write of the same embedded objects is another one, not a retry.
     values.settle([slot.holder for slot, _ in noted])
     return result
+
+
+def _to_tell(
+    query: seam.QuerySetParts,
+    writes: _Writes,
+    attempt: _Attempt,
+    moved: list[tuple[Slot, tuple[str, ...]]],
+    single: bool,
+    sort: Any,
+) -> list[Slot]:
+    """The values an update gives generated fields (``writes.given``) and those whose scope it
+    moves (``moved``) that its fields must be told of (see :func:`with_given_values`), each
+    made this attempt's (``attempt.owner``); those an earlier attempt of it made are its own,
+    not told again.
+
+    Raises:
+        NotUniqueError: a value given may be stored already by an earlier attempt elsewhere.
+    """
+    this = values.Holder(owner=attempt.owner)
+    for slot, _ in writes.given:  # whom each value is for: this update (and the embedded object)
+        if isinstance(slot.holder, values.Holder):
+            slot.holder.owner = attempt.owner
+        else:
+            slot.root = this
+    if attempt.earlier:
+        _refuse_held_elsewhere(query, writes.given, writes.added, attempt.made)
+    # Values an earlier attempt of this update made (its reply lost): its own, not given.
+    told = [(s, steps) for s, steps in writes.given if _made_key(s) not in attempt.made]
+    new = _new_to_match(query, told + moved, single, writes.added, sort)
+    _refuse_without_scope(new, told + moved)
+    return new
+
+
+def _fill_and_run(
+    write: Write,
+    writes: _Writes,
+    update: dict[str, Any],
+    attempt: _Attempt,
+    noted: list[tuple[Slot, Any]],
+    run: Callable[[str, bool, Sending], _T],
+    one: bool,
+    upserting: bool,
+) -> tuple[_T, list[Slot]]:
+    """Fill the empty slots of an update's embedded documents and run it (see
+    :func:`with_given_values`); returns its result and the slots filled. If nothing was written,
+    the values are given back (``noted``: those told to their fields), unless an earlier attempt
+    of it may have landed."""
+    filled: list[Slot] = []
+    try:
+        filled = values.fill(write, writes.empty)
+        attempt.made |= {_made_key(slot) for slot in filled}  # its retry's own
+        if upserting:
+            renamed = _idempotent_pushes(update, writes.pushed, attempt.made)
+            sending = Sending(one, renamed=renamed)
+        else:
+            sending = Sending(one, absent=_not_added_yet(writes.added, attempt.made))
+        return run(attempt.owner, attempt.earlier, sending), filled
+    except BaseException as error:
+        if not values.outcome_unknown(error) and not attempt.earlier:
+            values.give_back(write, filled)  # nothing written: the values are free
+            values.release(write, noted)
+        raise
 
 
 @dataclasses.dataclass
