@@ -1589,6 +1589,29 @@ def test_set_next_value_refuses_a_scope_no_document_can_hold(
     assert mongoengine_db["mongoengine.counters"].count_documents({}) == 0
 
 
+class MisspeltScope(Document):
+    tenant = StringField()
+    number = SequenceField(scope="tenantt")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: MisspeltScope.number.get_next_value(scope="acme"),
+        lambda: MisspeltScope.number.set_next_value(10, scope="acme"),
+        lambda: MisspeltScope(tenant="acme").save(),
+    ],
+    ids=["get_next_value", "set_next_value", "save"],
+)
+def test_a_scope_that_is_no_field_is_refused_by_every_path(
+    mongoengine_db: Any, call: Callable[[], Any]
+) -> None:
+    with pytest.raises(ValueError, match=r"scope='tenantt', which is not a field of MisspeltScope"):
+        call()
+    assert mongoengine_db["mongoengine.counters"].count_documents({}) == 0
+    assert mongoengine_db["misspelt_scope"].count_documents({}) == 0
+
+
 def test_set_next_value_takes_a_scope_as_documents_store_it(mongoengine_db: Any) -> None:
     # An IntField stores 5.5 as 5: the counter is the one documents with tenant=5.5 use.
     IntScoped.number.set_next_value(10, scope=5.5)

@@ -263,6 +263,30 @@ def test_sequence_on_an_alias_drops_blocks_on_reconnect(mongoengine_connect: Con
     assert counter(fresh, "s") == {"_id": "s", "next": 100}
 
 
+def test_sequence_on_an_alias_reconnected_to_another_database_of_one_client_leases_there() -> None:
+    # MongoEngine gives aliases of the same settings one client: the alias reconnected to
+    # another database may keep it. The old block (2..100 of the first database) is dropped.
+    server = mongomock.MongoClient()
+    try:
+        for name in ("first", "second"):
+            mongoengine.disconnect("moved_seq")
+            mongoengine.connect(
+                name,
+                alias="moved_seq",
+                mongo_client_class=lambda *args, **kwargs: server,
+                uuidRepresentation="standard",
+            )
+            if name == "first":
+                sequence = Sequence("s", database="moved_seq", batch_size=100)
+                assert sequence.next() == 1
+        assert [sequence.next() for _ in range(2)] == [1, 2]
+    finally:
+        mongoengine.disconnect("moved_seq")
+        reset_process_state()
+    assert server.first[DEFAULT_COLLECTION].find_one() == {"_id": "s", "next": 100}
+    assert server.second[DEFAULT_COLLECTION].find_one() == {"_id": "s", "next": 100}
+
+
 def test_prefetch_leases_the_next_block_in_the_background(mongoengine_db: Any) -> None:
     sequence = Sequence("p", database=mongoengine_db, batch_size=10, prefetch=True)
     first = [sequence.next() for _ in range(5)]  # the 5th value starts the prefetch
@@ -516,6 +540,53 @@ def test_a_counter_set_on_purpose_then_dropped_starts_where_it_was_set(
     Restarted.number.set_next_value(0)  # leased 1..10 before: not a floor now
     mongoengine_db.drop_collection(DEFAULT_COLLECTION)
     assert Restarted().save().number == 1  # no warning (an error in this suite)
+
+
+def test_a_counter_set_up_on_purpose_then_dropped_starts_where_it_was_set(
+    mongoengine_db: Any,
+) -> None:
+    class SetUp(Document):
+        number = SequenceField(batch_size=10)
+
+    assert [SetUp().save().number for _ in range(3)] == [1, 2, 3]
+    SetUp.number.set_next_value(1000)
+    mongoengine_db.drop_collection(DEFAULT_COLLECTION)
+    with pytest.warns(RuntimeWarning, match="never below it|recreated|moved"):
+        numbers = [SetUp().save().number for _ in range(3)]
+    assert numbers == [1001, 1002, 1003]
+    stored = sorted(doc["number"] for doc in SetUp._get_collection().find())
+    assert stored == [1, 2, 3, 1001, 1002, 1003]
+
+
+def test_a_counter_set_up_on_purpose_then_moved_down_by_hand_is_moved_back(
+    mongoengine_db: Any,
+) -> None:
+    class SetUpByHand(Document):
+        number = SequenceField(batch_size=10)
+
+    assert [SetUpByHand().save().number for _ in range(3)] == [1, 2, 3]
+    SetUpByHand.number.set_next_value(1000)
+    mongoengine_db[DEFAULT_COLLECTION].update_one(
+        {"_id": "set_up_by_hand.number"}, {"$set": {"next": 0}}
+    )
+    with pytest.warns(RuntimeWarning, match="moved down without"):
+        numbers = [SetUpByHand().save().number for _ in range(3)]
+    assert numbers == [1001, 1002, 1003]
+
+
+def test_a_counter_set_up_by_the_admin_api_then_dropped_starts_where_it_was_set(
+    mongoengine_db: Any,
+) -> None:
+    class AdminSet(Document):
+        number = SequenceField(batch_size=10)
+
+    assert [AdminSet().save().number for _ in range(2)] == [1, 2]
+    admin.set_next_value(mongoengine_db, "admin_set.number", 500)
+    mongoengine_db.drop_collection(DEFAULT_COLLECTION)
+    with pytest.raises(ValueError, match="deleted while this process held values of it up to 499"):
+        admin.set_next_value(mongoengine_db, "admin_set.number", 100)
+    with pytest.warns(RuntimeWarning):
+        assert [AdminSet().save().number for _ in range(2)] == [500, 501]
 
 
 def test_a_block_sequence_never_repeats_a_value_a_one_per_lease_sequence_took(mongoengine_db):

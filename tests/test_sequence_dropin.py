@@ -502,10 +502,16 @@ def test_an_explicit_value_a_query_by_it_would_not_find_is_refused(mongoengine_d
         Ticket(id="0x7", number=7).save()
     with pytest.raises(me.ValidationError, match=r"Ticket\.id: 8 "):
         Ticket.objects.insert([Ticket(), Ticket(id=8)])
+    # Digits that are not the decorator's form of their number: a query by "6" looks for
+    # "0x6" (found by another probe); "07" for "7".
+    with pytest.raises(me.ValidationError, match=r"Ticket\.id: '6' .*looks for '0x6'"):
+        Ticket(id="6").save()
+    with pytest.raises(me.ValidationError, match=r"Ticket\.number: '07' .*looks for '7'"):
+        Ticket(id="0x7", number="07").save()
     assert list(mongoengine_db["ticket"].find()) == []
     assert counters(mongoengine_db) == []
-    # Values of the type the decorator makes are kept: it may have made them (a query by its
-    # number finds them), or they are no number at all. (Digits, "6", are taken as given.)
+    # Values of the decorator's form are kept: it may have made them (a query by its number
+    # finds them), or they are no number at all.
     ticket = Ticket(id="0x20", number="7").save()
     assert Ticket(id="special").save().id == "special"
     assert Ticket.objects.get(id=32) == ticket

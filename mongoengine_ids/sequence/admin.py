@@ -28,8 +28,8 @@ from .field import (
     check_database,
     counter_id,
     discard_blocks,
-    forget_leased,
     leased_floor,
+    set_leased_floor,
 )
 
 if TYPE_CHECKING:
@@ -307,8 +307,8 @@ def set_next_value(
     if extra:
         update["$setOnInsert"] = extra
     target.update_one({"_id": document_id}, update, upsert=True)
-    if force:
-        forget_leased(target, document_id)  # moved on purpose: what was leased is no floor
+    # Set on purpose: made again from there if deleted (with force, below what was leased).
+    set_leased_floor(target, document_id, value - 1, down=force)
     # This process's blocks of the sequence would keep handing out the old values.
     discard_blocks(database.name, collection, name)
     return show_counter(database, name, scope=scope, collection=collection)

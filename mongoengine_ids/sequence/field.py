@@ -506,7 +506,7 @@ class CounterStore:
             self._call(lambda: collection.insert_one(initial))
         except pymongo.errors.DuplicateKeyError:
             return  # made by another client, or by our own retried insert: either is fine
-        if leased is not None:
+        if start > counter.low - 1:  # past values this process leased (or set it to)
             warnings.warn(
                 f"counter {document_id!r} in {self.collection_name!r} was deleted while this "
                 f"process held values of it up to {leased}: recreated at {start}, so that none "
@@ -629,7 +629,7 @@ class CounterStore:
             update["$setOnInsert"] = dict(counter.extra)
         collection = self.collection
         self._call(lambda: collection.update_one({"_id": counter.document_id}, update, upsert=True))
-        forget_leased(collection, counter.document_id)  # set on purpose: no floor now
+        set_leased_floor(collection, counter.document_id, value)  # set on purpose
 
     # -- explicit values ------------------------------------------------------------------------
 
@@ -706,10 +706,22 @@ def leased_floor(collection: Collection[Any], document_id: str) -> int | None:
     return highest if held else None
 
 
-def forget_leased(collection: Collection[Any], document_id: str) -> None:
-    """Counter ``document_id`` in ``collection`` was set on purpose: what this process leased
-    of it before is no floor (:func:`leased_floor`) any more."""
-    _leased_to.pop(collection.database.client, (str(collection.full_name), document_id))
+def set_leased_floor(
+    collection: Collection[Any], document_id: str, value: int, *, down: bool = True
+) -> None:
+    """Counter ``document_id`` in ``collection`` was set to ``value`` (its ``next``) on purpose:
+    if it is deleted, it is made again from there (:func:`leased_floor`). With ``down`` (the set
+    may have moved it down, on purpose), not from a higher value this process leased before."""
+    client, key = collection.database.client, (str(collection.full_name), document_id)
+    with _leased_lock:
+        found = _leased_to.get(client, key)
+        if found is not None:  # else no sequence of the process held values of it
+            highest, held = found
+            _leased_to.set(client, key, (value if down else max(value, highest), held))
+
+
+def _same_database(one: Database[Any], other: Database[Any]) -> bool:
+    return one.client is other.client and one.name == other.name
 
 
 _live_sequences: weakref.WeakSet[Sequence] = weakref.WeakSet()
@@ -824,11 +836,14 @@ class Sequence:
     # -- the store, per connection --------------------------------------------------------------
 
     def store(self) -> CounterStore:
-        """The counter store on the current connection (a reconnect drops the leased blocks)."""
+        """The counter store on the current connection and database (a reconnect drops the leased
+        blocks)."""
         store = self._store
         if self._source is not None:
             database = self._source()
-            if store is None or store.collection.database.client is not database.client:
+            # MongoEngine shares one client between aliases of the same settings: a reconnect
+            # of the alias to another database may keep the client.
+            if store is None or not _same_database(store.collection.database, database):
                 self.discard()
                 store = self._store = self._make_store(database)
             return store
@@ -1617,12 +1632,7 @@ class SequenceField(GeneratedField):
         if self.scope is None:
             return None
         name = document_class.__name__
-        source = seam.field_of(document_class, self.scope)
-        if source is None:
-            raise ValueError(
-                f"{name}.{self.name} has scope={self.scope!r}, which is not a field of {name}: "
-                f"expected one of {sorted(seam.fields(document_class))}"
-            )
+        source = self._scope_field(document_class)
         value = seam.data(document).get(self.scope)
         if value is None:
             raise ValidationError(
@@ -1632,6 +1642,22 @@ class SequenceField(GeneratedField):
                 field_name=self.name,
             )
         return seam.as_stored(source.to_mongo(value))
+
+    def _scope_field(self, document_class: type[BaseDocument]) -> Any:
+        """The field of ``document_class`` named by ``scope`` (which is set).
+
+        Raises:
+            ValueError: ``document_class`` has no such field.
+        """
+        assert self.scope is not None
+        source = seam.field_of(document_class, self.scope)
+        if source is None:
+            name = document_class.__name__
+            raise ValueError(
+                f"{name}.{self.name} has scope={self.scope!r}, which is not a field of {name}: "
+                f"expected one of {sorted(seam.fields(document_class))}"
+            )
+        return source
 
     # -- MongoEngine's field-level helpers -------------------------------------------------------
 
@@ -1646,7 +1672,7 @@ class SequenceField(GeneratedField):
                     f"{owner.__name__}.{self.name} is numbered per {self.scope!r}: pass scope= "
                     "(the value whose counter is meant)"
                 )
-            source = seam.field_of(owner, self.scope)
+            source = self._scope_field(owner)
             try:  # a value a document can hold
                 source.validate(source.to_python(scope))
             except ValidationError as error:
@@ -1827,11 +1853,13 @@ class SequenceField(GeneratedField):
     def _check_found_by_itself(self, value: Any) -> None:
         """Refuse a value assigned to a decorated field that would be stored as given while a
         query by it (``reload()``'s and ``delete()``'s too, by the key) looks for another value:
-        a number the decorator writes as another type (``5``, which ``hex`` writes ``"0x5"``).
-        A value of the type the decorator makes may be one it made (an upsert's value, prepared
-        as a query's, is): kept, as MongoEngine keeps it."""
+        a number the decorator writes as another type (``5``, which ``hex`` writes ``"0x5"``), or
+        a string of digits that is not the decorator's form of its number (``"42"`` where it
+        writes ``"000042"``; ``"6"`` for ``hex``). A value of the decorator's form (``"000042"``,
+        ``"0x6"``), or another value of the type it makes (an upsert's value, prepared as a
+        query's, is one), may be one it made: kept, as MongoEngine keeps it."""
         looked_for = self.query_value(value)
-        if type(looked_for) is not type(value):
+        if looked_for != value and (type(looked_for) is not type(value) or isinstance(value, str)):
             self.error(
                 f"{self._label}: {value!r} would be stored as given, but a query by it (and "
                 f"reload(), delete()) looks for {looked_for!r}, value_decorator's form of its "
