@@ -123,6 +123,23 @@ def test_set_on_a_sharded_sequence_moves_the_owning_shard(mongoengine_db: Any) -
         set_next_value(mongoengine_db, "cards", 100)
 
 
+def test_a_scope_holding_the_shard_separator_is_not_another_scopes_shard(
+    mongoengine_db: Any,
+) -> None:
+    """Found by a probe: shard 1 of scope "a" is "cards@a#1", as the counter of scope "a#1"
+    would be named; show and set took the one for the other."""
+    for scope, shards in (("a", [1]), ("a#1", [0, 1])):
+        store = Sequence("cards", database=mongoengine_db, digits=2, shards=2, scope=scope).store()
+        for shard in shards:
+            store.create(store.counter(shard))
+    shown = show_counter(mongoengine_db, "cards", scope="a#1")
+    assert shown.scope == "a#1"
+    assert [s.document_id for s in shown.shards] == ["cards@a#1#0", "cards@a#1#1"]
+    set_next_value(mongoengine_db, "cards", 71, scope="a#1")  # in shard 1 (50..99)
+    stored = {doc["_id"]: doc["next"] for doc in mongoengine_db[DEFAULT_COLLECTION].find()}
+    assert stored == {"cards@a#1": 49, "cards@a#1#0": 0, "cards@a#1#1": 70}
+
+
 def test_set_on_a_scoped_sequence(mongoengine_db: Any) -> None:
     class Invoice(Document):
         tenant = StringField()

@@ -20,6 +20,7 @@ import pytest
 from _write_support import KIND_IDS, KINDS, Kind, distinct, norm, raw_docs
 from bson import ObjectId
 from mongoengine import fields as me_fields
+from mongoengine.context_managers import switch_db
 
 from mongoengine_ids import SequenceField, backfill
 from mongoengine_ids.sequence import DEFAULT_COLLECTION
@@ -270,6 +271,31 @@ def test_a_model_on_another_alias_keeps_the_default_aliass_counter(
     assert [Ours().save().id for _ in range(2)] == [4, 5]
     assert values(other, "remote") == [1, 2, 3, 4, 5]
     assert counters(other) == {}
+
+
+@by_batch
+def test_documents_written_under_switch_db_keep_the_default_aliass_counter(
+    mongoengine_connect: Any, batch_size: int
+) -> None:
+    default = mongoengine_connect()
+    archive = mongoengine_connect("archive")
+
+    def tickets(field: Field, **options: Any) -> Any:
+        return model("Ticket", number=field(**options), title=me.StringField())
+
+    Theirs = tickets(THEIRS)
+    for _ in range(3):
+        with switch_db(Theirs, "archive") as Switched:
+            Switched(title="old").save()
+    # MongoEngine's field keeps the counter on the default alias, whatever the database written.
+    assert counters(default) == {"ticket.number": 3}
+    assert counters(archive) == {}
+
+    Ours = tickets(ours(batch_size), db_alias="default")
+    with switch_db(Ours, "archive") as Switched:
+        assert [Switched(title="new").save().number for _ in range(2)] == [4, 5]
+    assert values(archive, "ticket", "number") == [1, 2, 3, 4, 5]
+    assert counters(archive) == {}
 
 
 # -- ObjectId keys, then a generated field --------------------------------------------------------

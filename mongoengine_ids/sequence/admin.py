@@ -231,13 +231,14 @@ def show_counter(
     _check_sequence_name(name)
     database = _database(database)
     scope = seam.as_stored(scope)  # as the field names its counter
+    counters = _collection(database, collection)
     base = _counter_id(name, scope)
-    documents = list(_collection(database, collection).find({"_id": base}))
+    documents = [doc for doc in counters.find({"_id": base}) if _of_scope(doc, scope)]
     if not documents:
         documents = [
             doc
-            for doc in _collection(database, collection).find({"sequence": name})
-            if str(doc["_id"]).startswith(base + SHARD_SEPARATOR)
+            for doc in counters.find({"sequence": name})
+            if str(doc["_id"]).startswith(base + SHARD_SEPARATOR) and _of_scope(doc, scope)
         ]
     if not documents:
         where = "" if scope is None else f" with scope {scope!r}"
@@ -246,6 +247,15 @@ def show_counter(
             "`mongoengine-ids counters list` shows the counters there"
         )
     return _build(documents)[0]
+
+
+def _of_scope(document: Mapping[str, Any], scope: object) -> bool:
+    """Whether the counter ``document`` is one of ``scope`` (stored form; None: unscoped), as
+    the field names it (the text of the scope). Its ``_id`` alone cannot tell: shard 1 of scope
+    ``"a"`` is ``name@a#1``, as the unsharded counter of scope ``"a#1"`` is."""
+    if scope is None:
+        return "scope" not in document
+    return "scope" in document and str(document["scope"]) == str(scope)
 
 
 def set_next_value(
