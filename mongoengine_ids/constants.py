@@ -47,10 +47,6 @@ MAC_LOCAL_BIT: Final = 1 << 41
 SPREAD_STEP: Final = 0x0BD4BCB5
 SEQUENTIAL_STEP: Final = 1
 
-#: Sequential mode starts from MD5 of the UTC time formatted like this, minus its last character
-#: (so one value per 10-minute window), read as a little-endian unsigned 32-bit integer.
-SEQUENTIAL_WINDOW_FORMAT: Final = "%Y%m%d%H%M"
-
 #: Environment variable that overrides the MAC address (containers often have random or
 #: identical ones). Accepts ``aa:bb:cc:dd:ee:ff``, ``aa-bb-cc-dd-ee-ff`` or 12 hex digits.
 MAC_ENV_VAR: Final = "MONGOENGINE_IDS_MAC"

@@ -16,6 +16,7 @@ Nothing here is imported by the package at run time: the test plugin
 from __future__ import annotations
 
 import functools
+import operator
 import threading
 import time
 from collections.abc import Callable
@@ -246,7 +247,8 @@ class _CursorProxy(_Proxy):
         if isinstance(key, slice):
             return super().__getitem__(key)
         target = self._target
-        found = self._control.run(self._collection, "find", lambda: target[key])
+        read = functools.partial(operator.getitem, target, key)
+        found = self._control.run(self._collection, "find", read)
         return self._control.wrap(found, self._collection)
 
 

@@ -60,14 +60,19 @@ class _Connections:
     def connect(
         self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: str | None = "standard"
     ) -> Any:
-        name = f"mongoengine_ids_test_{uuid.uuid4().hex[:12]}"
-        options = {**self._options, **_representation(uuid_representation)}
         if self._uri is None:
-            mongoengine.connect(
-                name, alias=alias, mongo_client_class=require_mongomock().MongoClient, **options
-            )
-        else:
-            mongoengine.connect(name, alias=alias, host=self._uri, **options)
+            client_class = require_mongomock().MongoClient
+            return self._connect(alias, uuid_representation, mongo_client_class=client_class)
+        return self._connect(alias, uuid_representation)
+
+    def _connect(self, alias: str, uuid_representation: str | None, **more: Any) -> Any:
+        """Connect ``alias`` to a new database (on the server of the URI, if any)."""
+        name = f"mongoengine_ids_test_{uuid.uuid4().hex[:12]}"
+        options = {**self._options, **_representation(uuid_representation), **more}
+        if self._uri is not None:
+            # MongoEngine takes the URI's database over the name given: it is left out.
+            options["host"] = _without_database(self._uri, username="username" in options)
+        mongoengine.connect(name, alias=alias, **options)
         self._aliases.append((alias, name))
         return mongoengine.get_db(alias)
 
@@ -100,6 +105,29 @@ def _representation(uuid_representation: str | None) -> dict[str, str]:
     return {"uuidRepresentation": uuid_representation}
 
 
+def _without_database(uri: str, *, username: bool = False) -> str:
+    """``uri`` without the database in its path. Where pymongo would authenticate the
+    credentials (the URI's, or a ``username`` given beside it) against that database (a
+    ``mongodb://`` URI giving neither ``authSource`` nor ``authMechanism``), it is kept as
+    ``authSource``; a ``mongodb+srv://`` URI's DNS record may name it instead, and is left to."""
+    scheme, found, rest = uri.partition("://")
+    if not found:
+        return uri  # not a URI: MongoEngine reports it
+    rest, _, query = rest.partition("?")
+    credentials, at, hosts = rest.rpartition("@")
+    hosts, _, path = hosts.partition("/")
+    database = path.split(".", 1)[0]  # a path may name a collection too: "db.collection"
+    given = {option.split("=", 1)[0].lower() for option in query.replace(";", "&").split("&")}
+    if (
+        database
+        and (credentials or username)
+        and scheme == "mongodb"
+        and not given & {"authsource", "authmechanism"}
+    ):
+        query = f"{query}&authSource={database}" if query else f"authSource={database}"
+    return f"{scheme}://{credentials}{at}{hosts}/" + (f"?{query}" if query else "")
+
+
 def _forget_cached_collections(aliases: set[str]) -> None:
     # MongoEngine's disconnect() finds the models to reset by class name in its registry, so a
     # model whose name another model reused (two tests' "Place") keeps a collection of the
@@ -121,7 +149,8 @@ def connected(uri: str | None = None, **client_options: Any) -> Iterator[Connect
 
     Args:
         uri: a MongoDB URI to use a real server (each alias gets a new database, dropped on
-            exit); None for mongomock.
+            exit: a database the URI names is not used, but still authenticates the URI's
+            credentials where pymongo would use it); None for mongomock.
         client_options: more keyword arguments for every client (``read_preference=``,
             ``tz_aware=``...), as ``mongoengine.connect()`` takes them.
     """
@@ -160,18 +189,8 @@ class _ThreadSafeConnections(_Connections):
     ) -> Any:
         if self._uri is not None and self._hook is None:
             return super().connect(alias, uuid_representation=uuid_representation)
-        name = f"mongoengine_ids_test_{uuid.uuid4().hex[:12]}"
-        server = self._uri is not None
-        mongoengine.connect(
-            name,
-            alias=alias,
-            mongo_client_class=instrumented_client_class(hook=self._hook, server=server),
-            **self._options,
-            **_representation(uuid_representation),
-            **({"host": self._uri} if server else {}),
-        )
-        self._aliases.append((alias, name))
-        return mongoengine.get_db(alias)
+        client_class = instrumented_client_class(hook=self._hook, server=self._uri is not None)
+        return self._connect(alias, uuid_representation, mongo_client_class=client_class)
 
 
 @contextlib.contextmanager

@@ -680,3 +680,19 @@ def test_counters_refuses_bad_input_with_status_2(
     err = capsys.readouterr().err
     assert quoted in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("subcommand", [["demo"], ["bench", "--quick"], ["compare", "--quick"]])
+def test_a_bad_mac_in_the_environment_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], subcommand: list[str]
+) -> None:
+    """Found by a probe: it was reported as an internal error (exit 1, "report it"), without
+    naming the variable."""
+    from mongoengine_ids.locality import generator
+
+    monkeypatch.setenv("MONGOENGINE_IDS_MAC", "zz")
+    monkeypatch.setattr(generator, "_machine_mac", None)  # read again, once per process
+    assert cli.main(subcommand) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"error: {subcommand[0]}: $MONGOENGINE_IDS_MAC: 'zz' is not a valid MAC address" in err
+    assert "internal error" not in err

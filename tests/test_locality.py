@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import hashlib
 import os
 import pickle
 import threading
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from mongoengine_ids import InvalidIdError, LocalityUUID, LocalityUUIDGenerator
 from mongoengine_ids.constants import SPREAD_STEP
+from mongoengine_ids.errors import IdSpaceExhaustedError
 from mongoengine_ids.locality.generator import reverse_hex_digits, sequential_start
 
 # The spec's inputs: pid 12618, MAC 12:34:5d:53:7a:50, 2012-10-15T18:58:18.450Z.
@@ -397,6 +399,59 @@ def test_switching_modes_never_repeats_a_value() -> None:
     assert stamps[0] == T
 
 
+@pytest.mark.parametrize("switch", ["use_sequential", "use_spread"])
+def test_a_switch_that_fails_changes_nothing(switch: str) -> None:
+    """Found by a probe: a switch changed the mode and step, then failed (a bad clock reading,
+    the last millisecond): the counter not restarted nor the millisecond moved on, the next
+    ids walked back over values already written at that millisecond."""
+    readings: list[object] = []
+    mode = "spread" if switch == "use_sequential" else "sequential"
+    generator = LocalityUUIDGenerator(
+        pid=PID,
+        mac=MAC,
+        clock=lambda: readings.pop(0) if readings else T,
+        mode=mode,  # type: ignore[arg-type]
+    )
+    made = [generator.generate() for _ in range(1000)]
+    before = (generator.mode, generator._counter, generator._ms, generator._first)
+    readings.append(1.5)
+    if switch == "use_sequential":
+        with pytest.raises(TypeError, match=r"the clock returned 1\.5"):
+            generator.use_sequential()
+    else:  # use_spread reads no clock: its millisecond is the last one
+        generator._ms = 2**48 - 1
+        before = (generator.mode, generator._counter, generator._ms, generator._first)
+        with pytest.raises(IdSpaceExhaustedError):
+            generator.use_spread()
+    assert (generator.mode, generator._counter, generator._ms, generator._first) == before
+    if switch == "use_sequential":
+        made += [generator.generate() for _ in range(70_000)]
+        assert len({value.int for value in made}) == len(made)
+
+
+def test_sequential_start_past_the_year_9999() -> None:
+    # The 48-bit time field reaches 10889-08-02T05:31:50.655Z; the window is written as Java's
+    # SimpleDateFormat writes a year of five digits.
+    window = "108890802053"
+    expected = int.from_bytes(hashlib.md5(window.encode()).digest()[:4], "little")
+    assert sequential_start(2**48 - 1) == expected
+    generator = LocalityUUIDGenerator(pid=PID, mac=MAC, clock=lambda: 2**48 - 1)
+    generator.use_sequential()
+    assert generator.generate().sequential_counter == expected + 1
+    last = LocalityUUID("ffffffff-ffff-bfff-ffff-ffffffffffff")
+    assert last.timestamp_ms == 2**48 - 1
+    with pytest.raises(OverflowError, match=r"281474976710655 ms .* past the year 9999"):
+        last.timestamp  # noqa: B018
+
+
+@given(st.integers(min_value=0, max_value=253_402_300_799_999))
+def test_sequential_start_is_the_window_datetime_formats(epoch_ms: int) -> None:
+    moment = dt.datetime.fromtimestamp(epoch_ms // 1000, tz=dt.timezone.utc)
+    window = moment.strftime("%Y%m%d%H%M")[:-1]
+    expected = int.from_bytes(hashlib.md5(window.encode()).digest()[:4], "little")
+    assert sequential_start(epoch_ms) == expected
+
+
 def test_switching_to_the_current_mode_changes_nothing() -> None:
     generator = LocalityUUIDGenerator(
         pid=PID, mac=MAC, clock=lambda: T, counter=0, mode="sequential"
@@ -449,12 +504,15 @@ def test_values_are_uuids_usable_where_uuids_are() -> None:
     assert eval(repr(value), {"LocalityUUID": LocalityUUID}) == value
 
 
-
 @pytest.mark.parametrize("mode", ["spread", "sequential"])
 def test_generate_many_makes_what_as_many_generate_calls_would(mode: str) -> None:
     def make() -> LocalityUUIDGenerator:
         return LocalityUUIDGenerator(
-            pid=7, mac=0xAABBCCDDEEFF, clock=lambda: 1_000, counter=5, mode=mode  # type: ignore[arg-type]
+            pid=7,
+            mac=0xAABBCCDDEEFF,
+            clock=lambda: 1_000,
+            counter=5,
+            mode=mode,  # type: ignore[arg-type]
         )
 
     one, many = make(), make()

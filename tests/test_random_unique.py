@@ -148,6 +148,9 @@ def test_space_size(options: dict[str, Any], size: int) -> None:
         ({"min_value": 0, "max_value": 2**63}, ValueError, str(2**63)),
         ({"min_value": 0, "max_value": 9, "luhn": True}, ValueError, "digits=N"),
         ({"length": 0}, ValueError, "length=0"),
+        # found by a probe: 2**70 hung in computing the space; 10**7 made a 50-Mbit one
+        ({"length": 2**70}, ValueError, f"length={2**70} is too long: expected at most 128"),
+        ({"length": 129}, ValueError, "length=129"),
         ({"length": 4, "alphabet": "aa"}, ValueError, "'aa'"),  # repeated character
         ({"length": 4, "alphabet": "a"}, ValueError, "'a'"),  # one character is no randomness
         ({"length": 4, "alphabet": ""}, ValueError, "''"),  # empty

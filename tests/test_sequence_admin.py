@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import io
 import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _support import TEST_URI
 from mongoengine import Document, StringField
 from mongoengine import fields as me_fields
 
 from mongoengine_ids.sequence.admin import list_counters, set_next_value, show_counter
 from mongoengine_ids.sequence.field import DEFAULT_COLLECTION, INT64_MAX, Sequence, SequenceField
+from mongoengine_ids.testing import connected
 from mongoengine_ids.tools.cli import CommandError, main
 from mongoengine_ids.tools.sequence_cli import (
     EMBEDDED_NOTE,
@@ -138,6 +141,24 @@ def test_a_scope_holding_the_shard_separator_is_not_another_scopes_shard(
     set_next_value(mongoengine_db, "cards", 71, scope="a#1")  # in shard 1 (50..99)
     stored = {doc["_id"]: doc["next"] for doc in mongoengine_db[DEFAULT_COLLECTION].find()}
     assert stored == {"cards@a#1": 49, "cards@a#1#0": 0, "cards@a#1#1": 70}
+
+
+def test_a_scope_read_back_as_another_type_is_found() -> None:
+    """Review: matching by the text of the stored ``scope`` missed a datetime read back aware
+    (``tz_aware=True``: "+00:00" in its text, not in the counter's _id), and set_next_value()
+    wrote the counter, then raised LookupError."""
+
+    class Day(Document):
+        day = me_fields.DateTimeField(required=True)
+        n = SequenceField(scope="day")
+
+    when = dt.datetime(2024, 5, 1, 12, 0)
+    with connected(TEST_URI, tz_aware=True) as connect:
+        db = connect()
+        Day(day=when).save()
+        assert show_counter(db, "day.n", scope=when).shards[0].next == 1
+        assert set_next_value(db, "day.n", 50, scope=when).shards[0].next == 49
+        assert Day(day=when).save().n == 50
 
 
 def test_set_on_a_scoped_sequence(mongoengine_db: Any) -> None:

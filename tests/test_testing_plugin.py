@@ -251,6 +251,54 @@ def test_the_threadsafe_hook_sees_a_cursor_read_by_index() -> None:
             db.things.find({})[0]
 
 
+def test_the_hooks_call_is_a_partial_for_every_read() -> None:
+    """Found by a probe: ``cursor[0]`` gave the hook a lambda, which has no ``args``."""
+    seen: list[tuple[str, Any]] = []
+
+    def hook(collection: str, method: str, call: Any) -> Any:
+        seen.append((method, call.args))
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        db.things.insert_one({"_id": 1})
+        seen.clear()
+        assert db.things.find({})[0] == {"_id": 1}
+    (method, args), *_ = seen
+    assert method == "find"
+    assert args[1] == 0  # the cursor, then the index read
+
+
+@pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])
+def test_client_options_and_a_uuid_representation_together(threadsafe: bool) -> None:
+    """Found by a probe: connected_threadsafe(uuidRepresentation=...) raised TypeError (the
+    option given twice); connected() merged them: connect()'s uuid_representation wins, and
+    None leaves the client option."""
+    make = connected_threadsafe if threadsafe else connected
+    with make(uuidRepresentation="pythonLegacy") as connect:
+        connect("one")
+        connect("other", uuid_representation=None)
+        settings = mongoengine.connection._connection_settings
+        assert settings["one"]["uuidRepresentation"] == "standard"
+        assert settings["other"]["uuidRepresentation"] == "pythonLegacy"
+
+
+@pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])
+def test_a_uri_naming_a_database_still_gives_each_alias_a_new_one(threadsafe: bool) -> None:
+    """Found by a probe: MongoEngine takes the URI's database over the name given, so every
+    alias of every test used "app" on the server, never dropped. (No server is reached: the
+    client connects lazily.)"""
+    make = connected_threadsafe if threadsafe else connected
+    uri = "mongodb://user:pw@127.0.0.1:1/app?serverSelectionTimeoutMS=100"
+    with make(uri) as connect:
+        first, second = connect(), connect("archive")
+        names = {first.name, second.name}
+        assert len(names) == 2
+        assert all(name.startswith("mongoengine_ids_test_") for name in names)
+        settings = mongoengine.connection._connection_settings["archive"]
+        assert settings["authentication_source"] == "app"  # the credentials' database
+
+
 @pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])
 def test_client_options_reach_every_client(threadsafe: bool) -> None:
     make = connected_threadsafe if threadsafe else connected
@@ -263,3 +311,35 @@ def test_client_options_reach_every_client(threadsafe: bool) -> None:
         db = connect()
         assert db.read_preference == ReadPreference.PRIMARY
         assert db.client.codec_options.tz_aware is False
+
+
+@pytest.mark.parametrize(
+    ("uri", "options", "expected"),
+    [
+        ("mongodb://h:27017/app", {}, "mongodb://h:27017/"),
+        ("mongodb://h/app?w=1", {}, "mongodb://h/?w=1"),
+        (
+            "mongodb://u:p%2F@h1,h2/app?replicaSet=rs",
+            {},
+            "mongodb://u:p%2F@h1,h2/?replicaSet=rs&authSource=app",
+        ),
+        ("mongodb://u:p@h/app.things", {}, "mongodb://u:p@h/?authSource=app"),
+        ("mongodb://h/app", {"username": "u"}, "mongodb://h/?authSource=app"),
+        ("mongodb://u:p@h/app?authSource=admin", {}, "mongodb://u:p@h/?authSource=admin"),
+        (
+            "mongodb://u@h/app?authMechanism=MONGODB-X509",
+            {},
+            "mongodb://u@h/?authMechanism=MONGODB-X509",
+        ),
+        # the DNS record of an SRV URI may name the authSource: left to it (review)
+        ("mongodb+srv://u:p@cluster.example.net/app", {}, "mongodb+srv://u:p@cluster.example.net/"),
+        ("mongodb://%2Ftmp%2Fm.sock/app", {}, "mongodb://%2Ftmp%2Fm.sock/"),
+        ("mongodb://[::1]:27017", {}, "mongodb://[::1]:27017/"),
+    ],
+)
+def test_the_uris_database_is_left_out_and_still_authenticates(
+    uri: str, options: dict[str, Any], expected: str
+) -> None:
+    from mongoengine_ids.testing import _without_database
+
+    assert _without_database(uri, username="username" in options) == expected

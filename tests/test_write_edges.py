@@ -137,6 +137,42 @@ def test_raise_to_drops_block_leased_meanwhile(mongoengine_db: Any) -> None:
 # -- Sequence.raise_to(): one raise clears the value another raise still waits for ----------
 
 
+def test_values_taken_out_before_a_raise_are_not_put_back(mongoengine_db: Any) -> None:
+    """Found by a probe: next_values(15) took 2..10 out of its block, then its lease failed
+    and it put them back; raise_to(5) in between had found no block holding 5, and 5 was
+    handed out after it."""
+    sequence = Sequence("rc.putback", database=mongoengine_db, batch_size=10)
+    assert sequence.next() == 1  # the block 1..10
+    store = sequence.store()
+    leasing, go = threading.Event(), threading.Event()
+
+    def failing_lease(size: int, **options: Any) -> range:
+        leasing.set()
+        go.wait(10)
+        raise pymongo.errors.AutoReconnect("lost")
+
+    store.lease = failing_lease  # type: ignore[method-assign]
+    failed: list[BaseException] = []
+
+    def take() -> None:
+        try:
+            sequence.next_values(15)  # 2..10, and a lease of 10 more
+        except pymongo.errors.AutoReconnect as error:
+            failed.append(error)
+
+    worker = threading.Thread(target=take)
+    worker.start()
+    assert leasing.wait(10)
+    sequence.raise_to(5)
+    go.set()
+    worker.join(10)
+    assert len(failed) == 1
+    del store.lease  # the real one again
+    handed = [sequence.next() for _ in range(6)]
+    assert 5 not in handed
+    assert handed == list(range(11, 17))  # 2..10 dropped: lost, never handed out
+
+
 def test_concurrent_raise_keeps_the_other_value(mongoengine_db: Any) -> None:
     sequence = Sequence("rc.clear", database=mongoengine_db, batch_size=10)
     sequence.raise_to(55)  # the counter at 55: the next block is 56..65

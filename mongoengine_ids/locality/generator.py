@@ -26,7 +26,7 @@ from bson.binary import Binary
 
 from .. import constants as C
 from .._checks import check_callable, check_int, is_int, suggest_keywords, user_stacklevel
-from ..errors import IdSpaceExhaustedError, invalid_id
+from ..errors import IdSpaceExhaustedError, InvalidIdError, invalid_id
 
 Mode = Literal["spread", "sequential"]
 Clock = Callable[[], int]
@@ -93,6 +93,9 @@ _REVERSED_HALF: Final = array(
 )
 
 
+_EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
 def sequential_start(epoch_ms: int) -> int:
     """The counter state that sequential mode starts from at ``epoch_ms``.
 
@@ -104,10 +107,29 @@ def sequential_start(epoch_ms: int) -> int:
         ValueError: ``epoch_ms`` does not fit the 48-bit time field.
     """
     check_int("epoch_ms", epoch_ms, 0, C.LOCALITY_TIME_MASK)
-    moment = _dt.datetime.fromtimestamp(epoch_ms // 1000, tz=_dt.timezone.utc)
-    window = moment.strftime(C.SEQUENTIAL_WINDOW_FORMAT)[:-1]
+    window = _window(epoch_ms)
     digest = hashlib.md5(window.encode("ascii"), usedforsecurity=False).digest()
     return int.from_bytes(digest[:4], "little")
+
+
+def _window(epoch_ms: int) -> str:
+    """The 10-minute window of ``epoch_ms``: the UTC time as ``yyyyMMddHHmm`` without its last
+    digit. Computed from the day count (proleptic Gregorian calendar, H. Hinnant's
+    ``civil_from_days``): the 48-bit time field reaches the year 10889, past ``datetime``'s
+    9999; a year of five digits is written whole, as Java's ``SimpleDateFormat`` writes it."""
+    days, ms_of_day = divmod(epoch_ms, 86_400_000)
+    minute_of_day = ms_of_day // 60_000
+    era, day_of_era = divmod(days + 719_468, 146_097)
+    year_of_era = (
+        day_of_era - day_of_era // 1_460 + day_of_era // 36_524 - day_of_era // 146_096
+    ) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    month_index = (5 * day_of_year + 2) // 153  # from March
+    day = day_of_year - (153 * month_index + 2) // 5 + 1
+    month = month_index + 3 if month_index < 10 else month_index - 9
+    year = year_of_era + era * 400 + (month <= 2)
+    hour, minute = divmod(minute_of_day, 60)
+    return f"{year:04d}{month:02d}{day:02d}{hour:02d}{minute // 10}"
 
 
 def _int_from_uuid_value(value: object, kind: str = "Locality UUID") -> int:
@@ -248,10 +270,19 @@ class LocalityUUID(uuid.UUID):
 
     @property
     def timestamp(self) -> _dt.datetime:
-        """When the id was made, as an aware UTC datetime (millisecond precision)."""
-        return _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(
-            milliseconds=self.timestamp_ms
-        )
+        """When the id was made, as an aware UTC datetime (millisecond precision).
+
+        Raises:
+            OverflowError: the time is past the year 9999, which ``datetime`` cannot hold (the
+                48-bit time field reaches the year 10889); :attr:`timestamp_ms` gives it.
+        """
+        try:
+            return _EPOCH + _dt.timedelta(milliseconds=self.timestamp_ms)
+        except OverflowError:
+            raise OverflowError(
+                f"{self}: its time, {self.timestamp_ms} ms after the Unix epoch, is past the "
+                "year 9999, which datetime cannot hold; read timestamp_ms instead"
+            ) from None
 
     @property
     def sequential_counter(self) -> int:
@@ -305,8 +336,15 @@ def machine_mac() -> int:
     with _machine_mac_lock:
         if _machine_mac is None:
             override = os.environ.get(C.MAC_ENV_VAR)
-            _machine_mac = parse_mac(override) if override else _detected_mac()
+            _machine_mac = _mac_from_environment(override) if override else _detected_mac()
         return _machine_mac
+
+
+def _mac_from_environment(value: str) -> int:
+    try:
+        return parse_mac(value)
+    except InvalidIdError as error:
+        raise InvalidIdError(f"${C.MAC_ENV_VAR}: {error}") from None
 
 
 def _detected_mac() -> int:
@@ -488,14 +526,19 @@ class LocalityUUIDGenerator:
             self._counter = secrets.randbits(C.LOCALITY_COUNTER_BITS)
         self._first = self._counter
 
-    def _start_new_millisecond(self) -> None:
-        # After a mode switch the counter may revisit values used before; moving on to a
-        # millisecond that no earlier id used keeps every (counter, time) pair distinct. Java's
-        # library skipped this and repeated an id after sequential -> spread -> sequential.
+    def _switch(self, mode: Mode, step: int, counter: int) -> None:
+        """Switch to ``mode`` (under the lock), ``counter`` its next state; if it raises,
+        nothing has changed.
+
+        After a mode switch the counter may revisit values used before; moving on to a
+        millisecond that no earlier id used keeps every (counter, time) pair distinct. Java's
+        library skipped this and repeated an id after sequential -> spread -> sequential.
+        """
         if self._ms >= _TIME_MASK:
             raise _time_exhausted()
+        self._mode, self._step, self._counter = mode, step, counter
         self._ms += 1
-        self._first = self._counter
+        self._first = counter
 
     @property
     def mode(self) -> Mode:
@@ -520,19 +563,14 @@ class LocalityUUIDGenerator:
         with self._lock:
             if self._mode == "sequential":
                 return
-            self._mode = "sequential"
-            self._step = C.SEQUENTIAL_STEP
-            self._counter = sequential_start(self._now())
-            self._start_new_millisecond()
+            self._switch("sequential", C.SEQUENTIAL_STEP, sequential_start(self._now()))
 
     def use_spread(self) -> None:
         """Switch to spread mode; the counter carries on. A no-op if already spread."""
         with self._lock:
             if self._mode == "spread":
                 return
-            self._mode = "spread"
-            self._step = C.SPREAD_STEP
-            self._start_new_millisecond()
+            self._switch("spread", C.SPREAD_STEP, self._counter)
 
     # -- generation -----------------------------------------------------------------------------
 

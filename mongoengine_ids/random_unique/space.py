@@ -58,6 +58,10 @@ _NAME_MAX: Final = 12
 _ASCII_INT: Final = re.compile(r"-?[0-9]+")
 
 
+#: The longest string id (characters after the prefix).
+MAX_LENGTH: Final = 128
+
+
 class RandBelow(Protocol):
     """An object with ``randbelow(n)``, like :mod:`secrets` or ``random.SystemRandom``-based."""
 
@@ -314,6 +318,10 @@ class StringSpace:
             raise ValueError(
                 f"length={length!r} is too short: expected at least {lowest}"
                 + (" (one character is the Luhn check)" if luhn else "")
+            )
+        if length > MAX_LENGTH:
+            raise ValueError(
+                f"length={length!r} is too long: expected at most {MAX_LENGTH} characters"
             )
         chars = _alphabet_chars(alphabet)
         if len(chars) < 2 or len(set(chars)) != len(chars):

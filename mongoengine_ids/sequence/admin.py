@@ -233,12 +233,12 @@ def show_counter(
     scope = seam.as_stored(scope)  # as the field names its counter
     counters = _collection(database, collection)
     base = _counter_id(name, scope)
-    documents = [doc for doc in counters.find({"_id": base}) if _of_scope(doc, scope)]
+    documents = [doc for doc in counters.find({"_id": base}) if _of_scope(doc, name, scope)]
     if not documents:
         documents = [
             doc
             for doc in counters.find({"sequence": name})
-            if str(doc["_id"]).startswith(base + SHARD_SEPARATOR) and _of_scope(doc, scope)
+            if str(doc["_id"]).startswith(base + SHARD_SEPARATOR) and _of_scope(doc, name, scope)
         ]
     if not documents:
         where = "" if scope is None else f" with scope {scope!r}"
@@ -249,13 +249,16 @@ def show_counter(
     return _build(documents)[0]
 
 
-def _of_scope(document: Mapping[str, Any], scope: object) -> bool:
-    """Whether the counter ``document`` is one of ``scope`` (stored form; None: unscoped), as
-    the field names it (the text of the scope). Its ``_id`` alone cannot tell: shard 1 of scope
-    ``"a"`` is ``name@a#1``, as the unsharded counter of scope ``"a#1"`` is."""
-    if scope is None:
-        return "scope" not in document
-    return "scope" in document and str(document["scope"]) == str(scope)
+def _of_scope(document: Mapping[str, Any], name: str, scope: object) -> bool:
+    """Whether the counter ``document`` of sequence ``name`` is one of ``scope`` (stored form;
+    None: unscoped): its ``_id`` is the one the field gives that scope's counter (of its own
+    shard, if any). The text alone cannot tell: shard 1 of scope ``"a"`` is ``name@a#1``, as
+    the unsharded counter of scope ``"a#1"`` is. (Its ``scope`` cannot either: the driver may
+    decode it as another type than the one the ``_id`` was written from.)"""
+    shard = document.get("shard")
+    text = None if scope is None else str(scope)
+    expected = counter_id(name, scope=text, shard=shard if _is_int(shard) else None)
+    return document.get("_id") == expected
 
 
 def set_next_value(

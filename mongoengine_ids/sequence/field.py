@@ -832,6 +832,9 @@ class Sequence:
         self._raised_lock = threading.Lock()
         self._raised: list[int] = []
         self._open = 0  # leases and raises open
+        #: Raises done (under ``_lock``): values taken out of the blocks before one may hold
+        #: the value raised, and are not put back (see :meth:`next_values`).
+        self._raises_done = 0
 
     # -- the store, per connection --------------------------------------------------------------
 
@@ -908,6 +911,7 @@ class Sequence:
         check_int("count", count, 0, INT64_MAX)
         if self._source is not None:
             self.store()
+        raises_done = self._raises_done  # before any value is taken out
         values = list(islice(self._iterator, count))
         trigger = self._trigger
         if trigger is not None and values and values[0] <= trigger <= values[-1]:
@@ -937,10 +941,10 @@ class Sequence:
                     if rest and epoch == self._epoch:
                         self._ready.append(rest)
         except BaseException as error:
-            # None of them was handed out: they serve the next calls (unless the blocks were
-            # discarded meanwhile). They were lost, and an exhausted space lost its last values.
+            # None of them was handed out: they serve the next calls, unless the blocks were
+            # discarded meanwhile or a value was raised meanwhile (one of them may be it).
             with self._lock:
-                if epoch == self._epoch:
+                if epoch == self._epoch and raises_done == self._raises_done:
                     self._ready.extendleft(reversed(_runs(values)))
             if isinstance(error, IdSpaceExhaustedError) and values:
                 raise IdSpaceExhaustedError(
@@ -968,12 +972,16 @@ class Sequence:
         """Drop the leased blocks (their values are lost, never handed out), and what this
         process knew of the shards' counters (the counters were set, or dropped)."""
         with self._lock:
-            self._epoch += 1
-            self._install(_EMPTY)
-            self._ready.clear()
+            self._drop_blocks()
         store = self._store
         if store is not None:
             store.forget_used_up()
+
+    def _drop_blocks(self) -> None:
+        """Drop the leased blocks (called with ``_lock`` held)."""
+        self._epoch += 1
+        self._install(_EMPTY)
+        self._ready.clear()
 
     def peek(self) -> int:
         """The value :meth:`next` would return now, without handing it out: a preview, which
@@ -1057,8 +1065,14 @@ class Sequence:
             unused = self._block[len(self._block) - left :]
             stale = value in unused or any(value in block for block in self._ready)
             self._close()
-        if stale:
-            self.discard()
+            # In one hold of the lock: a next_values() that sees this raise done sees the
+            # blocks dropped too (it takes no value from them).
+            self._raises_done += 1
+            if stale:
+                self._drop_blocks()
+        store = self._store
+        if stale and store is not None:
+            store.forget_used_up()
 
     def _close(self, block: range = _EMPTY) -> bool:
         """Close a raise or a lease (with its ``block``); whether the block holds no value

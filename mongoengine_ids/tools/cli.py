@@ -145,11 +145,15 @@ def machine_mac_quietly() -> tuple[int, bool]:
         override (locally administered, not the random multicast one of :func:`uuid.getnode`).
     """
     from .. import constants as C
+    from ..errors import InvalidIdError
     from ..locality.generator import machine_mac
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        mac = machine_mac()
+        try:
+            mac = machine_mac()
+        except InvalidIdError as error:  # $MONGOENGINE_IDS_MAC: the user's input
+            raise CommandError(str(error), status=EXIT_USAGE) from None
     shared = (
         not os.environ.get(C.MAC_ENV_VAR)
         and bool(mac & C.MAC_LOCAL_BIT)
