@@ -542,36 +542,35 @@ def test_a_counter_set_on_purpose_then_dropped_starts_where_it_was_set(
     assert Restarted().save().number == 1  # no warning (an error in this suite)
 
 
-def test_a_counter_set_up_on_purpose_then_dropped_starts_where_it_was_set(
-    mongoengine_db: Any,
+@pytest.mark.parametrize(
+    ("then", "warned"),
+    [
+        # dropped: made again where it was set, not from 1
+        (lambda db: db.drop_collection(DEFAULT_COLLECTION), "was deleted while this process"),
+        # moved down by hand: moved back past where it was set
+        (
+            lambda db: db[DEFAULT_COLLECTION].update_one(
+                {"_id": "set_up.number"}, {"$set": {"next": 0}}
+            ),
+            "moved down without",
+        ),
+    ],
+    ids=["dropped", "moved-down-by-hand"],
+)
+def test_a_counter_set_up_on_purpose_never_goes_back_below_where_it_was_set(
+    mongoengine_db: Any, then: Callable[[Any], Any], warned: str
 ) -> None:
     class SetUp(Document):
         number = SequenceField(batch_size=10)
 
     assert [SetUp().save().number for _ in range(3)] == [1, 2, 3]
     SetUp.number.set_next_value(1000)
-    mongoengine_db.drop_collection(DEFAULT_COLLECTION)
-    with pytest.warns(RuntimeWarning, match="was deleted while this process held values"):
+    then(mongoengine_db)
+    with pytest.warns(RuntimeWarning, match=warned):
         numbers = [SetUp().save().number for _ in range(3)]
     assert numbers == [1001, 1002, 1003]
     stored = sorted(doc["number"] for doc in SetUp._get_collection().find())
     assert stored == [1, 2, 3, 1001, 1002, 1003]
-
-
-def test_a_counter_set_up_on_purpose_then_moved_down_by_hand_is_moved_back(
-    mongoengine_db: Any,
-) -> None:
-    class SetUpByHand(Document):
-        number = SequenceField(batch_size=10)
-
-    assert [SetUpByHand().save().number for _ in range(3)] == [1, 2, 3]
-    SetUpByHand.number.set_next_value(1000)
-    mongoengine_db[DEFAULT_COLLECTION].update_one(
-        {"_id": "set_up_by_hand.number"}, {"$set": {"next": 0}}
-    )
-    with pytest.warns(RuntimeWarning, match="moved down without"):
-        numbers = [SetUpByHand().save().number for _ in range(3)]
-    assert numbers == [1001, 1002, 1003]
 
 
 def test_a_counter_set_up_by_the_admin_api_then_dropped_starts_where_it_was_set(

@@ -24,7 +24,6 @@ from .field import (
     DEFAULT_COLLECTION,
     INT64_MAX,
     MAJORITY,
-    SHARD_SEPARATOR,
     check_database,
     counter_id,
     discard_blocks,
@@ -236,9 +235,7 @@ def show_counter(
     documents = [doc for doc in counters.find({"_id": base}) if _of_scope(doc, name, scope)]
     if not documents:
         documents = [
-            doc
-            for doc in counters.find({"sequence": name})
-            if str(doc["_id"]).startswith(base + SHARD_SEPARATOR) and _of_scope(doc, name, scope)
+            doc for doc in counters.find({"sequence": name}) if _of_scope(doc, name, scope)
         ]
     if not documents:
         where = "" if scope is None else f" with scope {scope!r}"
@@ -256,9 +253,7 @@ def _of_scope(document: Mapping[str, Any], name: str, scope: object) -> bool:
     the unsharded counter of scope ``"a#1"`` is. (Its ``scope`` cannot either: the driver may
     decode it as another type than the one the ``_id`` was written from.)"""
     shard = document.get("shard")
-    text = None if scope is None else str(scope)
-    expected = counter_id(name, scope=text, shard=shard if _is_int(shard) else None)
-    return document.get("_id") == expected
+    return document.get("_id") == _counter_id(name, scope, shard if _is_int(shard) else None)
 
 
 def set_next_value(
@@ -374,10 +369,10 @@ def _counter_owning(
     return _counter_id(name, scope), None if info is None else info.shards[0]
 
 
-def _counter_id(name: str, scope: object) -> str:
-    """The ``_id`` of the unsharded counter of sequence ``name`` and ``scope`` (in stored form,
-    :func:`seam.as_stored`), as the field names it."""
-    return counter_id(name, scope=None if scope is None else str(scope))
+def _counter_id(name: str, scope: object, shard: int | None = None) -> str:
+    """The ``_id`` of the counter of sequence ``name`` and ``scope`` (in stored form,
+    :func:`seam.as_stored`), unsharded or of ``shard``, as the field names it."""
+    return counter_id(name, scope=None if scope is None else str(scope), shard=shard)
 
 
 __all__ = ["CounterInfo", "ShardInfo", "list_counters", "set_next_value", "show_counter"]

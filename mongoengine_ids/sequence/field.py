@@ -973,15 +973,20 @@ class Sequence:
         process knew of the shards' counters (the counters were set, or dropped)."""
         with self._lock:
             self._drop_blocks()
-        store = self._store
-        if store is not None:
-            store.forget_used_up()
+        self._forget_used_up()
 
     def _drop_blocks(self) -> None:
         """Drop the leased blocks (called with ``_lock`` held)."""
         self._epoch += 1
         self._install(_EMPTY)
         self._ready.clear()
+
+    def _forget_used_up(self) -> None:
+        """Forget what this process knew of the shards' counters (after the blocks were
+        dropped: the counters were set, dropped, or raised)."""
+        store = self._store
+        if store is not None:
+            store.forget_used_up()
 
     def peek(self) -> int:
         """The value :meth:`next` would return now, without handing it out: a preview, which
@@ -1070,9 +1075,8 @@ class Sequence:
             self._raises_done += 1
             if stale:
                 self._drop_blocks()
-        store = self._store
-        if stale and store is not None:
-            store.forget_used_up()
+        if stale:
+            self._forget_used_up()
 
     def _close(self, block: range = _EMPTY) -> bool:
         """Close a raise or a lease (with its ``block``); whether the block holds no value

@@ -294,8 +294,9 @@ def _to_tell(
         _refuse_held_elsewhere(query, writes.given, writes.added, attempt.made)
     # Values an earlier attempt of this update made (its reply lost): its own, not given.
     told = [(s, steps) for s, steps in writes.given if _made_key(s) not in attempt.made]
-    new = _new_to_match(query, told + moved, single, writes.added, sort)
-    _refuse_without_scope(new, told + moved)
+    told += moved
+    new = _new_to_match(query, told, single, writes.added, sort)
+    _refuse_without_scope(new, told)
     return new
 
 
