@@ -618,6 +618,15 @@ ROWS = [
         Bad(lambda: RandomUniqueField(length=8, alphabet="hex"), ValueError, "hex"),
         id="ru-alphabet-hex",
     ),
+    # an encoding's name whose letters ascend (was: the alphabet "H", "e", "x")
+    pytest.param(
+        Bad(lambda: RandomUniqueField(length=8, alphabet="Hex"), ValueError, "Hex"),
+        id="ru-alphabet-Hex",
+    ),
+    pytest.param(
+        Bad(lambda: StringSpace(4, "bin"), ValueError, "bin", "not a known alphabet name"),
+        id="string-space-bin",
+    ),
     # a near miss of a known name
     pytest.param(
         Bad(

@@ -293,6 +293,26 @@ def test_a_locally_administered_mac_warns(
     monkeypatch.setattr(locality, "_machine_mac", None)
 
 
+def test_with_warnings_as_errors_only_the_first_generator_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Probe: with ``-W error``, the shared-MAC warning was raised before the MAC was kept, so
+    every generator (every save of a Locality UUID) failed, not only the first."""
+    import warnings
+
+    import mongoengine_ids.locality.generator as locality
+
+    monkeypatch.setattr(locality, "_machine_mac", None)
+    monkeypatch.delenv("MONGOENGINE_IDS_MAC", raising=False)
+    monkeypatch.setattr(locality.uuid, "getnode", lambda: 0x02FC00000001)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning, match="locally administered MAC"):
+            LocalityUUIDGenerator()
+        assert LocalityUUIDGenerator().node == 0x02FC00000001 & 0xFFFFFFF
+    monkeypatch.setattr(locality, "_machine_mac", None)
+
+
 def test_default_pid_is_the_process_id() -> None:
     assert LocalityUUIDGenerator().generate().pid == os.getpid() % 65536
 

@@ -30,6 +30,7 @@ from mongoengine_ids.sequence.field import (
     SequenceField,
     SequenceFormat,
     Space,
+    discard_blocks,
     luhn_check_digit,
 )
 from mongoengine_ids.testing import Connect, connected_threadsafe
@@ -528,6 +529,32 @@ def test_the_same_counter_name_on_another_server_is_another_counter() -> None:
         reset_process_state()
     for server in servers:
         assert [doc["number"] for doc in server.app.on_two_servers.find()] == [1, 2, 3]
+
+
+def test_a_counter_moved_down_by_hand_is_moved_back_with_warnings_as_errors(
+    mongoengine_db: Any,
+) -> None:
+    """Probe: the warning came before the repair, so with warnings as errors the counter stayed
+    below what was leased, and every save failed."""
+
+    class Moved(Document):
+        number = SequenceField(batch_size=10)
+
+    assert [Moved().save().number for _ in range(11)] == list(range(1, 12))  # 1..20 leased
+    # This process's block (12..20) is dropped; the record of what it leased is kept.
+    discard_blocks(mongoengine_db.name, DEFAULT_COLLECTION, "moved.number")
+    counters = mongoengine_db[DEFAULT_COLLECTION]
+    counters.update_one({"_id": "moved.number"}, {"$set": {"next": 0}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning, match="moved down without"):
+            Moved().save()  # leased 1..10 again: dropped, and the counter moved back to 20
+        assert counters.find_one({"_id": "moved.number"})["next"] == 20
+        assert Moved().save().number == 21
+    assert sorted(doc["number"] for doc in Moved._get_collection().find()) == [
+        *range(1, 12),
+        21,
+    ]
 
 
 def test_a_counter_set_on_purpose_then_dropped_starts_where_it_was_set(
@@ -1179,6 +1206,24 @@ def test_a_scope_names_one_counter_on_every_write_path(
     assert stored == {"save": 1, "insert": 2, "upsert": 3, "by filter": 4, "modify": 5}
     (only,) = [c for c in counters(mongoengine_db) if c.get("sequence") == "invoice.number"]
     assert only["next"] == 5
+
+
+def test_a_float_scope_of_zero_is_one_scope_whatever_its_sign(mongoengine_db: Any) -> None:
+    """Probe: -0.0 named a counter of its own ("@-0.0"), though the server matches it as 0.0:
+    two documents of one scope got the same number."""
+
+    class Reading(Document):
+        level = me_fields.FloatField()
+        number = SequenceField(scope="level")
+        label = StringField()
+
+    Reading(level=0.0).save()
+    Reading(level=-0.0).save()
+    Reading.objects.insert([Reading(level=-0.0)], load_bulk=False)
+    Reading.objects(label="upsert").update_one(upsert=True, set__level=-0.0)
+    numbers = sorted(doc["number"] for doc in Reading.objects(level=0.0).as_pymongo())
+    assert numbers == [1, 2, 3, 4]
+    assert [c["_id"] for c in counters(mongoengine_db)] == ["reading.number@0.0"]
 
 
 # -- explicit values ----------------------------------------------------------------------------

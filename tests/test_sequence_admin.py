@@ -397,3 +397,39 @@ def test_the_database_is_a_database_or_an_alias(mongoengine_db: Any) -> None:
     with pytest.raises(ValueError, match=r"database='' is empty"):
         list_counters("")
     assert list(collection.find()) == [{"_id": "by_alias", "next": 6}]
+
+
+def test_set_on_a_new_scope_of_a_sharded_field_makes_its_shard(mongoengine_db: Any) -> None:
+    """Probe: the admin API made an unsharded counter for a new scope of a sharded field,
+    which the field then refused (CorruptedCounterError) for that scope."""
+
+    class Stub(Document):
+        tenant = StringField()
+        number = SequenceField(scope="tenant", shards=2, digits=2, start=0)
+
+    Stub(tenant="acme").save()  # one shard made: 0 owns 0..49 (1 owns 50..99)
+    counters = mongoengine_db[DEFAULT_COLLECTION]
+    (made,) = counters.find({"scope": "acme"})
+    other = 70 if made["shard"] == 0 else 20  # in the shard no scope has used: bounds unknown
+    known = re.escape(f"own {made['low']}..{made['high']}")
+    refused = rf"value={other} is in no shard of 'stub.number'.*{known}"
+    with pytest.raises(ValueError, match=refused):
+        set_next_value(mongoengine_db, "stub.number", other, scope="x")
+    assert counters.count_documents({"scope": "x"}) == 0
+
+    value = 20 if made["shard"] == 0 else 70
+    set_next_value(mongoengine_db, "stub.number", value, scope="zeta")
+    stored = counters.find_one({"scope": "zeta"})
+    assert stored == {
+        "_id": f"stub.number@zeta#{made['shard']}",
+        "next": value - 1,
+        "sequence": "stub.number",
+        "scope": "zeta",
+        "shard": made["shard"],
+        "low": made["low"],
+        "high": made["high"],
+    }
+    numbers = [Stub(tenant="zeta").save().number for _ in range(40)]
+    assert len(set(numbers)) == 40
+    mine = {n for n in numbers if made["low"] <= n <= made["high"]}
+    assert mine == set(range(value, value + len(mine)))  # the set shard goes on from value

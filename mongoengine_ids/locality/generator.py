@@ -336,7 +336,12 @@ def machine_mac() -> int:
     with _machine_mac_lock:
         if _machine_mac is None:
             override = os.environ.get(C.MAC_ENV_VAR)
-            _machine_mac = _mac_from_environment(override) if override else _detected_mac()
+            if override:
+                _machine_mac = _mac_from_environment(override)
+            else:
+                _machine_mac = uuid.getnode()
+                # Once kept: with warnings as errors, only the first id fails.
+                _warn_if_shared(_machine_mac)
         return _machine_mac
 
 
@@ -347,8 +352,7 @@ def _mac_from_environment(value: str) -> int:
         raise InvalidIdError(f"${C.MAC_ENV_VAR}: {error}") from None
 
 
-def _detected_mac() -> int:
-    mac = uuid.getnode()
+def _warn_if_shared(mac: int) -> None:
     # uuid.getnode() sets the multicast bit on the random number it falls back to: random per
     # process, which is fine. A locally administered address (second-lowest bit of the first
     # octet) is what containers and VMs get, often the same on every one of them.
@@ -361,7 +365,6 @@ def _detected_mac() -> int:
             RuntimeWarning,
             stacklevel=user_stacklevel(),
         )
-    return mac
 
 
 def _mac_to_int(mac: int | bytes) -> int:

@@ -52,6 +52,9 @@ _CROCKFORD_READ: Final = str.maketrans("ILO", "110")
 #: refused instead of becoming an alphabet of its letters ("hex" as the 3 characters h, e, x).
 _NAME_LIKE: Final = re.compile(r"[a-zA-Z]+[0-9]*")
 _NAME_MAX: Final = 12
+#: Names of encodings that are refused in any case, though their letters may ascend ("Hex",
+#: "bin", "Oct" would be alphabets of 3 characters).
+_ENCODING_NAMES: Final = frozenset({"hex", "bin", "oct", "binary", "octal", "hexadecimal"})
 
 #: An integer in text: optional sign, then ASCII digits only (``str.isdigit`` also takes "²"
 #: and Arabic-Indic digits, which ``int()`` refuses or reads as another number).
@@ -426,7 +429,7 @@ def _alphabet_chars(alphabet: str) -> str:
     known = ALPHABETS.get(alphabet)
     if known is not None:
         return known
-    if (
+    if alphabet.lower() in _ENCODING_NAMES or (
         len(alphabet) <= _NAME_MAX
         and _NAME_LIKE.fullmatch(alphabet)
         and list(alphabet) != sorted(set(alphabet))

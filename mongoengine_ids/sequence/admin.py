@@ -268,8 +268,9 @@ def set_next_value(
     """Make ``value`` the next value a lease hands out (stores ``next = value - 1``).
 
     Unlike MongoEngine's ``SequenceField.set_next_value(n)`` (after which the next value is
-    ``n + 1``), ``value`` here is the next value itself. A new unsharded counter is created. For
-    a sharded sequence, the shard that owns ``value`` is moved.
+    ``n + 1``), ``value`` here is the next value itself. For a sharded sequence, the shard that
+    owns ``value`` is moved. A missing counter is created: unsharded, or for a new scope of a
+    sharded sequence, the shard owning ``value`` as its other scopes' shards are laid out.
 
     Args:
         database: where the counters are: a pymongo ``Database``, or a MongoEngine alias.
@@ -286,8 +287,8 @@ def set_next_value(
         TypeError: ``name`` is not a str, ``value`` not an int, ``force`` not a bool, or
             ``database`` neither a ``Database`` nor an alias.
         ValueError: ``value`` is below the counter, or the counter is corrupted (its ``next``
-            not an integer), and ``force`` is False; no shard owns ``value``; or ``name`` is
-            empty.
+            not an integer), and ``force`` is False; no shard owns ``value`` (of a new scope:
+            no shard its other scopes have made); or ``name`` is empty.
         LookupError: a sharded sequence that does not exist (unsharded ones are created).
     """
     _check_sequence_name(name)
@@ -306,10 +307,15 @@ def set_next_value(
     except LookupError:
         info = None
     document_id, shard = _counter_owning(info, name, value, scope)
+    # A counter made here holds what the sequence's own would (a scoped one: its names).
+    extra: dict[str, Any] = {} if scope is None else {"sequence": name, "scope": scope}
+    if info is None and scope is not None:
+        layout = _layout_of_other_scopes(target, name, value)
+        if layout is not None:
+            document_id = _counter_id(name, scope, layout["shard"])
+            extra.update(layout)
     if not force:
         _refuse_move(target, document_id, shard, value)
-    # A counter made here holds what the sequence's own would (a scoped one: its names).
-    extra = {} if scope is None else {"sequence": name, "scope": scope}
     # $max unless forced: a concurrent lease that moved it further is kept.
     update: dict[str, Any] = {"$set" if force else "$max": {"next": value - 1}}
     if extra:
@@ -367,6 +373,31 @@ def _counter_owning(
             raise ValueError(f"value={value!r} is in no shard of {name!r}; its shards own {bounds}")
         return owners[0].document_id, owners[0]
     return _counter_id(name, scope), None if info is None else info.shards[0]
+
+
+def _layout_of_other_scopes(target: Any, name: str, value: int) -> dict[str, int] | None:
+    """For a new scope of sequence ``name``: the shard owning ``value`` in the layout of its
+    other scopes (its ``shard``, ``low`` and ``high``), which the field gives every scope; None
+    if they are not sharded (or there are none). An unsharded counter made beside a sharded
+    field's would be refused by the field as laid out otherwise.
+
+    Raises:
+        ValueError: no shard of that layout owns ``value``.
+    """
+    shards = {
+        (document["shard"], document.get("low"), document.get("high"))
+        for document in target.find({"sequence": name, "scope": {"$exists": True}})
+        if _is_int(document.get("shard"))
+    }
+    if not shards:
+        return None
+    for shard, low, high in sorted(shards, key=repr):
+        if _is_int(low) and _is_int(high) and low <= value <= high:
+            return {"shard": shard, "low": low, "high": high}
+    bounds = ", ".join(f"{low}..{high}" for _, low, high in sorted(shards, key=repr))
+    raise ValueError(
+        f"value={value!r} is in no shard of {name!r}; the shards of its other scopes own {bounds}"
+    )
 
 
 def _counter_id(name: str, scope: object, shard: int | None = None) -> str:

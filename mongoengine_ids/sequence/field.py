@@ -456,16 +456,16 @@ class CounterStore:
         out twice. (A block another sequence of this process leases at the same time is
         recorded after that read: never taken for a move.)"""
         if floor is not None and block[0] <= floor:
-            warnings.warn(
+            collection = self.collection
+            self._call(
+                lambda: collection.update_one({"_id": document_id}, {"$max": {"next": floor}})
+            )
+            warnings.warn(  # after the repair: with warnings as errors, it is made all the same
                 f"counter {document_id!r} in {self.collection_name!r} gave {block[0]}, but this "
                 f"process leased values of it up to {floor}: it was moved down without "
                 "set_next_value(). Moved back past them, so that none is handed out twice.",
                 RuntimeWarning,
                 stacklevel=user_stacklevel(),
-            )
-            collection = self.collection
-            self._call(
-                lambda: collection.update_one({"_id": document_id}, {"$max": {"next": floor}})
             )
             return None
         held = self._holds_values if held is None else held

@@ -750,11 +750,13 @@ def as_stored(value: Any) -> Any:
     UTC); a UUID key in this package's stored form (:class:`~mongoengine_ids.stored.StoredUUID`,
     :class:`~mongoengine_ids.stored.StoredUUIDText`, which a query or an update holds) as the
     plain ``Binary`` or ``str`` a document's ``to_mongo()`` gives and the server returns; the
-    same inside a ``DBRef``, a dict (a generic reference's) or a list."""
+    same inside a ``DBRef``, a dict (a generic reference's) or a list; a float zero unsigned."""
     if isinstance(value, datetime.datetime):
         if value.tzinfo is not None:
             value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
         return value.replace(microsecond=value.microsecond // 1000 * 1000)
+    if type(value) is float and value == 0.0:
+        return 0.0  # -0.0, which the server matches as 0.0
     if isinstance(value, StoredUUID):
         return Binary(bytes(value), value.subtype)
     if isinstance(value, StoredUUIDText):
