@@ -17,7 +17,7 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 import pytest
-from mongoengine.context_managers import switch_collection
+from mongoengine.context_managers import switch_collection, switch_db
 
 from mongoengine_ids import (
     LocalityUUIDField,
@@ -762,13 +762,62 @@ def test_a_retry_after_the_stored_copy_was_deleted_stores_it_again(load_bulk: bo
 
 def test_documents_of_a_failed_insert_inserted_into_another_collection_are_stored_there() -> None:
     faults = Faults()
-    with connect_with(faults) as db:
+    with connect_with(faults):
         docs = [FwBulk(name="a"), FwBulk(name="b")]
         _stored_then_reload_lost(faults, docs)
         with switch_collection(FwBulk, "fw_bulk_archive") as Archive:
             Archive.objects.insert(docs, load_bulk=False)
-        assert sorted(doc["name"] for doc in db.fw_bulk_archive.find()) == ["a", "b"]
+            # Probe: the archive's counter was not told of 1 and 2, and handed them out again.
+            Archive.objects.insert([Archive(name="c"), Archive(name="d")], load_bulk=False)
+            assert stored_numbers(Archive) == [("a", 1), ("b", 2), ("c", 3), ("d", 4)]
         assert stored_numbers(FwBulk) == [("a", 1), ("b", 2)]
+
+
+def test_a_value_changed_before_the_retry_of_a_deleted_document_is_told() -> None:
+    """Probe: a document stored by the failed call, deleted since, was sent again with all its
+    values taken as its own: a number the application assigned meanwhile was not told to the
+    counter, which handed it out again."""
+    faults = Faults()
+    with connect_with(faults) as db:
+        docs = [FwBulk(name="a"), FwBulk(name="b")]
+        _stored_then_reload_lost(faults, docs)
+        db.fw_bulk.delete_one({"name": "a"})
+        docs[0].number = 7
+        FwBulk.objects.insert(docs, load_bulk=False)
+        FwBulk(name="c").save()
+        assert stored_numbers(FwBulk) == [("a", 7), ("b", 2), ("c", 8)]
+
+
+class FwReserved(me.Document):
+    code = RandomUniqueField(digits=1, reserve_in="fw_codes")
+    name = me.StringField()
+
+
+def test_a_reserved_value_of_a_failed_insert_moved_to_another_database_is_reserved() -> None:
+    """Probe: sent to another database, the values of a document the failed call stored were
+    taken as reserved for it there: another document drew the same code. (To another
+    collection of the same database, its value is reserved already, for the stored copy: a
+    NotUniqueError, as for any value assigned that another document holds.)"""
+    faults = Faults()
+    with connected_threadsafe(hook=faults) as connect:
+        connect()
+        connect("archive")
+        docs = [FwReserved(name="a")]
+        faults.arm("getMore", LOST, applied=True, collection="fw_reserved")
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            FwReserved.objects.insert(docs)
+        taken = rf"\[{docs[0].code}\] already reserved"
+        with (
+            switch_collection(FwReserved, "fw_reserved_archive") as Moved,
+            pytest.raises(me.NotUniqueError, match=taken),
+        ):
+            Moved.objects.insert(docs, load_bulk=False)
+        with switch_db(FwReserved, "archive") as Archive:
+            Archive.objects.insert(docs, load_bulk=False)
+            for name in "bcdefghi":  # the rest of the space of 9
+                Archive(name=name).save()
+            codes = [doc["code"] for doc in Archive._get_collection().find()]
+        assert sorted(codes) == list(range(1, 10))
 
 
 # -- a retry whose document changed, or holds what == cannot compare ----------------------------

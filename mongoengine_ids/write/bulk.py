@@ -78,7 +78,7 @@ def insert(
             # The documents it wrote are stored: the application's retry of this call (it
             # failed) counts them so, instead of refusing them as saved documents.
             for doc in batch.written:
-                seam.state(doc).stored_by_failed_insert = True
+                values.stored_by_failed_insert(doc, query.collection)
             raise
     values.confirm(batch.landed)
     if not load_bulk:
@@ -111,10 +111,8 @@ class Batch:
                     if landed.stored(doc, write.collection):
                         self.landed.append(doc)
                         continue
-                    # Sent again, new, with its values as its own (not told to their fields).
-                    earlier.stored_by_failed_insert = False
-                    seam.mark_new(doc)
-                    values.pending(doc, values.slots(doc), [])
+                    # Sent again, new.
+                    values.new_again(doc, write.collection)
                 if earlier.unconfirmed:
                     if landed.earlier_insert_landed(doc, write.collection):
                         self.landed.append(doc)
@@ -289,7 +287,7 @@ def _refuse_repeated(docs: list[Any]) -> None:
 def _stored_by_failed_insert(doc: Any) -> bool:
     """Whether ``doc`` was stored by a bulk insert that then failed (see :func:`insert`)."""
     state = seam.state(doc, create=False)
-    return state is not None and state.stored_by_failed_insert
+    return state is not None and state.stored_by_failed_insert is not None
 
 
 def _reload(queryset: Any, ids: list[Any]) -> list[Any]:

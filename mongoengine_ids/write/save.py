@@ -155,7 +155,7 @@ def settle_unconfirmed(document: Document) -> None:
     values.confirm([document])
     # Stored by an insert whose call failed: the application's retry of a bulk insert() counts
     # it stored (its stored copy may differ from the one sent now: the update about to run).
-    seam.state(document).stored_by_failed_insert = True
+    values.stored_by_failed_insert(document, seam.collection_of(document))
 
 
 def save_create(

@@ -910,8 +910,9 @@ class State:
     made_pk: bool = False
     #: Known stored by an insert whose call failed (a bulk insert that failed at a later
     #: document or the reload; an insert whose reply was lost, found stored before an update
-    #: by its key): the application's retry of that insert counts it as stored.
-    stored_by_failed_insert: bool = False
+    #: by its key): the application's retry of that insert counts it as stored. Held as the
+    #: collection and the values it was stored with (see ``values.stored_by_failed_insert``).
+    stored_by_failed_insert: tuple[Any, list[Any]] | None = None
     #: While unconfirmed: the document as last sent (see :mod:`.landed`).
     sent: Any = None
     #: Every earlier version sent while unconfirmed: any of them may still land.
@@ -932,7 +933,8 @@ class State:
     def settle(self) -> None:
         """The document is known to be stored: nothing of an earlier attempt is pending, and
         its assigned values are its own by being stored, no longer by a reservation."""
-        self.unconfirmed = self.made_pk = self.stored_by_failed_insert = False
+        self.unconfirmed = self.made_pk = False
+        self.stored_by_failed_insert = None
         self.sent, self.sent_before, self.generated, self.noted = None, [], [], []
         self.owner = None
 

@@ -389,6 +389,31 @@ def pending(document: BaseDocument, generated: list[Slot], noted: list[tuple[Slo
     state.noted = [(slot, value, _identity(slot)) for slot, value in noted]
 
 
+def stored_by_failed_insert(document: BaseDocument, collection: Any) -> None:
+    """Record that ``document`` is stored in ``collection`` by an insert whose call failed: the
+    application's retry of that insert counts it stored (see :func:`new_again`), with the
+    values it was stored with."""
+    held = [(s, s.value, _identity(s)) for s in slots(document) if s.value is not None]
+    seam.state(document).stored_by_failed_insert = (collection, held)
+
+
+def new_again(document: BaseDocument, collection: Any) -> None:
+    """``document``, recorded by :func:`stored_by_failed_insert`, is not in ``collection``
+    (deleted since, or the write goes to another collection): it is inserted again, new. The
+    values it was stored with, unchanged since and sent to the same collection, stay its own
+    (handed out, reserved for it there); the others are the user's, told to their fields."""
+    state = seam.state(document)
+    record, state.stored_by_failed_insert = state.stored_by_failed_insert, None
+    seam.mark_new(document)
+    state.generated = []
+    if record is not None:
+        where, held = record
+        if where.full_name == collection.full_name and (
+            where.database.client is collection.database.client
+        ):
+            state.generated = held
+
+
 def fill(write: Write, empty: list[Slot]) -> list[Slot]:
     """Give every slot a new value, one ``new_values()`` call per field and document class.
 
