@@ -875,6 +875,41 @@ def test_distinct_of_references_inside_embedded_documents_and_maps(
         assert {hash(key) for key in found} == {hash(d.id) for d in expected}, path
 
 
+@pytest.mark.parametrize("dbref", [False, True], ids=["id", "dbref"])
+def test_distinct_by_stored_names_and_of_dicts_of_references(world: World, dbref: bool) -> None:
+    """Found by a probe: MongoEngine's distinct() passes a path of stored names (``db_field``),
+    which was not resolved: a UUID key's Binary or text came back, equal to no key (as for an
+    ObjectId key, the keys, or with DBRefs the documents, are expected); and the DBRefs of a
+    dict of references were not loaded."""
+    Order = world.order()
+    Box = type(
+        f"Box{next(_numbers)}",
+        (me.EmbeddedDocument,),
+        {"r": me.ReferenceField(Order, dbref=dbref, db_field="rr")},
+    )
+    Holder = world.model(
+        "Holder",
+        order=me.ReferenceField(Order, dbref=dbref, db_field="o"),
+        orders=me.ListField(me.ReferenceField(Order, dbref=dbref), db_field="os"),
+        box=me.EmbeddedDocumentField(Box, db_field="bx"),
+        lazy=me.LazyReferenceField(Order, db_field="lz"),
+        by_code=me.DictField(field=me.ReferenceField(Order, dbref=dbref)),
+    )
+    a, b = Order(name="a").save(), Order(name="b").save()
+    Holder(order=a, orders=[b], box=Box(r=a), lazy=b, by_code={"x": b}).save()
+    for path, expected in {"order": a, "orders": b, "box.r": a}.items():
+        (found,) = Holder.objects.distinct(path)
+        if dbref:  # MongoEngine loads the documents of DBRefs
+            assert isinstance(found, Order), (path, found)
+            assert found.name == expected.name, path
+        else:
+            assert found == expected.id, (path, found)
+            assert hash(found) == hash(expected.id), path
+    assert Holder.objects.distinct("lazy") == [b.id]
+    ((name, loaded),) = Holder.objects.distinct("by_code")[0].items()
+    assert (name, type(loaded), loaded.name) == ("x", Order, "b")
+
+
 # -- queries ------------------------------------------------------------------------------------
 
 

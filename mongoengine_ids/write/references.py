@@ -218,8 +218,12 @@ def wrap_dereference(own: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _as_referenced(document_class: Any, stored: Any) -> Any:
-    """A stored key or DBRef of a ``document_class`` as references hold it; as it is if it is
-    no key of the model's (a value stored by other means)."""
+    """A stored key or DBRef of a ``document_class`` as references hold it (in a dict or list
+    of them: each); as it is if it is no key of the model's (a value stored by other means)."""
+    if isinstance(stored, dict):
+        return {name: _as_referenced(document_class, item) for name, item in stored.items()}
+    if isinstance(stored, list):
+        return [_as_referenced(document_class, item) for item in stored]
     try:
         if type(stored) is DBRef:
             return keyed_dbref(document_class, stored)

@@ -358,17 +358,28 @@ def id_field(document_class: type[BaseDocument]) -> str | None:
 def values_field_at(document_class: Any, path: str) -> Any:
     """The field whose values the dotted ``path`` names, as ``distinct()`` returns them: the
     items' field of a list or map (``tags``, ``codes.a``), none for an embedded document's
-    fields or a path MongoEngine cannot resolve. A path may name the key by its stored name,
-    ``_id``, as MongoEngine's ``distinct()`` accepts."""
-    steps = path.split(".")
-    if steps[0] == "_id":
-        steps[0] = "pk"
+    fields or a path MongoEngine cannot resolve. A path may name fields by their stored names
+    (``db_field``, ``_id``), as MongoEngine's ``distinct()`` passes it."""
     try:
-        found = document_class._lookup_field(steps)
+        found = document_class._lookup_field(_field_names(document_class, path.split(".")))
     except (LookUpError, AttributeError):  # not a document class (DeReference's instance)
         return None
     # A map's key or a list's index is a str step: the values are the container's items.
     return items_field(next((f for f in reversed(found) if not isinstance(f, str)), None))
+
+
+def _field_names(document_class: Any, steps: list[str]) -> list[str]:
+    """``steps``, a path of stored names (a field's ``db_field``, ``_id``) or of field names,
+    as field names: each step read in the document class the path has reached."""
+    names: list[str] = []
+    kind = document_class
+    for step in steps:
+        reverse = getattr(kind, "_reverse_db_field_map", None) or {}
+        name = reverse.get(step, "pk" if step == "_id" and not names else step)
+        names.append(name)
+        field = items_field(getattr(kind, "_fields", {}).get(name))
+        kind = getattr(field, "document_type", None) if field is not None else None
+    return names
 
 
 def items_field(field: Any) -> Any:
