@@ -7,6 +7,7 @@ Each test checks the raw stored documents.
 """
 
 import decimal
+import re
 import uuid
 
 import bson
@@ -371,3 +372,51 @@ def test_a_secondary_read_preference_never_stores_a_document_twice(error):
             assert sorted(d["name"] for d in stored) == ["a", "b"], stored
         finally:
             BrqSecondary._collection = None
+
+
+class BrBox(me.EmbeddedDocument):
+    ref = me.LazyReferenceField("BrNode")
+
+
+class BrNode(me.Document):
+    id = RandomUniqueField(primary_key=True, digits=1)
+    name = me.StringField(unique=True)
+    parent = me.ReferenceField("self")
+    others = me.ListField(me.GenericReferenceField())
+    box = me.EmbeddedDocumentField(BrBox)
+
+
+@pytest.mark.parametrize(
+    ("link", "linked", "where"),
+    [
+        (lambda child, parent: setattr(child, "parent", parent), lambda c: c.parent, ""),
+        (lambda child, parent: setattr(child, "others", [parent]), lambda c: c.others[0], ""),
+        (
+            lambda child, parent: setattr(child, "box", BrBox(ref=parent)),
+            lambda c: c.box.ref.fetch(),
+            " (in its BrBox)",
+        ),
+    ],
+    ids=["reference", "generic-in-list", "lazy-in-embedded"],
+)
+def test_a_reference_to_a_document_without_a_key_is_refused_as_mongoengine_does(
+    mongoengine_db, link, linked, where
+):
+    """Probe: insert() made the keys of a whole batch before serialising it, so a document
+    could reference one after it; that one refused (a duplicate name), its key given back, the
+    stored reference pointed at a key a later document drew. MongoEngine refuses the batch (the
+    referenced document has no key): so does the package, before writing anything."""
+    BrNode(name="taken").save()
+    child, parent = BrNode(name="child"), BrNode(name="taken")
+    link(child, parent)
+    refused = re.escape(
+        f"the BrNode at position 0 of insert() references a BrNode that has no key yet{where}"
+    )
+    with pytest.raises(me.ValidationError, match=refused):
+        BrNode.objects.insert([child, parent])
+    assert [doc["name"] for doc in mongoengine_db.br_node.find()] == ["taken"]
+    assert (child.pk, parent.pk) == (None, None)
+    parent.name = "parent"
+    BrNode.objects.insert([parent])
+    BrNode.objects.insert([child])  # the parent has its key: referenced
+    assert linked(BrNode.objects.get(name="child")).name == "parent"

@@ -26,7 +26,7 @@ from typing import Any
 import pymongo.errors
 from mongoengine import signals
 from mongoengine.base import BaseDocument
-from mongoengine.errors import BulkWriteError, NotUniqueError, OperationError
+from mongoengine.errors import BulkWriteError, NotUniqueError, OperationError, ValidationError
 
 from ..errors import BulkNotUniqueError, BulkRetriesExhaustedError, RetriesExhaustedError
 from . import landed, seam, values
@@ -68,6 +68,7 @@ def insert(
     signal_kwargs = signal_kwargs or {}
     signals.pre_bulk_insert.send(document_class, documents=docs, **signal_kwargs)
     _refuse_repeated(docs)  # after the handlers, which may add documents
+    _refuse_unkeyed_references(docs)
 
     with _as_bulk_error():
         batch = Batch(Write(document_class, query.collection, docs), docs)
@@ -282,6 +283,30 @@ def _refuse_repeated(docs: list[Any]) -> None:
                 f"and {position} ({doc!r}): each object is one document; make another for a "
                 "second one"
             )
+
+
+def _refuse_unkeyed_references(docs: list[Any]) -> None:
+    """Refuse, as MongoEngine does, documents referencing a document that has no key yet
+    (another of this insert's, whose key it would make: were that one not written, or given
+    another key after a collision, the reference would point at no document, or another).
+
+    Raises:
+        ValidationError: such a reference, naming both documents.
+    """
+    shapes = [seam.shape(kind) for kind in set(map(type, docs))]
+    if all(shape.referencing == () and shape.embedding == () for shape in shapes):
+        return  # no class of the batch can hold a reference
+    for position, doc in enumerate(docs):
+        for holder in (doc, *values.embedded(doc)):
+            for referenced in seam.referenced_documents(holder):
+                if seam.key(referenced) is None:
+                    where = "" if holder is doc else f" (in its {type(holder).__name__})"
+                    raise ValidationError(
+                        f"the {type(doc).__name__} at position {position} of insert() "
+                        f"references a {type(referenced).__name__} that has no key yet{where}: "
+                        "save or insert that one first, in an earlier call (as in MongoEngine, "
+                        "documents are referenced once they have been saved)"
+                    )
 
 
 def _stored_by_failed_insert(doc: Any) -> bool:

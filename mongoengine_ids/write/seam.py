@@ -594,6 +594,8 @@ class Shape:
     pk_left_to_driver: bool
     #: The name of the primary key field ("id" for an embedded document, which has none).
     pk_name: str
+    #: The fields whose values may hold referenced documents (None: any, a dynamic document).
+    referencing: tuple[str, ...] | None
 
 
 _SHAPE = "_mongoengine_ids_shape"
@@ -610,18 +612,15 @@ def shape(document_class: type[BaseDocument]) -> Shape:
             (name, field) for name, field in fields.items() if isinstance(field, GeneratedField)
         )
         pk = id_field(document_class)
-        embedding = (
-            None
-            if document_class._dynamic
-            else tuple(name for name, field in fields.items() if _may_embed(field))
-        )
+        dynamic = document_class._dynamic
         found = Shape(
             generated,
             any(name == pk for name, _ in generated),
-            embedding,
+            None if dynamic else tuple(name for name, f in fields.items() if _may_embed(f)),
             _serialises_itself(document_class),
             issubclass(document_class, Document) and _keeps_object_ids(fields.get(pk or "id")),
             pk or "id",
+            None if dynamic else tuple(name for name, f in fields.items() if _may_reference(f)),
         )
         setattr(document_class, _SHAPE, found)
     return found
@@ -677,6 +676,39 @@ def _may_embed(field: Any) -> bool:
     if isinstance(field, ComplexBaseField):  # a list or dict: untyped, or of what it holds
         return field.field is None or _may_embed(field.field)
     return False
+
+
+def _may_reference(field: Any) -> bool:
+    """Whether a field's value may hold referenced documents."""
+    from mongoengine.base import ComplexBaseField
+    from mongoengine.fields import DynamicField
+
+    references = (ReferenceField, LazyReferenceField, GenericReferenceField, DynamicField)
+    if isinstance(field, (*references, GenericLazyReferenceField, CachedReferenceField)):
+        return True
+    if isinstance(field, ComplexBaseField):  # a list or dict: untyped, or of what it holds
+        return field.field is None or _may_reference(field.field)
+    return False
+
+
+def referenced_documents(document: BaseDocument) -> Iterator[Document]:
+    """The documents ``document`` itself references (lists and dicts searched; not those
+    inside its embedded documents)."""
+    names = shape(type(document)).referencing
+    data = document._data
+    for value in data.values() if names is None else (data.get(name) for name in names):
+        yield from _documents_in(value)
+
+
+def _documents_in(value: Any) -> Iterator[Document]:
+    if isinstance(value, Document):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _documents_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _documents_in(item)
 
 
 def generated_fields(
