@@ -444,6 +444,28 @@ def test_generic_reference_field(world: World) -> None:
     assert Shipment.objects(anything=b).count() == 0
 
 
+def test_a_dbref_made_by_hand_in_a_generic_reference(world: World) -> None:
+    """Found by a probe: a ``DBRef(collection, pk)`` made by hand was sent with the key as given
+    (a uuid.UUID): a query by it matched nothing, a save could not encode it. As for an ObjectId
+    key, the query finds the documents, and the save stores the DBRef (MongoEngine stores a
+    DBRef given by hand as it is, without the class)."""
+    Order = world.order()
+    Holder = world.model(
+        "Holder", anything=me.GenericReferenceField(), lazy=me.GenericLazyReferenceField()
+    )
+    a, b = Order(name="a").save(), Order(name="b").save()
+    Holder(anything=a, lazy=a).save()
+    by_hand = DBRef(Order._get_collection_name(), a.pk)
+    assert Holder.objects(anything=by_hand).count() == 1
+    assert Holder.objects(lazy=by_hand).count() == 1
+    assert Holder.objects(anything=DBRef(Order._get_collection_name(), b.pk)).count() == 0
+    saved = Holder(anything=by_hand, lazy=by_hand).save()
+    raw = world.raw(Holder, saved)
+    world.check_reference(raw["anything"], a, dbref=True)
+    world.check_reference(raw["lazy"], a, dbref=True)
+    world.check_sent()
+
+
 def test_a_generic_reference_read_without_dereferencing_holds_the_key(world: World) -> None:
     """Its DBRef equals the document, as ``ReferenceField``'s does (found by review AE: on
     mongomock it held the stored Binary, equal to nothing); dereferenced later, it loads."""

@@ -24,6 +24,9 @@ model; see :func:`.seam.hook_reference_fields`):
   (``dbref=True``) as the driver decoded it: its id a ``Binary`` or ``str``, which the documents
   ``DeReference`` loads for a list or dict of references never equal, so the items stayed
   DBRefs. The DBRef gets the key as references hold it (:func:`keyed_dbref`);
+* ``GenericReferenceField.to_mongo`` (and so its queries, and ``GenericLazyReferenceField``'s)
+  sends a DBRef made by hand as given: it gets the key as references hold it, for the model
+  keyed by a UUID of this package stored in the DBRef's collection;
 * ``CachedReferenceField.prepare_query_value`` puts ``document.pk`` in the ``_id`` that a query
   by the document, its ``auto_sync`` and ``sync_all()`` send;
 * ``GenericLazyReferenceField.to_mongo`` of a ``LazyReference`` (what it holds for a document
@@ -273,6 +276,24 @@ def wrap_generic_lazy_build(own: Callable[[Any, Any], Any]) -> Callable[[Any, An
         return found
 
     return build_lazyref
+
+
+def wrap_generic_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``to_mongo`` of ``GenericReferenceField`` (and so of its queries, and of
+    ``GenericLazyReferenceField``'s): a DBRef made by hand (``DBRef(collection, pk)``) to a model
+    keyed by a UUID of this package is sent with its id as references hold the key
+    (:func:`keyed_dbref`): MongoEngine sent the id as given, which the driver cannot encode, or
+    encodes in another form than the key's (a query matched nothing)."""
+
+    @functools.wraps(own)
+    def to_mongo(self: Any, document: Any) -> Any:
+        if isinstance(document, DBRef) and not isinstance(document, LazyReference):
+            kinds = seam.uuid_keyed_models_of(document.collection)
+            if len(kinds) == 1:
+                document = keyed_dbref(kinds[0], document)
+        return own(self, document)
+
+    return to_mongo
 
 
 def wrap_generic_lazy_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:

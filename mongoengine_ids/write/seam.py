@@ -508,6 +508,22 @@ def uuid_key(document_class: Any) -> GeneratedField | None:
     return field if field is not None and field.stored_form_differs else None
 
 
+def uuid_keyed_models_of(collection_name: str) -> list[type[Document]]:
+    """The models stored in ``collection_name`` whose key is a UUID of this package
+    (:func:`uuid_key`), one per key field (a model and its subclasses share theirs)."""
+    found: dict[int, type[Document]] = {}
+    for kind in list(_document_registry.values()):
+        if (
+            issubclass(kind, Document)
+            and not kind._meta.get("abstract")
+            and kind._meta.get("collection") == collection_name
+        ):
+            field = uuid_key(kind)
+            if field is not None:
+                found.setdefault(id(field), kind)
+    return list(found.values())
+
+
 def referenced_class(reference_field: Any) -> Any:
     """The model a reference field refers to (None if its name is not registered yet)."""
     try:
@@ -1254,6 +1270,7 @@ def hook_reference_fields() -> None:
             (ReferenceField, "to_python", references.wrap_reference_to_python),
             (LazyReferenceField, "to_python", references.wrap_reference_to_python),
             (CachedReferenceField, "prepare_query_value", references.wrap_cached_query_value),
+            (GenericReferenceField, "to_mongo", references.wrap_generic_to_mongo),
             (GenericLazyReferenceField, "to_mongo", references.wrap_generic_lazy_to_mongo),
             (GenericLazyReferenceField, "build_lazyref", references.wrap_generic_lazy_build),
             (DeReference, "__call__", references.wrap_dereference),
