@@ -229,6 +229,29 @@ def _cli(db: Any) -> Callable[..., tuple[int, str, str]]:
     return invoke
 
 
+def test_cli_show_of_a_sharded_sequence_says_only_the_shards_made_count(
+    mongoengine_db: Any,
+) -> None:
+    """Probe: the headroom of the shards made so far read as the sequence's, and a value of a
+    shard not made yet was refused as in no shard of the sequence."""
+
+    class Card(Document):
+        number = SequenceField(start=0, digits=2, shards=2, batch_size=5)
+
+    Card().save()
+    (made,) = mongoengine_db[DEFAULT_COLLECTION].find()
+    status, out, _ = _cli(mongoengine_db)("show", "card.number")
+    assert status == OK
+    assert "shards:     1 made so far (0 exhausted)" in out
+    headroom = made["high"] - made["next"]
+    assert f"headroom:   {headroom:,} values before exhaustion (in the shards made so far)" in out
+    other = 75 if made["shard"] == 0 else 25
+    status, _, err = _cli(mongoengine_db)("set", "card.number", str(other))
+    assert status == FAILED
+    assert f"value={other} is in no shard of 'card.number' made so far" in err
+    assert "made when the field first uses it" in err
+
+
 def test_cli_list_show_set(mongoengine_db: Any) -> None:
     cli = _cli(mongoengine_db)
     assert cli("list") == (OK, "no counters\n", "")

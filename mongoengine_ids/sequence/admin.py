@@ -370,7 +370,10 @@ def _counter_owning(
         ]
         if not owners:
             bounds = ", ".join(f"{s.low}..{s.high}" for s in info.shards)
-            raise ValueError(f"value={value!r} is in no shard of {name!r}; its shards own {bounds}")
+            raise ValueError(
+                f"value={value!r} is in no shard of {name!r} made so far; they own {bounds} (a "
+                "shard's counter is made when the field first uses it)"
+            )
         return owners[0].document_id, owners[0]
     return _counter_id(name, scope), None if info is None else info.shards[0]
 

@@ -314,10 +314,12 @@ def _details(info: CounterInfo, high: int | None) -> str:
     lines.append(f"last value: {_text(last)}  (highest handed out or leased)")
     if info.sharded:
         exhausted = sum(1 for shard in info.shards if shard.headroom() == 0)
-        lines.append(f"shards:     {len(info.shards)} ({exhausted} exhausted)")
+        # A shard's counter is made when the field first uses it: the others are not known.
+        lines.append(f"shards:     {len(info.shards)} made so far ({exhausted} exhausted)")
     else:
         lines.append(f"next value: {_text(info.next_value)}")
-    lines.append(f"headroom:   {_text(info.headroom(high))} values before exhaustion")
+    of = " (in the shards made so far)" if info.sharded else ""
+    lines.append(f"headroom:   {_text(info.headroom(high))} values before exhaustion{of}")
     if info.sharded:
         for shard in info.shards:
             lines.append(
