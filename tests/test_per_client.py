@@ -20,6 +20,7 @@ from _support import TEST_URI
 from mongoengine_ids import RandomUniqueField
 from mongoengine_ids.errors import UniqueIndexMissingError
 from mongoengine_ids.resets import PerClient
+from mongoengine_ids.testing import _without_database
 
 ALIAS = "per_client"
 
@@ -68,7 +69,10 @@ def _connect() -> Any:
             uuidRepresentation="standard",
         )
     else:
-        me.connect(name, alias=ALIAS, host=TEST_URI, uuidRepresentation="standard")
+        # MongoEngine takes a database the URI names over `name` (and _disconnect drops it):
+        # it is left out. Not testing.connected(): its close resets the caches under test.
+        host = _without_database(TEST_URI)
+        me.connect(name, alias=ALIAS, host=host, uuidRepresentation="standard")
     return me.get_db(ALIAS)
 
 

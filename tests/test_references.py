@@ -37,6 +37,7 @@ from bson import DBRef
 from bson.binary import Binary, UuidRepresentation
 from bson.codec_options import CodecOptions
 from mongoengine.base import LazyReference
+from pymongo import monitoring
 
 from mongoengine_ids import (
     LocalityUUID,
@@ -155,26 +156,21 @@ class Sent:
         ]
 
 
-if TEST_URI is not None:
-    from pymongo import monitoring
+class _Listener(monitoring.CommandListener):
+    """Gives ``sink`` every command a real server is sent by the one client it is passed to
+    (``event_listeners``: not registered globally, where it would outlive the test)."""
 
-    class _Listener(monitoring.CommandListener):
-        """Registered before any client is made: clients copy the global listeners."""
+    def __init__(self, sink: Sent) -> None:
+        self.sink = sink
 
-        sink: Sent | None = None
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.sink.command(event)
 
-        def started(self, event: monitoring.CommandStartedEvent) -> None:
-            if self.sink is not None:
-                self.sink.command(event)
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
 
-        def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-            pass
-
-        def failed(self, event: monitoring.CommandFailedEvent) -> None:
-            pass
-
-    _LISTENER = _Listener()
-    monitoring.register(_LISTENER)
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
 
 
 # -- one test's world ---------------------------------------------------------------------------
@@ -251,20 +247,15 @@ def key(request: pytest.FixtureRequest) -> Key:
 def world(request: pytest.FixtureRequest, key: Key) -> Iterator[World]:
     representation = request.param
     sent = Sent()
-    with connected_threadsafe(TEST_URI, hook=sent.hook) as connect:
-        if TEST_URI is not None:
-            _LISTENER.sink = sent
-        try:
-            if representation is None:
-                with pytest.warns(DeprecationWarning, match="No uuidRepresentation"):
-                    database = connect(uuid_representation=None)
-            else:
-                database = connect(uuid_representation=representation)
-            world = World(key, representation, database, sent)
-            yield world
-        finally:
-            if TEST_URI is not None:
-                _LISTENER.sink = None
+    options = {} if TEST_URI is None else {"event_listeners": [_Listener(sent)]}
+    with connected_threadsafe(TEST_URI, hook=sent.hook, **options) as connect:
+        if representation is None:
+            with pytest.warns(DeprecationWarning, match="No uuidRepresentation"):
+                database = connect(uuid_representation=None)
+        else:
+            database = connect(uuid_representation=representation)
+        world = World(key, representation, database, sent)
+        yield world
     world.check_sent()
 
 

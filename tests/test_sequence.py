@@ -521,9 +521,11 @@ def test_the_same_counter_name_on_another_server_is_another_counter() -> None:
                 mongo_client_class=lambda *args, server=server, **kwargs: server,
                 uuidRepresentation="standard",
             )
-            OnTwoServers._collection = None
-            assert [OnTwoServers().save().number for _ in range(3)] == [1, 2, 3]
-            mongoengine.disconnect("two_servers")
+            try:
+                OnTwoServers._collection = None
+                assert [OnTwoServers().save().number for _ in range(3)] == [1, 2, 3]
+            finally:
+                mongoengine.disconnect("two_servers")
     finally:
         OnTwoServers._collection = None
         reset_process_state()
@@ -684,14 +686,24 @@ def test_fork_child_discards_the_parents_blocks(mongoengine_db: Any) -> None:
     if pid == 0:  # pragma: no cover - the child
         try:
             os.close(read_end)
-            value = sequence.next()
-            os.write(write_end, str(value).encode())
+            try:
+                with warnings.catch_warnings():
+                    # A real server: pymongo warns on the first use of a client made before
+                    # fork() (filterwarnings=error would make it an exception). The child must
+                    # use the parent's client: the sequence it holds is the parent's.
+                    warnings.filterwarnings("ignore", "MongoClient opened before fork")
+                    reply = str(sequence.next())
+            except BaseException as error:  # the parent reports it
+                reply = f"{type(error).__name__}: {error}"
+            os.write(write_end, reply.encode())
         finally:
             os._exit(0)
     os.close(write_end)
     with os.fdopen(read_end) as pipe:
-        child_value = int(pipe.read())
+        reply = pipe.read()
     os.waitpid(pid, 0)
+    assert reply.isdigit(), f"the child failed: {reply}"
+    child_value = int(reply)
     # The child leased its own block (on mongomock, in its copy of the store; on a server, after
     # the parent's): never a value of the parent's block 1..100.
     assert child_value == 101
