@@ -105,11 +105,12 @@ class _GatedLock:
         self.lock = threading.Lock()
         self.gate = threading.Event()
         self.waiting = threading.Event()
+        self.opened: list[bool] = []  # what each gate.wait() returned
 
     def __enter__(self) -> None:
         if threading.current_thread().name.startswith("prefetch") and not self.gate.is_set():
             self.waiting.set()
-            self.gate.wait(10)
+            self.opened.append(self.gate.wait(10))
         self.lock.acquire()
 
     def __exit__(self, *exc: Any) -> None:
@@ -128,10 +129,15 @@ def test_raise_to_drops_block_leased_meanwhile(mongoengine_db: Any) -> None:
     for thread in threading.enumerate():
         if thread.name.startswith("prefetch"):
             thread.join(10)
+            assert not thread.is_alive()
+    assert gated.opened == [True]
     for _ in range(15):
         EdgeNumbered().save()  # 6..10, 11..20: 15 is generated again
     nums = [d["num"] for d in EdgeNumbered._get_collection().find()]
-    assert len(nums) == len(set(nums)), sorted(nums)
+    # The first block used up (1..10), 15 as assigned; the prefetched block (11..20) held 15:
+    # dropped, and the 10 saves after 6..10 take the next block.
+    batch = EdgeNumbered.num.batch_size
+    assert sorted(nums) == [*range(1, batch + 1), 15, *range(2 * batch + 1, 3 * batch + 1)]
 
 
 # -- Sequence.raise_to(): one raise clears the value another raise still waits for ----------
@@ -146,9 +152,11 @@ def test_values_taken_out_before_a_raise_are_not_put_back(mongoengine_db: Any) -
     store = sequence.store()
     leasing, go = threading.Event(), threading.Event()
 
+    went: list[bool] = []  # what each go.wait() returned
+
     def failing_lease(size: int, **options: Any) -> range:
         leasing.set()
-        go.wait(10)
+        went.append(go.wait(10))
         raise pymongo.errors.AutoReconnect("lost")
 
     store.lease = failing_lease  # type: ignore[method-assign]
@@ -166,6 +174,8 @@ def test_values_taken_out_before_a_raise_are_not_put_back(mongoengine_db: Any) -
     sequence.raise_to(5)
     go.set()
     worker.join(10)
+    assert not worker.is_alive()
+    assert went == [True]
     assert len(failed) == 1
     del store.lease  # the real one again
     handed = [sequence.next() for _ in range(6)]
@@ -180,17 +190,19 @@ def test_concurrent_raise_keeps_the_other_value(mongoengine_db: Any) -> None:
     real_raise, real_lease = store.raise_to, store.lease
     raising_60, leased, lease_go = threading.Event(), threading.Event(), threading.Event()
     raise_60_go = threading.Event()
+    went: list[tuple[str, bool]] = []  # what each wait in the threads returned
 
     def slow_raise(value: int) -> None:
         if value == 60:
             raising_60.set()
-            raise_60_go.wait(10)  # raise_to(60) recorded 60, has not moved the counter yet
+            # raise_to(60) recorded 60, has not moved the counter yet
+            went.append(("raise", raise_60_go.wait(10)))
         real_raise(value)
 
     def slow_lease(size: int) -> range:
         block = real_lease(size)  # before the counter moves past 60
         leased.set()
-        lease_go.wait(10)
+        went.append(("lease", lease_go.wait(10)))
         return block
 
     store.raise_to, store.lease = slow_raise, slow_lease  # type: ignore[method-assign]
@@ -204,9 +216,13 @@ def test_concurrent_raise_keeps_the_other_value(mongoengine_db: Any) -> None:
     assert leased.wait(10)  # 56..65 leased
     raise_60_go.set()
     raiser.join(10)  # $max(60) (no effect), nothing of 60 in the blocks yet
+    assert not raiser.is_alive()
     lease_go.set()
     leaser.join(10)
-    assert 60 not in got[0], got
+    assert not leaser.is_alive()
+    # 56..65 held 60: dropped, and the next lease (66..75, its wait returned at once) served.
+    assert got == [list(range(66, 76))]
+    assert went == [("raise", True), ("lease", True), ("lease", True)]
 
 
 # -- a multi-document update with a new embedded document: one "unique" value, many copies --

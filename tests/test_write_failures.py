@@ -27,6 +27,7 @@ from mongoengine_ids import (
     UUID7Field,
     backfill,
 )
+from mongoengine_ids.errors import RetriesExhaustedError
 from mongoengine_ids.sequence.field import CounterStore
 from mongoengine_ids.testing import connected_threadsafe
 
@@ -75,6 +76,22 @@ def retry(call: Callable[[], Any]) -> Any:
 
 def shared(values: list[Any]) -> list[Any]:
     return [value for value, count in Counter(values).items() if value is not None and count > 1]
+
+
+def stored_without_ids(collection: Any) -> list[dict[str, Any]]:
+    """The raw stored documents, without their ObjectId keys."""
+    return [{k: v for k, v in doc.items() if k != "_id"} for doc in collection.find()]
+
+
+def reservations(collection: Any) -> list[tuple[Any, str]]:
+    """(value, ns) of each reservation stored in a ``reserve_in`` collection."""
+    return [(doc["_id"], doc["ns"]) for doc in collection.find()]
+
+
+def all_taken(attempts: int, proxy: str) -> str:
+    """The message of the RetriesExhaustedError of a field whose every draw was taken."""
+    taken = f"already taken in the proxy collection '{proxy}'"
+    return f"all {attempts} attempts drew a value that was {taken}"
 
 
 # -- save() of a loaded document that fills a field its stored copy lacks -------------------
@@ -131,10 +148,11 @@ class FwReservedLoaded(me.Document):
 def test_a_value_assigned_by_an_upsert_is_reserved(mongoengine_db: Any) -> None:
     # docs/random-unique.md: "Values you assign are reserved too".
     FwReservedUpsert.objects(name="a").upsert_one(set__code=7)
-    with contextlib.suppress(me.NotUniqueError):  # 7 is the only value the rng draws
-        FwReservedUpsert(name="b").save()
-    codes = [doc.get("code") for doc in mongoengine_db["fw_reserved_upsert"].find()]
-    assert not shared(codes), codes
+    with pytest.raises(RetriesExhaustedError, match=all_taken(17, "fw_codes_u")):
+        FwReservedUpsert(name="b").save()  # 7 is the only value the rng draws
+    stored = stored_without_ids(mongoengine_db["fw_reserved_upsert"])
+    assert stored == [{"name": "a", "code": 7}]
+    assert reservations(mongoengine_db["fw_codes_u"]) == [(7, "fw_reserved_upsert.code")]
 
 
 def test_a_value_assigned_to_a_loaded_document_is_reserved(mongoengine_db: Any) -> None:
@@ -142,10 +160,11 @@ def test_a_value_assigned_to_a_loaded_document_is_reserved(mongoengine_db: Any) 
     loaded = FwReservedLoaded.objects.get(name="pre")
     loaded.code = 7
     loaded.save()
-    with contextlib.suppress(me.NotUniqueError):  # 7 is the only value the rng draws
-        FwReservedLoaded(name="b").save()
-    codes = [doc.get("code") for doc in mongoengine_db["fw_reserved_loaded"].find()]
-    assert not shared(codes), codes
+    with pytest.raises(RetriesExhaustedError, match=all_taken(17, "fw_codes_l")):
+        FwReservedLoaded(name="b").save()  # 7 is the only value the rng draws
+    stored = stored_without_ids(mongoengine_db["fw_reserved_loaded"])
+    assert stored == [{"name": "pre", "code": 7}]
+    assert reservations(mongoengine_db["fw_codes_l"]) == [(7, "fw_reserved_loaded.code")]
 
 
 class FwCounted(me.Document):
@@ -196,10 +215,10 @@ def test_an_interrupt_after_the_insert_keeps_the_reservation_of_the_stored_value
         reserved = {doc["_id"] for doc in db["fw_codes_i"].find()}
         assert stored == {7}  # the insert was applied
         assert stored <= reserved, f"stored {stored}, reserved {reserved}"
-        with contextlib.suppress(me.NotUniqueError):  # 7 is the only value the rng draws
-            FwInterrupted(name="b").save()
-        codes = [doc["code"] for doc in db["fw_interrupted"].find()]
-        assert not shared(codes), codes
+        with pytest.raises(RetriesExhaustedError, match=all_taken(17, "fw_codes_i")):
+            FwInterrupted(name="b").save()  # 7 is the only value the rng draws
+        assert stored_without_ids(db["fw_interrupted"]) == [{"name": "a", "code": 7}]
+        assert reservations(db["fw_codes_i"]) == [(7, "fw_interrupted.code")]
 
 
 class FwInterruptedUUID(me.Document):
@@ -246,10 +265,12 @@ def test_an_interrupt_after_a_bulk_insert_keeps_the_reservations_of_the_stored_v
         reserved = {doc["_id"] for doc in db["fw_codes_b"].find()}
         assert stored == {1, 2}  # the insert was applied; the space is full
         assert stored <= reserved, f"stored {stored}, reserved {reserved}"
-        with contextlib.suppress(me.NotUniqueError):  # the space is full: must raise
-            FwInterruptedBulk(name="c").save()
-        codes = [doc["code"] for doc in db["fw_interrupted_bulk"].find()]
-        assert not shared(codes), codes
+        with pytest.raises(RetriesExhaustedError, match=all_taken(4, "fw_codes_b")):
+            FwInterruptedBulk(name="c").save()  # the space is full: must raise
+        stored_docs = sorted(stored_without_ids(db["fw_interrupted_bulk"]), key=lambda d: d["code"])
+        assert stored_docs == [{"name": "a", "code": 1}, {"name": "b", "code": 2}]
+        ns = "fw_interrupted_bulk.code"
+        assert sorted(reservations(db["fw_codes_b"])) == [(1, ns), (2, ns)]
 
 
 # -- retry of a loaded document given a new embedded document (reserve_in) ------------------
@@ -295,12 +316,13 @@ def test_an_explicit_value_in_a_lease_in_flight_is_never_generated(
     # docs/sequence.md: "this process drops its leased blocks that contain it".
     leased, go = threading.Event(), threading.Event()
     lease = CounterStore.lease
+    went: list[bool] = []  # what each go.wait() returned
 
     def reply_late(self: CounterStore, count: int) -> range:
         block = lease(self, count)
         if threading.current_thread().name == "fw-writer":  # the reply is on its way
             leased.set()
-            go.wait(5)
+            went.append(go.wait(5))
         return block
 
     monkeypatch.setattr(CounterStore, "lease", reply_late)
@@ -310,11 +332,15 @@ def test_an_explicit_value_in_a_lease_in_flight_is_never_generated(
         assert leased.wait(5)  # the counter moved to 10; the block 1..10 is not installed yet
         FwTicket(who="explicit", number=5).save()
         go.set()
-        writer.join()
+        writer.join(10)
+        assert not writer.is_alive()
         for _ in range(5):
             FwTicket(who="g").save()
-        numbers = [doc["number"] for doc in db["fw_tickets"].find()]
-        assert not shared(numbers), sorted(numbers)
+        # The block 1..10 holds 5: dropped when its reply came, so the writer leased again
+        # (11..20: its second wait returned at once) and took 11; the 5 later saves 12..16.
+        assert went == [True, True]
+        stored = sorted((doc["number"], doc["who"]) for doc in db["fw_tickets"].find())
+        assert stored == [(5, "explicit"), (11, "t"), *((n, "g") for n in range(12, 17))]
 
 
 class FwTicketA(me.Document):

@@ -10,8 +10,9 @@ from typing import Any
 
 import mongoengine as me
 import pymongo.errors
+import pytest
 
-from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
+from mongoengine_ids import ExplicitValueError, RandomUniqueField, SequenceField, UUID4Field
 from mongoengine_ids.testing import connected_threadsafe
 
 
@@ -53,10 +54,14 @@ def test_upsert_filter_value_held_by_another_document_is_not_stored_twice(
     first = RoundReserved(name="a").save()
     # The same value given by set__ is refused (already reserved); fixed by a filter that does
     # not match the holder, it is inserted without being reserved.
-    with contextlib.suppress(me.NotUniqueError):
+    with pytest.raises(
+        me.NotUniqueError, match=rf"\[{first.code}\] already reserved in 'round_codes'"
+    ):
         RoundReserved.objects(code=first.code, name="b").update_one(upsert=True, set__name="b")
-    codes = [d["code"] for d in raw(RoundReserved)]
-    assert len(codes) == len(set(codes)), codes  # got [n, n], no error
+    # got [n, n], no error: nothing inserted, and the value is still the first's reservation
+    assert raw(RoundReserved) == [{"_id": first.id, "code": first.code, "name": "a"}]
+    reservations = mongoengine_db["round_codes"].find()
+    assert [(d["_id"], d["ns"]) for d in reservations] == [(first.code, "round_reserved.code")]
 
 
 class RoundStrict(me.Document):
@@ -68,11 +73,13 @@ class RoundStrict(me.Document):
 def test_upsert_filter_value_held_by_another_document_bypasses_allow_explicit(
     mongoengine_db: Any,
 ) -> None:
-    RoundStrict(name="a").save()  # 1
-    with contextlib.suppress(Exception):
+    first = RoundStrict(name="a").save()  # 1
+    with pytest.raises(ExplicitValueError, match="explicit value 1 rejected"):
         RoundStrict.objects(num=1, name="b").update_one(upsert=True, set__name="b")
-    nums = [d["num"] for d in raw(RoundStrict)]
-    assert len(nums) == len(set(nums)), nums  # got [1, 1], no ExplicitValueError
+    # got [1, 1], no ExplicitValueError: nothing inserted, the counter not moved
+    assert raw(RoundStrict) == [{"_id": first.id, "num": 1, "name": "a"}]
+    counters = mongoengine_db["mongoengine.counters"].find()
+    assert list(counters) == [{"_id": "round_strict.num", "next": 1}]
 
 
 # -- an upsert by key of a UUID-keyed model: one extra round trip (the look-up), though a
