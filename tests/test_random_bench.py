@@ -26,8 +26,9 @@ def test_quick_run_has_every_row_in_order() -> None:
             float,
             re.findall(r"retries/insert (\d+\.\d+) measured, (\d+\.\d+) expected", row.note)[0],
         )
-        assert measured >= 0
         fill = int(re.findall(r"(\d+)% full", row.name)[0]) / 100
+        if fill == 0:
+            assert measured == 0.0  # nothing taken (each save is deleted again): no retry
         assert expected == pytest.approx(fill / (1 - fill), abs=5e-5)
 
 
