@@ -624,7 +624,7 @@ ROWS = [
         id="ru-alphabet-Hex",
     ),
     pytest.param(
-        Bad(lambda: StringSpace(4, "bin"), ValueError, "bin", "not a known alphabet name"),
+        Bad(lambda: StringSpace(4, "bin"), ValueError, "bin", "names an encoding"),
         id="string-space-bin",
     ),
     # a near miss of a known name

@@ -898,19 +898,33 @@ def test_distinct_by_stored_names_and_of_dicts_of_references(world: World, dbref
     Box = type(
         f"Box{next(_numbers)}",
         (me.EmbeddedDocument,),
-        {"r": me.ReferenceField(Order, dbref=dbref, db_field="rr")},
+        {
+            "r": me.ReferenceField(Order, dbref=dbref, db_field="rr"),
+            "label": me.StringField(db_field="x"),
+        },
     )
     Holder = world.model(
         "Holder",
         order=me.ReferenceField(Order, dbref=dbref, db_field="o"),
         orders=me.ListField(me.ReferenceField(Order, dbref=dbref), db_field="os"),
         box=me.EmbeddedDocumentField(Box, db_field="bx"),
+        boxes=me.ListField(me.EmbeddedDocumentField(Box), db_field="bs"),
+        by_place=me.MapField(me.EmbeddedDocumentField(Box)),
         lazy=me.LazyReferenceField(Order, db_field="lz"),
         by_code=me.DictField(field=me.ReferenceField(Order, dbref=dbref)),
     )
     a, b = Order(name="a").save(), Order(name="b").save()
-    Holder(order=a, orders=[b], box=Box(r=a), lazy=b, by_code={"x": b}).save()
-    for path, expected in {"order": a, "orders": b, "box.r": a}.items():
+    Holder(
+        order=a,
+        orders=[b],
+        box=Box(r=a),
+        boxes=[Box(r=b)],
+        by_place={"x": Box(r=a)},  # a key that is also the stored name of a field of Box
+        lazy=b,
+        by_code={"x": b},
+    ).save()
+    paths = {"order": a, "orders": b, "box.r": a, "boxes.r": b, "boxes.0.r": b, "by_place.x.r": a}
+    for path, expected in paths.items():
         (found,) = Holder.objects.distinct(path)
         if dbref:  # MongoEngine loads the documents of DBRefs
             assert isinstance(found, Order), (path, found)

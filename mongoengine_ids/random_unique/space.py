@@ -429,7 +429,13 @@ def _alphabet_chars(alphabet: str) -> str:
     known = ALPHABETS.get(alphabet)
     if known is not None:
         return known
-    if alphabet.lower() in _ENCODING_NAMES or (
+    if alphabet.lower() in _ENCODING_NAMES:
+        raise ValueError(
+            f"alphabet={alphabet!r} names an encoding, which is no alphabet of this package: "
+            f"expected one of {', '.join(map(repr, ALPHABETS))}, or the characters themselves "
+            "(e.g. '0123456789abcdef' for lower-case hexadecimal)"
+        )
+    if (
         len(alphabet) <= _NAME_MAX
         and _NAME_LIKE.fullmatch(alphabet)
         and list(alphabet) != sorted(set(alphabet))

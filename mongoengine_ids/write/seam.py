@@ -373,12 +373,22 @@ def _field_names(document_class: Any, steps: list[str]) -> list[str]:
     as field names: each step read in the document class the path has reached."""
     names: list[str] = []
     kind = document_class
+    container: Any = None  # the list or map field the last step named
     for step in steps:
+        if isinstance(container, DictField) or (container is not None and step.isdigit()):
+            names.append(step)  # a map's key, a list's index: the items' class stays
+            container = None
+            continue
         reverse = getattr(kind, "_reverse_db_field_map", None) or {}
         name = reverse.get(step, "pk" if step == "_id" and not names else step)
         names.append(name)
-        field = items_field(getattr(kind, "_fields", {}).get(name))
-        kind = getattr(field, "document_type", None) if field is not None else None
+        field = getattr(kind, "_fields", {}).get(name) if kind is not None else None
+        container = field if isinstance(field, (ListField, DictField)) else None
+        items = items_field(field)
+        # The stored sub-document of an embedded document, or of a cached reference (the
+        # referenced model's fields): not of a reference, which stores a key.
+        stored_as = (EmbeddedDocumentField, CachedReferenceField)
+        kind = items.document_type if isinstance(items, stored_as) else None
     return names
 
 
@@ -511,17 +521,20 @@ def uuid_key(document_class: Any) -> GeneratedField | None:
 def uuid_keyed_models_of(collection_name: str) -> list[type[Document]]:
     """The models stored in ``collection_name`` whose key is a UUID of this package
     (:func:`uuid_key`), one per key field (a model and its subclasses share theirs)."""
-    found: dict[int, type[Document]] = {}
-    for kind in list(_document_registry.values()):
-        if (
-            issubclass(kind, Document)
-            and not kind._meta.get("abstract")
-            and kind._meta.get("collection") == collection_name
-        ):
-            field = uuid_key(kind)
-            if field is not None:
-                found.setdefault(id(field), kind)
-    return list(found.values())
+    registered = tuple(_document_registry.values())  # a model made again replaces its entry
+    return _uuid_keyed_models(registered).get(collection_name, [])
+
+
+@functools.lru_cache(maxsize=1)
+def _uuid_keyed_models(registered: tuple[Any, ...]) -> dict[str, list[type[Document]]]:
+    """:func:`uuid_keyed_models_of` for every collection, the ``registered`` models given."""
+    found: dict[str, dict[int, type[Document]]] = {}
+    for kind in registered:
+        collection = kind._meta.get("collection")
+        field = uuid_key(kind) if issubclass(kind, Document) and collection else None
+        if field is not None and not kind._meta.get("abstract"):
+            found.setdefault(collection, {}).setdefault(id(field), kind)
+    return {name: list(kinds.values()) for name, kinds in found.items()}
 
 
 def referenced_class(reference_field: Any) -> Any:
