@@ -291,7 +291,7 @@ def _refuse_unkeyed_references(docs: list[Any]) -> None:
     another key after a collision, the reference would point at no document, or another).
 
     Raises:
-        ValidationError: such a reference, naming both documents.
+        ValidationError: such a reference, naming the position of the document holding it.
     """
     shapes = [seam.shape(kind) for kind in set(map(type, docs))]
     if all(shape.referencing == () and shape.embedding == () for shape in shapes):
