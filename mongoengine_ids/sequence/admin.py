@@ -387,17 +387,18 @@ def _layout_of_other_scopes(target: Any, name: str, value: int) -> dict[str, int
     Raises:
         ValueError: no shard of that layout owns ``value``.
     """
-    shards = {
+    found = {
         (document["shard"], document.get("low"), document.get("high"))
         for document in target.find({"sequence": name, "scope": {"$exists": True}})
         if _is_int(document.get("shard"))
     }
-    if not shards:
+    if not found:
         return None
-    for shard, low, high in sorted(shards, key=repr):
+    shards = sorted(found, key=repr)
+    for shard, low, high in shards:
         if _is_int(low) and _is_int(high) and low <= value <= high:
             return {"shard": shard, "low": low, "high": high}
-    bounds = ", ".join(f"{low}..{high}" for _, low, high in sorted(shards, key=repr))
+    bounds = ", ".join(f"{low}..{high}" for _, low, high in shards)
     raise ValueError(
         f"value={value!r} is in no shard of {name!r}; the shards of its other scopes own {bounds}"
     )

@@ -146,7 +146,8 @@ def settle_unconfirmed(document: Document) -> None:
     state = seam.state(document, create=False)
     if state is None or not state.unconfirmed or not landed.pk_can_collide(document):
         return
-    if not landed.earlier_insert_landed(document, seam.collection_of(document)):
+    collection = seam.collection_of(document)
+    if not landed.earlier_insert_landed(document, collection):
         raise OperationError(
             f"{type(document).__name__} {seam.key(document)!r}: its insert had its reply lost "
             "and is not stored (its key may be another document's); save() it again before "
@@ -155,7 +156,7 @@ def settle_unconfirmed(document: Document) -> None:
     values.confirm([document])
     # Stored by an insert whose call failed: the application's retry of a bulk insert() counts
     # it stored (its stored copy may differ from the one sent now: the update about to run).
-    values.stored_by_failed_insert(document, seam.collection_of(document))
+    values.stored_by_failed_insert(document, collection)
 
 
 def save_create(

@@ -62,7 +62,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeGuard, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, TypeVar, cast, overload
 
 import mongoengine
 from bson import DBRef, ObjectId
@@ -374,6 +374,9 @@ def _field_names(document_class: Any, steps: list[str]) -> list[str]:
     names: list[str] = []
     kind = document_class
     container: Any = None  # the list or map field the last step named
+    # The stored sub-document of an embedded document, or of a cached reference (the referenced
+    # model's fields): not of a reference, which stores a key.
+    stored_as = (EmbeddedDocumentField, CachedReferenceField)
     for step in steps:
         if isinstance(container, DictField) or (container is not None and step.isdigit()):
             names.append(step)  # a map's key, a list's index: the items' class stays
@@ -385,9 +388,6 @@ def _field_names(document_class: Any, steps: list[str]) -> list[str]:
         field = getattr(kind, "_fields", {}).get(name) if kind is not None else None
         container = field if isinstance(field, (ListField, DictField)) else None
         items = items_field(field)
-        # The stored sub-document of an embedded document, or of a cached reference (the
-        # referenced model's fields): not of a reference, which stores a key.
-        stored_as = (EmbeddedDocumentField, CachedReferenceField)
         kind = items.document_type if isinstance(items, stored_as) else None
     return names
 
@@ -726,18 +726,7 @@ def referenced_documents(document: BaseDocument) -> Iterator[Document]:
     names = shape(type(document)).referencing
     data = document._data
     for value in data.values() if names is None else (data.get(name) for name in names):
-        yield from _documents_in(value)
-
-
-def _documents_in(value: Any) -> Iterator[Document]:
-    if isinstance(value, Document):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _documents_in(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _documents_in(item)
+        yield from _instances_in(value, Document)
 
 
 def generated_fields(
@@ -956,14 +945,22 @@ def embedded_places_in(
 
 def embedded_documents(value: Any) -> Iterator[BaseDocument]:
     """The embedded documents directly inside a field value (lists and dicts searched)."""
-    if isinstance(value, EmbeddedDocument):
+    return _instances_in(value, EmbeddedDocument)
+
+
+_K = TypeVar("_K")
+
+
+def _instances_in(value: Any, kind: type[_K]) -> Iterator[_K]:
+    """The ``kind`` objects a field value is or holds in its lists and dicts (not inside them)."""
+    if isinstance(value, kind):
         yield value
-    elif isinstance(value, (list, tuple, BaseList)):
+    elif isinstance(value, (list, tuple)):  # a BaseList too
         for item in value:
-            yield from embedded_documents(item)
+            yield from _instances_in(item, kind)
     elif isinstance(value, dict):
         for item in value.values():
-            yield from embedded_documents(item)
+            yield from _instances_in(item, kind)
 
 
 # -- per-document state -------------------------------------------------------------------------
