@@ -367,7 +367,10 @@ def test_counters_without_uri_uses_an_embedded_database(
     assert "next value: 500" in capsys.readouterr().out
     # Each run starts from an empty database.
     assert main(["counters", "show", "order.id"]) == FAILED
-    assert "show: no counter 'order.id'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "show: no counter 'order.id'" in err
+    # The error says why the counter just set is not there.
+    assert err.rstrip("\n").endswith(f"({EMBEDDED_NOTE})")
 
 
 def test_counters_reads_the_uri_from_the_environment(

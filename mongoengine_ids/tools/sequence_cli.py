@@ -244,6 +244,8 @@ def run(
     except LookupError as error:
         # KeyError's str() is the repr of its argument: take the message itself.
         message = error.args[0] if error.args else str(error)
+        if getattr(args, "embedded_database", False):
+            message += f" ({EMBEDDED_NOTE})"
         raise CommandError(f"{args.action}: {message}") from error
     except (ValueError, TypeError) as error:
         raise CommandError(f"{args.action}: {error}") from error
