@@ -1088,6 +1088,65 @@ def test_insert_refuses_one_object_a_pre_bulk_insert_handler_adds_again(
     assert getattr(once, attr) is None
 
 
+@by_role
+@by_kind
+def test_insert_hands_pre_bulk_insert_the_callers_own_list(
+    mongoengine_db: Any, kind: Kind, role: str
+) -> None:
+    """As MongoEngine's insert(): a document a handler adds is in the caller's list too, and
+    gets its values (found by probe D: the handler got a copy)."""
+    Model = model_for(role, kind, "HandedList", "handed_list")
+    attr, _ = field_of(role)
+    given = [Model(name="a")]
+
+    def add(sender: Any, documents: list[Any], **kwargs: Any) -> None:
+        documents.append(Model(name="added"))
+
+    me.signals.pre_bulk_insert.connect(add, sender=Model)
+    try:
+        Model.objects.insert(given, load_bulk=False)
+    finally:
+        me.signals.pre_bulk_insert.disconnect(add, sender=Model)
+    assert [doc.name for doc in given] == ["a", "added"]
+    stored = raw_docs(mongoengine_db.handed_list)
+    assert sorted(doc["name"] for doc in stored) == ["a", "added"]
+    values_made = [getattr(doc, attr) for doc in given]
+    assert None not in values_made
+    assert len(set(values_made)) == 2
+
+
+@pytest.mark.parametrize("emptied", [False, True], ids=["empty", "emptied-by-handler"])
+def test_insert_of_no_documents_raises_as_mongoengine(mongoengine_db: Any, emptied: bool) -> None:
+    """An empty batch is the driver's TypeError, as MongoEngine's insert() gives: also when a
+    pre_bulk_insert handler removed every document (found by probe D: it returned [], and sent
+    post_bulk_insert with no documents)."""
+
+    class Emptied(me.Document):
+        number = SequenceField()
+        meta = {"collection": "emptied"}
+
+    received: list[str] = []
+
+    def empty(sender: Any, documents: list[Any], **kwargs: Any) -> None:
+        documents.clear()
+
+    def after(sender: Any, documents: list[Any], **kwargs: Any) -> None:
+        received.append("post_bulk_insert")
+
+    me.signals.pre_bulk_insert.connect(empty, sender=Emptied)
+    me.signals.post_bulk_insert.connect(after, sender=Emptied)
+    try:
+        with pytest.raises(TypeError, match="documents must be a non-empty list"):
+            Emptied.objects.insert([Emptied()] if emptied else [])
+    finally:
+        me.signals.pre_bulk_insert.disconnect(empty, sender=Emptied)
+        me.signals.post_bulk_insert.disconnect(after, sender=Emptied)
+    assert received == []
+    assert raw_docs(mongoengine_db.emptied) == []
+    assert Emptied.objects.insert([Emptied()], load_bulk=False) is not None
+    assert [doc["number"] for doc in raw_docs(mongoengine_db.emptied)] == [1]
+
+
 def test_a_retry_that_fails_making_its_values_still_finds_the_earlier_insert(
     mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -59,7 +59,14 @@ def insert(
     query = seam.parts(queryset)
     document_class = query.document_class
     return_one = isinstance(doc_or_docs, BaseDocument)
-    docs = [doc_or_docs] if return_one else list(doc_or_docs)
+    if return_one:
+        docs = [doc_or_docs]
+    elif isinstance(doc_or_docs, list):
+        # The caller's list itself, as MongoEngine's: what a pre_bulk_insert handler adds or
+        # removes is added or removed there too.
+        docs = doc_or_docs
+    else:
+        docs = list(doc_or_docs)
     for doc in docs:
         if not isinstance(doc, document_class):
             raise OperationError(f"Some documents inserted aren't instances of {document_class}")
@@ -67,6 +74,8 @@ def insert(
             raise OperationError("Some documents have ObjectIds, use doc.update() instead")
     signal_kwargs = signal_kwargs or {}
     signals.pre_bulk_insert.send(document_class, documents=docs, **signal_kwargs)
+    if not docs:  # as the driver's insert_many(), which MongoEngine's insert() calls
+        raise TypeError("documents must be a non-empty list")
     _refuse_repeated(docs)  # after the handlers, which may add documents
     _refuse_unkeyed_references(docs)
 
