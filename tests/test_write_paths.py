@@ -1115,6 +1115,43 @@ def test_insert_hands_pre_bulk_insert_the_callers_own_list(
     assert len(set(values_made)) == 2
 
 
+@pytest.mark.parametrize("how", ["itself", *COPIES])
+@by_kind
+def test_the_key_of_a_bulk_inserted_document_cannot_change(
+    mongoengine_db: Any, kind: Kind, how: str
+) -> None:
+    """A document insert(load_bulk=False) wrote (or a copy of it) is a stored one: its generated
+    key cannot change, as a saved one's (found by probe B: MongoEngine's insert() leaves it no
+    record of changes, so its save() upserted it whole under the new key, over the document
+    holding that key)."""
+    Model = READ_MODELS[kind.name]  # module-level, for pickle
+    collection = mongoengine_db[Model._meta["collection"]]
+    victim = Model(name="victim").save()
+    batch = [Model(name="mine")]
+    Model.objects.insert(batch, load_bulk=False)
+    mine = batch[0] if how == "itself" else COPIES[how](batch[0])
+    before = raw_docs(collection)
+    mine.id = victim.id
+    mine.name = "over"
+    with pytest.raises(me.errors.OperationError, match="the key of a stored document cannot"):
+        mine.save()
+    assert raw_docs(collection) == before
+    assert sorted(doc["name"] for doc in before) == ["mine", "victim"]
+
+
+@by_kind
+def test_a_bulk_inserted_document_saves_its_changes(mongoengine_db: Any, kind: Kind) -> None:
+    """Its changes are written (as a saved document's), its key and values kept."""
+    Model = coded(kind, "BulkChanged", "bulk_changed", count=me.IntField())
+    batch = [Model(name="a", count=1), Model(name="b", count=2)]
+    Model.objects.insert(batch, load_bulk=False)
+    before = raw_docs(mongoengine_db.bulk_changed)
+    batch[0].name = "renamed"
+    batch[0].save()
+    after = raw_docs(mongoengine_db.bulk_changed)
+    assert after == [{**before[0], "name": "renamed"}, before[1]]
+
+
 @pytest.mark.parametrize("emptied", [False, True], ids=["empty", "emptied-by-handler"])
 def test_insert_of_no_documents_raises_as_mongoengine(mongoengine_db: Any, emptied: bool) -> None:
     """An empty batch is the driver's TypeError, as MongoEngine's insert() gives: also when a

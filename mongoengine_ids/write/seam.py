@@ -311,14 +311,19 @@ def mark_written(documents: Iterable[BaseDocument], *, settle: bool = False) -> 
         # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
         object.__setattr__(document, "_created", False)
         object.__setattr__(document, _WRITTEN, True)
+        if not hasattr(document, "_changed_fields"):
+            # Stored, so its changes are recorded from now on, as save() leaves a document
+            # (MongoEngine's insert() leaves none: its next save() would write it whole, under
+            # whatever key it holds then, over the document holding that key).
+            object.__setattr__(document, "_changed_fields", [])
         if settle and (found := getattr(document, _STATE, None)) is not None:
             found.settle()
 
 
 def writes_whole(document: BaseDocument) -> bool:
     """Whether MongoEngine's update of ``document`` writes all it holds, not what changed: a
-    document it never loaded nor saved (its ``insert()`` does not mark them), which it takes as
-    stored once its key is assigned."""
+    document it never loaded nor saved (nor the package wrote: :func:`mark_written`), which it
+    takes as stored once its key is assigned."""
     return not hasattr(document, "_changed_fields")
 
 
