@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import select
 import threading
 import uuid
@@ -13,6 +14,7 @@ import pytest
 from bson.binary import Binary
 from mongoengine.errors import ValidationError
 
+from mongoengine_ids import LocalityUUIDField
 from mongoengine_ids.standard import UUID4Field, UUID7Field, UUID7Generator, uuid7_timestamp_ms
 from mongoengine_ids.testing import Connect
 
@@ -231,6 +233,34 @@ def test_wrong_versions_and_junk_are_validation_errors(
     with pytest.raises(me.ValidationError, match=message):
         Item(id=junk).save()
     assert Item.objects.count() == 0
+
+
+@pytest.mark.parametrize("field_class", [UUID4Field, UUID7Field, LocalityUUIDField])
+def test_a_stored_uuid_of_another_kind_reads_as_a_uuid(
+    mongoengine_db: Any, field_class: type[Any]
+) -> None:
+    """A key stored before the field replaced another kind of id reads as the uuid.UUID it is,
+    as a server's driver decodes it, on mongomock too (found by probe C: the stored Binary came
+    back), and the document can be reloaded and deleted (standard-uuids.md)."""
+
+    class Legacy(me.Document):
+        id = field_class(primary_key=True)
+        name = me.StringField()
+
+    old = uuid.uuid1()  # a version no field of the package makes
+    collection = Legacy._get_collection()
+    collection.insert_one({"_id": Binary(old.bytes, 4), "name": "old"})
+    loaded = Legacy.objects.get(id=old)
+    assert type(loaded.id) is uuid.UUID
+    assert loaded.id == old
+    assert Legacy.objects.distinct("id") == [old]
+    with pytest.raises(ValidationError, match=re.escape(repr(old))):
+        loaded.validate()
+    loaded.name = "renamed elsewhere"
+    loaded.reload()
+    assert loaded.name == "old"
+    loaded.delete()
+    assert list(collection.find()) == []
 
 
 def test_generator_arguments_are_checked() -> None:

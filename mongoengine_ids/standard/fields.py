@@ -220,9 +220,6 @@ class _StandardUUIDField(UUIDValueField):
             )
         return result if type(result) is uuid.UUID else uuid.UUID(int=result.int)
 
-    def _from_number(self, number: int) -> uuid.UUID:
-        return self._build(uuid.UUID(int=number))
-
 
 class UUID4Field(_StandardUUIDField):
     """A random RFC 9562 version 4 UUID, generated when the document is written.
