@@ -241,6 +241,14 @@ def _doc_update_upsert_push(part: Any, box: Any) -> Write:
     return Write(lambda: [loaded.update(upsert=True, push__parts=added)], [added])
 
 
+def _doc_update_upsert_unkeyed(part: Any, box: Any) -> Write:
+    """An unsaved document upserted by itself (MongoEngine's filter: its whole to_mongo()):
+    its embedded values are made for that filter (probe A: a reserved one was refused)."""
+    parts = [part(label="new-a"), part(label="new-b")]
+    document = box(name="up-0", part=parts[0], parts=parts[1:])
+    return Write(lambda: [document.update(upsert=True, set__name="up-0")], parts, ["up-0"])
+
+
 def _modify_upsert_push_new(part: Any, box: Any) -> Write:
     added = part(label="new-a")
 
@@ -321,6 +329,7 @@ WRITES: dict[str, Callable[[Any, Any], Write]] = {
     "upsert-on-insert-push-match": _upsert_on_insert_and_push("pre-1"),
     "doc-update-push": _doc_update_push,
     "doc-update-upsert-push": _doc_update_upsert_push,
+    "doc-update-upsert-unkeyed": _doc_update_upsert_unkeyed,
     "modify-upsert-push-new": _modify_upsert_push_new,
     "modify-upsert-push-match": _modify_upsert_push_match,
     "upsert-one-push-all": _upsert_one_push_all,

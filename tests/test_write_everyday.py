@@ -426,3 +426,34 @@ def test_an_unsaved_document_upserted_by_itself_stores_its_embedded_values(
     assert stored["status"] == "again"
     assert [stored["main"]["n"], *(part["n"] for part in stored["parts"])] == [1, 2, 3]
     assert UpsertedOrder(main=UpsertedPart()).save().main.n == 4
+
+
+class ReservedPart(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=6, reserve_in="upserted_part_codes")
+    name = me.StringField()
+
+
+class ReservedBox(me.Document):
+    name = me.StringField()
+    part = me.EmbeddedDocumentField(ReservedPart)
+
+
+def test_an_unsaved_document_upserted_by_itself_reserves_its_embedded_values(
+    mongoengine_db: Any,
+) -> None:
+    """The values made for its filter are the upsert's own, not values given to it: a
+    ``reserve_in`` field found them reserved already, and refused every such upsert (found by
+    probe A: NotUniqueError "already reserved", nothing stored)."""
+    boxes = [ReservedBox(name=name, part=ReservedPart(name=name)) for name in ("a", "b")]
+    assert [box.update(upsert=True, set__name=box.name) for box in boxes] == [1, 1]
+    stored = raw(ReservedBox)
+    codes = [box.part.code for box in boxes]
+    assert [(doc["name"], doc["part"]) for doc in stored] == [
+        (box.name, {"code": code, "name": box.name}) for box, code in zip(boxes, codes, strict=True)
+    ]
+    assert len(set(codes)) == 2
+    reservations = mongoengine_db.upserted_part_codes.find({}, {"_id": 1})
+    assert sorted(doc["_id"] for doc in reservations) == sorted(codes)
+    # A value it holds is reserved for it: another document cannot take it.
+    with pytest.raises(me.errors.NotUniqueError, match=str(codes[0])):
+        ReservedBox(part=ReservedPart(code=codes[0])).save()

@@ -138,6 +138,8 @@ def _upsert(
     document_class, collection = query.document_class, query.collection
     empty, assigned, fixed = _fields_of(document_class, query.query, update, collection, owner)
     inside, told = _created_embedded(document_class, query.query, update, collection, owner)
+    made = _made_for_filter.get()
+    told = [slot for slot in told if _stored_value(slot) not in made]  # its own: not given
     empty += list(inside)
     assigned += told
     update = _set_on_insert(update, fixed)
@@ -1047,10 +1049,43 @@ def wrap_document_update(owner: type[Document], own: DocumentUpdate | None) -> D
 
         if seam.key(self) is not None or not kwargs.get("upsert", False):
             return run()
-        empty = [s for s in values.slots(self) if s.holder is not self and s.value is None]
-        return _filled(Write(type(self), seam.collection_of(self)), empty, run)
+        found = [s for s in values.slots(self) if s.holder is not self]
+        # Values an earlier attempt made (its outcome unknown), unchanged since: its own.
+        state = seam.state(self, create=False)
+        kept, _, others = values.split_kept(found, [state])
+        empty = [s for s in others if s.value is None]
+
+        def run_with_made() -> Any:
+            token = _made_for_filter.set(frozenset(map(_stored_value, [*kept, *empty])))
+            try:
+                return run()
+            finally:
+                _made_for_filter.reset(token)
+
+        try:
+            result = _filled(Write(type(self), seam.collection_of(self)), empty, run_with_made)
+        except BaseException as error:
+            if values.outcome_unknown(error):  # kept for the application's retry
+                values.pending(self, [*kept, *empty], [])
+            raise
+        if state is not None:
+            state.generated = []  # settled: a later write of the document is another one
+        return result
 
     return update
+
+
+#: The values ``doc.update(upsert=True)`` of a document without a key made for the embedded
+#: documents of its filter (:func:`wrap_document_update`), as (field, stored value): the
+#: upsert's own, which it does not tell their fields again as values its filter gives (a
+#: ``reserve_in`` field would find them reserved already, and refuse them).
+_made_for_filter: contextvars.ContextVar[frozenset[tuple[int, str]]] = contextvars.ContextVar(
+    "mongoengine_ids_made_for_filter", default=frozenset()
+)
+
+
+def _stored_value(slot: Slot) -> tuple[int, str]:
+    return id(slot.field), repr(slot.field.to_mongo(slot.value))
 
 
 def _may_match_several(query: seam.QuerySetParts) -> bool:
