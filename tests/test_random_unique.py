@@ -617,6 +617,24 @@ def test_a_write_crossing_into_a_new_window_counts_no_more_collisions_than_attem
     assert "about 100% full" in warning
 
 
+def test_collisions_that_come_in_after_a_window_began_count_no_more_than_its_attempts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Threads: one thread's attempts begin a window, another's collisions (of attempts made in
+    the window before) come in after them; the window still counts no more collisions than its
+    attempts (found by probe E: "101 of the last 100 attempts (101.0%)")."""
+    field = RandomUniqueField(digits=3)
+    field._record(999, 0)
+    field._record(100, 0)  # another thread: the window of attempts 1,000.. has 99 of them
+    with caplog.at_level(logging.WARNING, logger="mongoengine_ids.random_unique"):
+        field._record(0, 60)  # collisions of attempts drawn earlier come in: at most 99
+        field._record(0, 60)
+        field._record(1, 0)  # the 100th attempt of the window: the warning is due
+    assert field.stats() == RandomFieldStats(attempts=1_100, collisions=120, exhausted=0)
+    (warning,) = [record.getMessage() for record in caplog.records]
+    assert "99 of the last 100 attempts (99.0%)" in warning
+
+
 # -- which index collided ------------------------------------------------------------------------
 
 

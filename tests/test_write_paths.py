@@ -804,6 +804,53 @@ def test_backfill_resumes_after_an_interruption(mongoengine_db: Any) -> None:
     assert backfill(Model, batch_size=2) == 0
 
 
+@pytest.mark.parametrize("fault", ["lost", "refused"])
+def test_an_interrupted_backfill_releases_the_values_of_its_batch_not_sent(fault: str) -> None:
+    """The batch's values are made at once; the writes left unsent when one fails give theirs
+    back (found by probe E: their reservations stayed, held by no document). The failed write's
+    own is kept if its outcome is unknown."""
+    import pymongo.errors
+
+    from mongoengine_ids import backfill
+    from mongoengine_ids.testing import connected_threadsafe
+
+    class Backfilled(me.Document):
+        meta = {"collection": "backfilled"}
+        name = me.StringField()
+        code = RandomUniqueField(digits=6, reserve_in="backfilled_codes")
+
+    calls = []
+
+    def fail_fifth_fill(collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if collection == "backfilled" and method == "update_one":
+            calls.append(method)
+            if len(calls) == 5:
+                if fault == "lost":
+                    raise pymongo.errors.AutoReconnect("injected before the 5th fill")
+                raise pymongo.errors.OperationFailure("injected: not applied", code=10107)
+        return call()
+
+    with connected_threadsafe(hook=fail_fifth_fill) as connect:
+        db = connect()
+        db.backfilled.insert_many([{"name": f"n{i}"} for i in range(20)])
+        with pytest.raises(pymongo.errors.PyMongoError, match="injected"):
+            backfill(Backfilled, batch_size=10)
+        held = sorted(doc["code"] for doc in db.backfilled.find({"code": {"$ne": None}}))
+        reserved = sorted(doc["_id"] for doc in db.backfilled_codes.find())
+        assert len(held) == 4
+        # A lost reply keeps the fifth value reserved (its write may land); a refusal frees it.
+        assert len(reserved) == (5 if fault == "lost" else 4)
+        assert set(held) <= set(reserved)
+
+        assert backfill(Backfilled, batch_size=10) == 16
+        held = sorted(doc["code"] for doc in db.backfilled.find())
+        reserved = sorted(doc["_id"] for doc in db.backfilled_codes.find())
+        assert len(held) == 20
+        assert len(set(held)) == 20
+        assert set(held) <= set(reserved)
+        assert len(reserved) == (21 if fault == "lost" else 20)
+
+
 def test_backfill_never_replaces_a_value_another_writer_stored_meanwhile(
     mongoengine_db: Any,
 ) -> None:
@@ -1141,7 +1188,8 @@ def test_the_key_of_a_bulk_inserted_document_cannot_change(
 
 @by_kind
 def test_a_bulk_inserted_document_saves_its_changes(mongoengine_db: Any, kind: Kind) -> None:
-    """Its changes are written (as a saved document's), its key and values kept."""
+    """Its save() writes it (whole, as MongoEngine's: insert() leaves it no record of
+    changes), its key and values kept."""
     Model = coded(kind, "BulkChanged", "bulk_changed", count=me.IntField())
     batch = [Model(name="a", count=1), Model(name="b", count=2)]
     Model.objects.insert(batch, load_bulk=False)

@@ -116,8 +116,9 @@ class _Counters:
     """Counts, and the windowed rate behind the "space is filling" warning, under one lock.
 
     Windows are the attempts numbered ``k * STATS_WINDOW`` to ``(k + 1) * STATS_WINDOW - 1``
-    since the last reset. A write whose attempts cross into a new window counts, in it, no
-    more collisions than the attempts it made there.
+    since the last reset. A window counts no more collisions than attempts: a write whose
+    attempts cross into a new window, or a thread whose collisions come in after another's
+    attempts began one, counts in it at most the attempts made there.
     """
 
     __slots__ = (
@@ -146,7 +147,7 @@ class _Counters:
             if self.attempts // STATS_WINDOW != window:  # a new window
                 self.window_collisions, self.warned = min(collisions, in_window), False
             else:
-                self.window_collisions += collisions
+                self.window_collisions = min(self.window_collisions + collisions, in_window)
             if (
                 self.warned
                 or in_window < STATS_MIN_ATTEMPTS

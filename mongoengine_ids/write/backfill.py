@@ -102,8 +102,14 @@ def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int
         holders = [values.Holder(values.python_values(stored, read)) for stored in found]
         slots = [Slot(h, h, name, field, write.document_class) for h in holders]
         values.fill(write, slots)
-        for doc_id, slot in zip(ids, slots, strict=True):
-            if fill_if_missing(write, doc_id, slot):
+        for position, (doc_id, slot) in enumerate(zip(ids, slots, strict=True)):
+            try:
+                stored = fill_if_missing(write, doc_id, slot)
+            except BaseException:
+                # The batch's values not sent yet are free (the failed one's, its write decides).
+                values.give_back(write, slots[position + 1 :])
+                raise
+            if stored:
                 filled_count += 1
             else:  # stored meanwhile by another writer
                 values.give_back(write, [slot])

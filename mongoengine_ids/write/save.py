@@ -69,7 +69,7 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
 
     def _save_update(self: Document, doc: Any, save_condition: Any, write_concern: Any) -> Any:
         generated_key = seam.shape(owner).generates_pk
-        if generated_key and not seam.writes_whole(self) and "_id" in seam.changed(self):
+        if generated_key and seam.key_changed(self):
             # MongoEngine would update the document holding the new key with this one's changes.
             raise OperationError(
                 f"{type(self).__name__}: the key of a stored document cannot change (to "

@@ -300,7 +300,8 @@ def set_key(document: BaseDocument, stored: Any) -> None:
     document._data[shape(type(document)).pk_name] = stored
 
 
-#: Set on a document the write path stored (see :func:`never_stored`).
+#: Set on a document the write path stored (see :func:`never_stored`): ``(key,)``, the key it
+#: was stored under (see :func:`key_changed`).
 _WRITTEN = "_mongoengine_ids_written"
 
 
@@ -310,21 +311,26 @@ def mark_written(documents: Iterable[BaseDocument], *, settle: bool = False) -> 
     for document in documents:
         # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
         object.__setattr__(document, "_created", False)
-        object.__setattr__(document, _WRITTEN, True)
-        if not hasattr(document, "_changed_fields"):
-            # Stored, so its changes are recorded from now on, as save() leaves a document
-            # (MongoEngine's insert() leaves none: its next save() would write it whole, under
-            # whatever key it holds then, over the document holding that key).
-            object.__setattr__(document, "_changed_fields", [])
+        object.__setattr__(document, _WRITTEN, (key(document),))
         if settle and (found := getattr(document, _STATE, None)) is not None:
             found.settle()
 
 
 def writes_whole(document: BaseDocument) -> bool:
     """Whether MongoEngine's update of ``document`` writes all it holds, not what changed: a
-    document it never loaded nor saved (nor the package wrote: :func:`mark_written`), which it
-    takes as stored once its key is assigned."""
+    document it never loaded nor saved (its ``insert()`` does not mark them), which it takes as
+    stored once its key is assigned."""
     return not hasattr(document, "_changed_fields")
+
+
+def key_changed(document: BaseDocument) -> bool:
+    """Whether the key of ``document``, a stored one, is not the one it was loaded or stored
+    with: its update would write it under another key. (A document that records no changes,
+    which ``insert()`` wrote, is compared with the key it was written under.)"""
+    if not writes_whole(document):
+        return "_id" in changed(document)
+    written = getattr(document, _WRITTEN, None)
+    return isinstance(written, tuple) and written[0] != key(document)
 
 
 def never_stored(document: BaseDocument) -> bool:
@@ -1055,8 +1061,9 @@ def _wrap_getstate(owner: type[Document], own: Callable[[Any], Any] | None) -> A
         }
         if inside:
             data[_UNLOADED_INSIDE] = inside
-        if getattr(self, _WRITTEN, False):
-            data[_WRITTEN] = True  # a copy of a stored document is one (see never_stored)
+        written = getattr(self, _WRITTEN, None)
+        if written:
+            data[_WRITTEN] = written  # a copy of a stored document is one (see never_stored)
         return data
 
     return __getstate__
@@ -1082,7 +1089,7 @@ def _wrap_setstate(owner: type[Document], own: Callable[[Any, Any], None] | None
                 if path in inside:
                     state(embedded).unloaded = frozenset(inside[path])
         if data.get(_WRITTEN):
-            object.__setattr__(self, _WRITTEN, True)
+            object.__setattr__(self, _WRITTEN, data[_WRITTEN])
 
     return __setstate__
 
