@@ -259,8 +259,32 @@ def test_a_stored_uuid_of_another_kind_reads_as_a_uuid(
     loaded.name = "renamed elsewhere"
     loaded.reload()
     assert loaded.name == "old"
+
+    class Holder(me.Document):  # stored references to it resolve (review: not a Locality key)
+        legacy = me.ReferenceField(Legacy)
+        many = me.ListField(me.ReferenceField(Legacy))
+
+    stored_key = Binary(old.bytes, 4)
+    Holder._get_collection().insert_one({"legacy": stored_key, "many": [stored_key]})
+    held = Holder.objects.get()
+    assert held.legacy == loaded
+    assert held.many == [loaded]
+    assert Holder.objects.distinct("legacy") == [loaded]
     loaded.delete()
     assert list(collection.find()) == []
+
+
+@pytest.mark.parametrize("field_class", [UUID4Field, UUID7Field, LocalityUUIDField])
+def test_a_malformed_stored_uuid_loads_and_validate_names_it(
+    mongoengine_db: Any, field_class: type[Any]
+) -> None:
+    class Malformed(me.Document):
+        id = field_class(primary_key=True)
+
+    Malformed._get_collection().insert_one({"_id": Binary(b"12345678", 4)})
+    (loaded,) = Malformed.objects
+    with pytest.raises(ValidationError, match="12345678"):
+        loaded.validate()
 
 
 def test_generator_arguments_are_checked() -> None:

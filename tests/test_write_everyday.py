@@ -457,3 +457,79 @@ def test_an_unsaved_document_upserted_by_itself_reserves_its_embedded_values(
     # A value it holds is reserved for it: another document cannot take it.
     with pytest.raises(me.errors.NotUniqueError, match=str(codes[0])):
         ReservedBox(part=ReservedPart(code=codes[0])).save()
+
+
+class TenantPart(me.EmbeddedDocument):
+    tenant = me.StringField(required=True)
+    n = SequenceField(scope="tenant")
+
+
+class TenantBox(me.Document):
+    name = me.StringField()
+    main = me.EmbeddedDocumentField(TenantPart)
+    extra = me.EmbeddedDocumentField(TenantPart)
+
+
+def test_an_unsaved_document_upserted_by_itself_tells_a_number_it_gives_in_another_scope(
+    mongoengine_db: Any,
+) -> None:
+    """A number made for one scope is not a number given in another (review: the values made
+    were matched without their scope, and counter "b" was never told of the 1 given there)."""
+    box = TenantBox(name="x", main=TenantPart(tenant="a"), extra=TenantPart(tenant="b", n=1))
+    assert box.update(upsert=True, set__name="x") == 1
+    (stored,) = raw(TenantBox)
+    assert (stored["main"], stored["extra"]) == ({"tenant": "a", "n": 1}, {"tenant": "b", "n": 1})
+    assert TenantBox(name="y", main=TenantPart(tenant="b")).save().main.n == 2
+
+
+def test_an_upsert_of_another_model_inside_one_upserted_by_itself_is_not_its_own(
+    mongoengine_db: Any,
+) -> None:
+    """A model's own update() that upserts another document by the same embedded values: the
+    values made for the first are not that upsert's own (review: the code was stored twice)."""
+
+    class Audit(me.Document):
+        part = me.EmbeddedDocumentField(ReservedPart)
+        seen = me.IntField()
+
+    class AuditedBox(me.Document):
+        name = me.StringField()
+        part = me.EmbeddedDocumentField(ReservedPart)
+
+        def update(self, **kwargs: Any) -> Any:
+            if kwargs.get("upsert"):
+                Audit.objects(part=self.part).update_one(upsert=True, inc__seen=1)
+            return super().update(**kwargs)
+
+    box = AuditedBox(name="a", part=ReservedPart(name="p"))
+    with pytest.raises(me.errors.NotUniqueError, match="already reserved"):
+        box.update(upsert=True, set__name="a")
+    assert raw(AuditedBox) == []
+    assert raw(Audit) == []
+
+
+def test_save_after_a_lost_reply_of_an_upsert_by_itself_stores_no_value_twice(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The values kept for the upsert's retry are not those of an insert by save() (review:
+    save() took them for its own earlier attempt's and stored the reserved code twice)."""
+    import mongomock.collection
+    import pymongo.errors
+
+    applied = mongomock.collection.Collection.update_one
+
+    def lost(self: Any, *args: Any, **kwargs: Any) -> Any:
+        applied(self, *args, **kwargs)
+        raise pymongo.errors.AutoReconnect("reply lost")
+
+    box = ReservedBox(name="a", part=ReservedPart(name="p"))
+    monkeypatch.setattr(mongomock.collection.Collection, "update_one", lost)
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        box.update(upsert=True, set__name="a")
+    monkeypatch.setattr(mongomock.collection.Collection, "update_one", applied)
+    with pytest.raises(me.errors.NotUniqueError, match=str(box.part.code)):
+        box.save()
+    assert [doc["part"]["code"] for doc in raw(ReservedBox)] == [box.part.code]
+    # The application's retry of the update is its own: it finds the document stored.
+    assert box.update(upsert=True, set__name="a") == 1
+    assert [doc["part"]["code"] for doc in raw(ReservedBox)] == [box.part.code]

@@ -95,7 +95,7 @@ class UUIDValueField(GeneratedField):
             value = value.value
             if type(value) is self.value_class:
                 return value
-        if isinstance(value, Binary) and value.subtype == C.BSON_UUID_SUBTYPE:
+        if isinstance(value, Binary) and value.subtype == C.BSON_UUID_SUBTYPE and len(value) == 16:
             # Stored: read as the driver decodes it (mongomock hands the Binary itself), so a
             # UUID of another kind stored before the field reads as the uuid.UUID it is.
             value = uuid.UUID(bytes=bytes(value))
@@ -112,7 +112,7 @@ class UUIDValueField(GeneratedField):
         :class:`~mongoengine_ids.stored.StoredUUID` (or ``StoredUUIDText``), which is the stored
         form when sent and compares and hashes as the value."""
         checked = self.coerce(value)
-        if not isinstance(checked, self.value_class):
+        if not isinstance(checked, uuid.UUID):  # also a key of another kind, kept from before
             return checked
         return StoredUUIDText(checked) if self.as_string else StoredUUID(checked)
 

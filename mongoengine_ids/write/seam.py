@@ -1009,6 +1009,9 @@ class State:
     #: Values its last ``save()`` may have inserted by MongoEngine's upsert (set on insert)
     #: whose fields were not told of them yet, as slots holding them: told by its next write.
     untold: list[Any] = dataclasses.field(default_factory=list)
+    #: Values ``doc.update(upsert=True)`` made for its embedded documents while its outcome is
+    #: unknown, by (id of the embedded document, field name): their ``values.identity_key``.
+    upserted: dict[tuple[int, str], Any] = dataclasses.field(default_factory=dict)
 
     def settle(self) -> None:
         """The document is known to be stored: nothing of an earlier attempt is pending, and
@@ -1017,6 +1020,7 @@ class State:
         self.stored_by_failed_insert = None
         self.sent, self.sent_before, self.generated, self.noted = None, [], [], []
         self.owner = None
+        self.upserted = {}
 
 
 _STATE = "_mongoengine_ids_state"

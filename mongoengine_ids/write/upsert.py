@@ -138,8 +138,9 @@ def _upsert(
     document_class, collection = query.document_class, query.collection
     empty, assigned, fixed = _fields_of(document_class, query.query, update, collection, owner)
     inside, told = _created_embedded(document_class, query.query, update, collection, owner)
-    made = _made_for_filter.get()
-    told = [slot for slot in told if _stored_value(slot) not in made]  # its own: not given
+    made_for, made = _made_for_filter.get()
+    if made_for is document_class:  # its own: not given
+        told = [slot for slot in told if values.identity_key(slot) not in made]
     empty += list(inside)
     assigned += told
     update = _set_on_insert(update, fixed)
@@ -1052,11 +1053,17 @@ def wrap_document_update(owner: type[Document], own: DocumentUpdate | None) -> D
         found = [s for s in values.slots(self) if s.holder is not self]
         # Values an earlier attempt made (its outcome unknown), unchanged since: its own.
         state = seam.state(self, create=False)
-        kept, _, others = values.split_kept(found, [state])
-        empty = [s for s in others if s.value is None]
+        earlier = {} if state is None else state.upserted
+        kept = [
+            s
+            for s in found
+            if s.value is not None and earlier.get(_place(s)) == values.identity_key(s)
+        ]
+        empty = [s for s in found if s.value is None]
 
         def run_with_made() -> Any:
-            token = _made_for_filter.set(frozenset(map(_stored_value, [*kept, *empty])))
+            made = frozenset(values.identity_key(s) for s in [*kept, *empty])
+            token = _made_for_filter.set((type(self), made))
             try:
                 return run()
             finally:
@@ -1066,26 +1073,29 @@ def wrap_document_update(owner: type[Document], own: DocumentUpdate | None) -> D
             result = _filled(Write(type(self), seam.collection_of(self)), empty, run_with_made)
         except BaseException as error:
             if values.outcome_unknown(error):  # kept for the application's retry
-                values.pending(self, [*kept, *empty], [])
+                made = [*kept, *empty]
+                seam.state(self).upserted = {_place(s): values.identity_key(s) for s in made}
             raise
         if state is not None:
-            state.generated = []  # settled: a later write of the document is another one
+            state.upserted = {}  # settled: a later write of the document is another one
         return result
 
     return update
 
 
 #: The values ``doc.update(upsert=True)`` of a document without a key made for the embedded
-#: documents of its filter (:func:`wrap_document_update`), as (field, stored value): the
-#: upsert's own, which it does not tell their fields again as values its filter gives (a
-#: ``reserve_in`` field would find them reserved already, and refuse them).
-_made_for_filter: contextvars.ContextVar[frozenset[tuple[int, str]]] = contextvars.ContextVar(
-    "mongoengine_ids_made_for_filter", default=frozenset()
+#: documents of its filter (:func:`wrap_document_update`): its class, and their
+#: ``values.identity_key``. They are the upsert's own, which it does not tell their fields
+#: again as values its filter gives (a ``reserve_in`` field would find them reserved already,
+#: and refuse them); an upsert of another model run meanwhile (a model's own ``update()``) is
+#: not that one.
+_made_for_filter: contextvars.ContextVar[tuple[type | None, frozenset[Any]]] = (
+    contextvars.ContextVar("mongoengine_ids_made_for_filter", default=(None, frozenset()))
 )
 
 
-def _stored_value(slot: Slot) -> tuple[int, str]:
-    return id(slot.field), repr(slot.field.to_mongo(slot.value))
+def _place(slot: Slot) -> tuple[int, str]:
+    return id(slot.holder), slot.name
 
 
 def _may_match_several(query: seam.QuerySetParts) -> bool:
