@@ -41,7 +41,7 @@ from mongoengine.errors import NotUniqueError, OperationError
 from pymongo.read_preferences import ReadPreference
 from pymongo.write_concern import WriteConcern
 
-from .._checks import check_collection_name
+from .._checks import check_bool, check_collection_name
 from ..errors import RetriesExhaustedError, UniqueIndexMissingError
 from ..resets import PerClient, on_drop, on_reset
 from ..write import seam
@@ -654,6 +654,8 @@ def _index_options(reserve_in: str | None, kwargs: dict[str, Any]) -> dict[str, 
     if kwargs.get("primary_key"):
         kwargs.setdefault("unique", False)  # the _id index is unique already
     elif reserve_in is None:
+        if "unique" in kwargs:
+            check_bool("unique", kwargs["unique"])
         if kwargs.get("unique", True) is not True:
             raise ValueError(
                 f"unique={kwargs['unique']!r}: a RandomUniqueField needs its unique index "
@@ -798,13 +800,16 @@ def _reserved_for(proxy: Any, wanted: list[tuple[int, Any, str | None]]) -> set[
 
 
 def _verdict_from_details(details: Any, db_field: str) -> bool | None:
-    """From the server's ``keyPattern``: whether the index was exactly ``db_field``'s."""
+    """From the server's ``keyPattern``: whether the index includes ``db_field``. One of
+    several keys too: another document holds the same value on every key, so the value is
+    taken (the server names one of the indexes the document violates; with a compound index
+    declared before the field's own, that one)."""
     if not isinstance(details, dict):
         return None
     pattern = details.get("keyPattern")
     if not isinstance(pattern, dict):
         return None
-    return list(pattern) == [db_field]
+    return db_field in pattern
 
 
 def _verdict_from_message(message: str, names: Iterable[str]) -> bool | None:

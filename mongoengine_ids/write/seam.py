@@ -613,7 +613,7 @@ def default_database(owner: type[BaseDocument]) -> Any:
 
 
 def auto_create_index(document_class: type[BaseDocument]) -> bool:
-    return document_class._meta.get("auto_create_index", True) is not False
+    return bool(document_class._meta.get("auto_create_index", True))  # as MongoEngine reads it
 
 
 @dataclass(frozen=True)
