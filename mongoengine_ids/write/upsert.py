@@ -140,7 +140,7 @@ def _upsert(
     inside, told = _created_embedded(document_class, query.query, update, collection, owner)
     made_for, made = _made_for_filter.get()
     if made_for is document_class:  # its own: not given
-        told = [slot for slot in told if values.identity_key(slot) not in made]
+        told = [slot for slot in told if _identity(slot) not in made]
     empty += list(inside)
     assigned += told
     update = _set_on_insert(update, fixed)
@@ -1050,37 +1050,37 @@ def wrap_document_update(owner: type[Document], own: DocumentUpdate | None) -> D
 
         if seam.key(self) is not None or not kwargs.get("upsert", False):
             return run()
-        found = [s for s in values.slots(self) if s.holder is not self]
-        # Values an earlier attempt made (its outcome unknown), unchanged since: its own.
-        state = seam.state(self, create=False)
-        earlier = {} if state is None else state.upserted
-        kept = [
-            s
-            for s in found
-            if s.value is not None and earlier.get(_place(s)) == values.identity_key(s)
-        ]
-        empty = [s for s in found if s.value is None]
-
-        def run_with_made() -> Any:
-            made = frozenset(values.identity_key(s) for s in [*kept, *empty])
-            token = _made_for_filter.set((type(self), made))
-            try:
-                return run()
-            finally:
-                _made_for_filter.reset(token)
-
-        try:
-            result = _filled(Write(type(self), seam.collection_of(self)), empty, run_with_made)
-        except BaseException as error:
-            if values.outcome_unknown(error):  # kept for the application's retry
-                made = [*kept, *empty]
-                seam.state(self).upserted = {_place(s): values.identity_key(s) for s in made}
-            raise
-        if state is not None:
-            state.upserted = {}  # settled: a later write of the document is another one
-        return result
+        return _upsert_by_itself(self, run)
 
     return update
+
+
+def _upsert_by_itself(document: Document, run: Callable[[], _T]) -> _T:
+    """``run()``, MongoEngine's upsert of ``document`` (which has no key) by its ``to_mongo()``,
+    once the empty values of its embedded documents are made; those an earlier attempt made
+    (its outcome unknown), unchanged since, are its own (see :data:`_made_for_filter`)."""
+    found = [s for s in values.slots(document) if s.holder is not document]
+    state = seam.state(document, create=False)
+    earlier = {} if state is None else state.upserted
+    kept = [s for s in found if s.value is not None and earlier.get(_place(s)) == _identity(s)]
+    empty = [s for s in found if s.value is None]
+
+    def run_with_made() -> _T:
+        token = _made_for_filter.set((type(document), frozenset(map(_identity, kept + empty))))
+        try:
+            return run()
+        finally:
+            _made_for_filter.reset(token)
+
+    try:
+        result = _filled(Write(type(document), seam.collection_of(document)), empty, run_with_made)
+    except BaseException as error:
+        if values.outcome_unknown(error):  # kept for the application's retry
+            seam.state(document).upserted = {_place(s): _identity(s) for s in kept + empty}
+        raise
+    if state is not None:
+        state.upserted = {}  # settled: a later write of the document is another one
+    return result
 
 
 #: The values ``doc.update(upsert=True)`` of a document without a key made for the embedded
@@ -1096,6 +1096,9 @@ _made_for_filter: contextvars.ContextVar[tuple[type | None, frozenset[Any]]] = (
 
 def _place(slot: Slot) -> tuple[int, str]:
     return id(slot.holder), slot.name
+
+
+_identity = values.identity_key
 
 
 def _may_match_several(query: seam.QuerySetParts) -> bool:
