@@ -7,6 +7,7 @@ key finds them, and they can be reloaded and deleted. Convert such keys first
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +18,13 @@ from bson import Binary, json_util
 from bson.binary import UuidRepresentation
 from bson.codec_options import CodecOptions
 
-from mongoengine_ids import LocalityUUIDField, UUID4Field, UUID7Field, UUID7Generator
+from mongoengine_ids import (
+    LocalityUUIDField,
+    LocalityUUIDGenerator,
+    UUID4Field,
+    UUID7Field,
+    UUID7Generator,
+)
 
 RAW = CodecOptions(document_class=dict, uuid_representation=UuidRepresentation.UNSPECIFIED)
 
@@ -72,3 +79,87 @@ def test_a_key_of_another_kind_is_found_and_never_written_over(
     assert old.kind == "old"
     old.delete()
     assert raw(model) == []
+
+
+#: (field, a UUID of the field's own kind)
+OWN_KIND: dict[str, tuple[Callable[..., Any], Callable[[], uuid.UUID]]] = {
+    "uuid4": (UUID4Field, uuid.uuid4),
+    "uuid7": (UUID7Field, lambda: UUID7Generator().generate()),
+    "locality": (LocalityUUIDField, lambda: LocalityUUIDGenerator(pid=7).generate()),
+}
+#: A key of the field's own kind stored in another form than the field writes: (the field's
+#: options, the stored form). Subtype 3 is what MongoEngine's UUIDField writes under
+#: pythonLegacy, which a server's driver decodes to a uuid.UUID under that representation.
+OTHER_FORMS: dict[str, tuple[dict[str, Any], Callable[[uuid.UUID], Any]]] = {
+    "subtype-3": ({}, lambda key: Binary(key.bytes, 3)),
+    "text-under-binary": ({}, str),
+    "binary-under-text": ({"as_string": True}, lambda key: Binary(key.bytes, 4)),
+}
+
+
+@pytest.mark.parametrize("form", list(OTHER_FORMS))
+@pytest.mark.parametrize("name", list(OWN_KIND))
+def test_a_key_of_its_kind_stored_in_another_form_is_never_stored_twice(
+    mongoengine_connect: Any, name: str, form: str
+) -> None:
+    """Read, the key is a value of the field; MongoEngine's save() would upsert the document
+    by the field's form and store a second copy (found by probe G, on a server and with text or
+    binary forms on mongomock). It is refused; the document is addressed as it is stored."""
+    mongoengine_connect(uuid_representation="pythonLegacy")
+    make, new_key = OWN_KIND[name]
+    options, to_stored = OTHER_FORMS[form]
+    model = type(
+        f"OtherForm{name.title()}",
+        (me.Document,),
+        {"id": make(primary_key=True, **options), "kind": me.StringField()},
+    )
+    key = new_key()
+    stored = to_stored(key)
+    model._get_collection().insert_one({"_id": stored, "kind": "old"})
+
+    (old,) = model.objects
+    # A server's driver decodes subtype 3 under pythonLegacy; mongomock leaves the Binary, which
+    # validate() refuses before the write path is reached.
+    decoded = old.id == key
+    assert decoded or (form == "subtype-3" and old.id == stored)
+    refused = "another form than its field writes" if decoded else None
+    old.kind = "changed"
+    with pytest.raises(me.ValidationError, match=refused):
+        old.save()
+    with pytest.raises(me.ValidationError, match=refused):
+        copy.deepcopy(old).save()
+    assert raw(model) == [{"_id": stored, "kind": "old"}]
+    old.reload()
+    assert old.kind == "old"
+    old.update(set__kind="updated in place")
+    assert raw(model) == [{"_id": stored, "kind": "updated in place"}]
+    # Converted as the docs say: a copy under a new key, then the old one deleted.
+    old.reload()
+    old.pk = None
+    old.save()
+    copied = old.pk
+    (original,) = model.objects(kind="updated in place", id__ne=copied)
+    original.delete()
+    assert [row["kind"] for row in raw(model)] == ["updated in place"]
+    assert model.objects.get(id=copied).kind == "updated in place"
+
+
+@pytest.mark.parametrize(
+    ("representation", "own"),
+    [
+        (UuidRepresentation.STANDARD, True),
+        (UuidRepresentation.PYTHON_LEGACY, False),
+        (UuidRepresentation.JAVA_LEGACY, False),
+        (UuidRepresentation.CSHARP_LEGACY, False),
+    ],
+)
+def test_a_uuid_the_driver_decoded_is_the_fields_form_under_standard_only(
+    representation: int, own: bool
+) -> None:
+    """A server's driver decodes subtype 4 to a uuid.UUID under standard, and subtype 3 under
+    the legacy representations (mongomock decodes neither: the test above sees the Binary)."""
+    key = uuid.uuid4()
+    assert UUID4Field().in_own_form(key, representation) is own
+    assert UUID4Field(as_string=True).in_own_form(key, representation) is False
+    assert UUID4Field().in_own_form(Binary(key.bytes, 4), representation) is True
+    assert UUID4Field().in_own_form(Binary(key.bytes, 3), representation) is False

@@ -95,7 +95,7 @@ def test_set_moves_up_only_unless_forced(mongoengine_db: Any) -> None:
         set_next_value(mongoengine_db, "new", "5")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("stored", [{"next": "x"}, {"next": 4.0}, {}])
+@pytest.mark.parametrize("stored", [{"next": "x"}, {"next": 4.5}, {}])
 def test_set_refuses_a_corrupted_counter_unless_forced(
     mongoengine_db: Any, stored: dict[str, Any]
 ) -> None:

@@ -655,3 +655,65 @@ def test_assigning_none_clears_the_value_and_backfill_gives_a_new_one(
     assert backfill(Animal, "counter") == 1
     animal.reload()
     assert animal.counter == 2
+
+
+# -- numbers written as doubles (the mongo shell's) ------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_size", [1, 10])
+def test_a_counter_the_mongo_shell_set_as_a_double_carries_on(
+    mongoengine_db: Any, batch_size: int
+) -> None:
+    """mongosh writes numbers as doubles (``{$set: {next: 500}}``): MongoEngine's field takes
+    such a counter, and so does ours, making it an integer on its next lease (found by probe I:
+    CorruptedCounterError on every save)."""
+
+    class Shelled(me.Document):
+        number = SequenceField(batch_size=batch_size)
+
+    counters = mongoengine_db[DEFAULT_COLLECTION]
+    counters.insert_one({"_id": "shelled.number", "next": 500.0})
+    assert Shelled.number.get_next_value() == 501
+    assert [Shelled().save().number for _ in range(3)] == [501, 502, 503]
+    stored = counters.find_one({"_id": "shelled.number"})["next"]
+    assert type(stored) is int
+    assert stored == (510 if batch_size == 10 else 503)  # one lease of 10, or three of 1
+
+
+def test_a_counter_double_holding_no_integer_is_still_corrupted(mongoengine_db: Any) -> None:
+    from mongoengine_ids.errors import CorruptedCounterError
+
+    class Halved(me.Document):
+        number = SequenceField()
+
+    mongoengine_db[DEFAULT_COLLECTION].insert_one({"_id": "halved.number", "next": 4.5})
+    with pytest.raises(CorruptedCounterError, match=r"'next' is 4\.5"):
+        Halved().save()
+    assert list(mongoengine_db.halved.find()) == []
+
+
+def test_a_document_numbered_by_a_double_reads_as_the_int_and_is_found(
+    mongoengine_db: Any,
+) -> None:
+    """A key stored as ``7.0`` (imported by the mongo shell): read as 7, found by it, reloaded,
+    saved, updated and deleted (found by probe I: every query by it was refused)."""
+
+    class Imported(me.Document):
+        id = SequenceField(primary_key=True)
+        name = me.StringField()
+
+    mongoengine_db.imported.insert_one({"_id": 7.0, "name": "shell"})
+    loaded = Imported.objects.get(id=7)
+    assert type(loaded.id) is int
+    assert loaded.id == 7
+    assert Imported.objects.get(id=7.0) == loaded
+    assert [doc.id for doc in Imported.objects(id__in=["7", 7.0])] == [7]
+    loaded.reload()
+    loaded.name = "saved"
+    loaded.save()
+    loaded.update(set__name="updated")
+    assert list(mongoengine_db.imported.find()) == [{"_id": 7.0, "name": "updated"}]
+    with pytest.raises(me.ValidationError, match=r"cannot query Imported.id by 7.5"):
+        Imported.objects.get(id=7.5)
+    loaded.delete()
+    assert list(mongoengine_db.imported.find()) == []

@@ -7,7 +7,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any, ClassVar, overload
 
-from bson.binary import Binary
+from bson.binary import Binary, UuidRepresentation
 
 from .. import constants as C
 from ..stored import StoredUUID, StoredUUIDText
@@ -106,6 +106,18 @@ class UUIDValueField(GeneratedField):
 
     def to_python(self, value: Any) -> Any:
         return self.coerce(value)
+
+    def in_own_form(self, stored: Any, uuid_representation: int) -> bool:
+        """Whether ``stored``, a key as read from the database (decoded under
+        ``uuid_representation``), is in the form this field writes: the text with
+        ``as_string``, else Binary subtype 4 (which the driver decodes to a ``uuid.UUID`` under
+        ``standard`` only: under the legacy representations, a ``uuid.UUID`` read was subtype
+        3, as MongoEngine's ``UUIDField`` writes it under ``pythonLegacy``)."""
+        if self.as_string:
+            return isinstance(stored, str)
+        if isinstance(stored, Binary):
+            return stored.subtype == C.BSON_UUID_SUBTYPE
+        return isinstance(stored, uuid.UUID) and uuid_representation == UuidRepresentation.STANDARD
 
     def reference_key(self, value: Any) -> Any:
         """``value`` as MongoEngine's references hold it: a

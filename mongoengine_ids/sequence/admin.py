@@ -26,6 +26,7 @@ from .field import (
     MAJORITY,
     check_database,
     counter_id,
+    counter_number,
     discard_blocks,
     leased_floor,
     set_leased_floor,
@@ -143,12 +144,11 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 def _shard_info(document: Mapping[str, Any]) -> ShardInfo:
     document_id = str(document.get("_id"))
-    value = document.get("next")
+    value = counter_number(document.get("next"))
     low, high = document.get("low"), document.get("high")
     problem = None
-    if not _is_int(value):
-        problem = f"'next' is {value!r}; expected an integer"
-        value = None
+    if value is None:
+        problem = f"'next' is {document.get('next')!r}; expected an integer"
     bounded = "low" in document or "high" in document or "shard" in document
     if bounded:
         if not (_is_int(low) and _is_int(high)):

@@ -208,13 +208,29 @@ def counter_id(name: str, *, scope: str | None = None, shard: int | None = None)
     return document_id if shard is None else f"{document_id}{SHARD_SEPARATOR}{shard}"
 
 
+#: The highest integer a double holds exactly.
+_EXACT_DOUBLE: Final = 2**53
+
+
+def counter_number(value: object) -> int | None:
+    """A counter's ``next`` as an int: an int, or a double holding an integer exactly (the
+    mongo shell writes numbers as doubles: a counter set there, as MongoEngine's field takes
+    it); None for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_DOUBLE:
+        return int(value)
+    return None
+
+
 def _check_next(document: Mapping[str, Any], collection: str) -> int:
-    value = document.get("next")
-    if not isinstance(value, int) or isinstance(value, bool):
+    value = counter_number(document.get("next"))
+    if value is None:
         raise _corrupted(
             document.get("_id"),
             collection,
-            f"'next' is {value!r}; expected an integer (the highest value handed out)",
+            f"'next' is {document.get('next')!r}; expected an integer (the highest value "
+            "handed out)",
         )
     return value
 
@@ -373,8 +389,8 @@ class CounterStore:
         document_id = counter.document_id
         fast_filter: dict[str, Any] = {
             "_id": document_id,
-            # A double passes the range test but is no counter: leave it to the slow path,
-            # which reports it, instead of incrementing it.
+            # A double passes the range test: left to the slow path, which makes it an integer
+            # (or reports it), instead of incrementing it.
             "next": {"$gte": counter.low - 1, "$lte": counter.high - count, "$not": _DOUBLE},
         }
         if counter.bounded:
@@ -418,6 +434,14 @@ class CounterStore:
             self.create(counter)
             return None
         current = self._validate(document, counter)
+        if type(document["next"]) is float:
+            # Set in the mongo shell: made an integer, only if nobody moved it meanwhile.
+            self._call(
+                lambda: collection.update_one(
+                    {"_id": document_id, "next": current}, {"$set": {"next": current}}
+                )
+            )
+            return None
         if current >= counter.high:
             return range(0)
         if current < counter.low - 1:
@@ -1936,6 +1960,8 @@ class SequenceField(GeneratedField):
         if self.decorated:
             # The decorator's form is the user's: stored and loaded as given, as MongoEngine's.
             return value
+        if isinstance(value, float) and (number := counter_number(value)) is not None:
+            value = number  # a double holding an integer: stored by the mongo shell, say
         if self.format.active:
             if (
                 isinstance(value, int)
@@ -1952,8 +1978,8 @@ class SequenceField(GeneratedField):
 
     def number_of(self, value: Any) -> int | None:
         """The counter number of a stored, formatted or raw value; None if it is none of them."""
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return counter_number(value)  # an int, or a double holding one
         if isinstance(value, str):
             if self.format.active:
                 try:

@@ -74,6 +74,22 @@ def wrap_to_mongo(owner: type[Document], own: ToMongo | None) -> ToMongo:
     return to_mongo
 
 
+def wrap_from_son(owner: type[Document], own: Any) -> Any:
+    """``_from_son`` for ``owner`` (``own``: the class's own classmethod, or None): a document
+    loaded whose key is stored in another form than its field writes is recorded so
+    (:func:`.seam.note_stored_key`)."""
+
+    def _from_son(cls: type[Document], son: Any, *args: Any, **kwargs: Any) -> Any:
+        if own is not None:
+            document = own.__func__(cls, son, *args, **kwargs)
+        else:
+            document = super(owner, cls)._from_son(son, *args, **kwargs)
+        seam.note_stored_key(document, son.get("_id"))
+        return document
+
+    return classmethod(_from_son)
+
+
 def wrap_to_dbref(owner: type[Document], own: ToDBRef | None) -> ToDBRef:
     """``to_dbref`` for ``owner``: the DBRef holds the key as references hold it."""
 

@@ -32,7 +32,7 @@ from mongoengine.fields import EmbeddedDocumentField
 
 from . import landed, seam, values
 from .backfill import fill_if_missing
-from .field import Write
+from .field import Stored, Write
 from .values import Slot
 
 _logger = logging.getLogger(__name__)
@@ -69,6 +69,15 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
 
     def _save_update(self: Document, doc: Any, save_condition: Any, write_concern: Any) -> Any:
         generated_key = seam.shape(owner).generates_pk
+        stored_key = seam.stored_key(self)
+        if stored_key is not None:
+            # MongoEngine would upsert by the key in the field's form: a second copy.
+            raise ValidationError(
+                f"{type(self).__name__}: its key {seam.key(self)!r} is stored as "
+                f"{stored_key!r}, another form than its field writes; save() would store a "
+                "second copy under the field's form. Insert a copy under a new key (set the key "
+                "to None, save()), then delete() this one (docs/standard-uuids.md)"
+            )
         if generated_key and seam.key_changed(self):
             # MongoEngine would update the document holding the new key with this one's changes.
             raise OperationError(
@@ -112,9 +121,15 @@ def wrap_object_key(owner: type[Document], own: property | None) -> property:
 
     def _object_key(self: Document) -> Any:
         settle_unconfirmed(self)
-        if own is not None:
-            return own.fget(self)  # type: ignore[misc]
-        return super(owner, self)._object_key
+        key: dict[str, Any] = (
+            own.fget(self)  # type: ignore[misc]
+            if own is not None
+            else super(owner, self)._object_key
+        )
+        stored_key = seam.stored_key(self)
+        if stored_key is not None:  # addressed as it is stored, not in the field's form
+            key = {**key, "pk": Stored(stored_key)}
+        return key
 
     return property(_object_key)
 

@@ -59,6 +59,7 @@ import functools
 import inspect
 import os
 import threading
+import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -1012,6 +1013,9 @@ class State:
     #: Values ``doc.update(upsert=True)`` made for its embedded documents while its outcome is
     #: unknown, by (id of the embedded document, field name): their ``values.identity_key``.
     upserted: dict[tuple[int, str], Any] = dataclasses.field(default_factory=dict)
+    #: Its key as read, when stored in another form than its field writes (see
+    #: :func:`note_stored_key`); None if in the field's own.
+    stored_key: Any = None
 
     def settle(self) -> None:
         """The document is known to be stored: nothing of an earlier attempt is pending, and
@@ -1046,6 +1050,8 @@ def state(document: BaseDocument, *, create: bool = True) -> State | None:
 #: and the one under which those of its embedded documents go, by path (:func:`embedded_places`).
 _UNLOADED = "_mongoengine_ids_unloaded"
 _UNLOADED_INSIDE = "_mongoengine_ids_unloaded_inside"
+#: ... its key as stored, when in another form than its field writes (see note_stored_key).
+_STORED_KEY = "_mongoengine_ids_stored_key"
 
 
 def _wrap_getstate(owner: type[Document], own: Callable[[Any], Any] | None) -> Any:
@@ -1068,6 +1074,8 @@ def _wrap_getstate(owner: type[Document], own: Callable[[Any], Any] | None) -> A
         written = getattr(self, _WRITTEN, None)
         if written:
             data[_WRITTEN] = written  # a copy of a stored document is one (see never_stored)
+        if found is not None and found.stored_key is not None:
+            data[_STORED_KEY] = found.stored_key
         return data
 
     return __getstate__
@@ -1094,8 +1102,31 @@ def _wrap_setstate(owner: type[Document], own: Callable[[Any, Any], None] | None
                     state(embedded).unloaded = frozenset(inside[path])
         if data.get(_WRITTEN):
             object.__setattr__(self, _WRITTEN, data[_WRITTEN])
+        if data.get(_STORED_KEY) is not None:
+            state(self).stored_key = data[_STORED_KEY]
 
     return __setstate__
+
+
+def note_stored_key(document: Any, stored: Any) -> None:
+    """Record the key of ``document``, just loaded, if it is stored in another form than its
+    field writes (subtype 3, text under a binary field, binary under ``as_string``): MongoEngine
+    would address it by the field's form, and its ``save()`` would upsert a second copy."""
+    field = uuid_key(type(document))
+    if field is None or stored is None:
+        return
+    representation = 0  # UuidRepresentation.UNSPECIFIED: no uuid.UUID is decoded
+    if isinstance(stored, uuid.UUID):  # the driver decoded it, under the connection's
+        representation = type(document)._get_collection().codec_options.uuid_representation
+    if not field.in_own_form(stored, representation):
+        state(document).stored_key = stored
+
+
+def stored_key(document: Any) -> Any:
+    """The key of ``document`` as stored, if in another form than its field writes (see
+    :func:`note_stored_key`); else None."""
+    found = state(document, create=False)
+    return None if found is None else found.stored_key
 
 
 def note_loaded(document: Any, loaded: QueryFieldList) -> None:
@@ -1275,6 +1306,7 @@ def hook_key(document_class: type[Document]) -> None:
         for name, wrap in (
             ("to_mongo", references.wrap_to_mongo),
             ("to_dbref", references.wrap_to_dbref),
+            ("_from_son", references.wrap_from_son),
         ):
             own = vars(document_class).get(name)
             setattr(document_class, name, wrap(document_class, own))
