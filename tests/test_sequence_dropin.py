@@ -168,13 +168,27 @@ def test_an_abstract_base_keeps_one_counter_for_its_subclasses(mongoengine_db: A
     assert Foo._fields["counter"].get_sequence_name() == "base"
 
 
-def test_an_overridden_get_sequence_name_names_the_counter(mongoengine_db: Any) -> None:
-    class TenantSequence(SequenceField):
-        def get_sequence_name(self, document_class: Any = None) -> str:
-            return "tenant_a"
+@pytest.mark.parametrize("signature", ["mongoengine's", "ours"])
+def test_an_overridden_get_sequence_name_names_the_counter(
+    mongoengine_db: Any, signature: str
+) -> None:
+    """Overridden with MongoEngine's signature (no argument) too (found by probe I: a
+    TypeError on every save)."""
+    if signature == "ours":
+
+        class TenantSequence(SequenceField):
+            def get_sequence_name(self, document_class: Any = None) -> str:
+                return "tenant_a"
+    else:
+
+        class TenantSequence(SequenceField):  # type: ignore[no-redef]
+            def get_sequence_name(self) -> str:  # type: ignore[override]
+                return "tenant_a"
 
     class Invoice(me.Document):
         number = TenantSequence()
+
+    assert Invoice.number.get_next_value() == 1
 
     mongoengine_db[DEFAULT_COLLECTION].insert_one({"_id": "tenant_a.number", "next": 41})
     invoice = Invoice().save()
@@ -717,3 +731,14 @@ def test_a_document_numbered_by_a_double_reads_as_the_int_and_is_found(
         Imported.objects.get(id=7.5)
     loaded.delete()
     assert list(mongoengine_db.imported.find()) == []
+
+
+def test_a_subclass_overriding_generate_is_refused_when_declared() -> None:
+    """MongoEngine's SequenceField subclasses override generate() to shape the values; it
+    makes none here (found by probe I: the save failed with "'X-None' is not a sequence
+    value"). Refused with what to use instead."""
+    with pytest.raises(TypeError, match=r"Prefixed overrides generate\(\).*value_decorator="):
+
+        class Prefixed(SequenceField):
+            def generate(self) -> Any:
+                return f"X-{super().generate()}"

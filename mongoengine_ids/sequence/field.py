@@ -1603,6 +1603,9 @@ class SequenceField(GeneratedField):
 
     def counter_name(self, document_class: type[BaseDocument] | None = None) -> str:
         """The counter's ``_id``: ``"<sequence name>.<field name>"``, MongoEngine's."""
+        if document_class is None or seam.owner_of(self) is not None:
+            # MongoEngine's signature, which a subclass may override: no argument.
+            return f"{self.get_sequence_name()}.{self.name}"
         return f"{self.get_sequence_name(document_class)}.{self.name}"
 
     def sequence_for(

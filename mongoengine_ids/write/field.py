@@ -352,9 +352,26 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """MongoEngine's generation hook, called by ``to_mongo()``: never produces a value.
 
         ``to_mongo()`` also serves ``to_json()`` and other reads; the write path fills values
-        in instead, right before the write.
+        in instead, right before the write. A subclass cannot override it (see
+        :meth:`__init_subclass__`).
         """
         return
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse a subclass overriding :meth:`generate`, which would never make the values
+        (MongoEngine's ``SequenceField`` subclasses do so to shape them).
+
+        Raises:
+            TypeError: naming the class and what to use instead.
+        """
+        super().__init_subclass__(**kwargs)
+        if "generate" in vars(cls):
+            raise TypeError(
+                f"{cls.__qualname__} overrides generate(), which makes no value here: the "
+                "write path makes them (generate() is MongoEngine's hook, which to_mongo() "
+                "calls on reads too). To shape a SequenceField's stored value, pass "
+                "value_decorator="
+            )
 
     def check_embedded_in(self, owner: type[BaseDocument], name: str) -> None:
         """Called when an embedded document class holding this field as ``name`` is made
