@@ -1200,6 +1200,45 @@ def test_a_bulk_inserted_document_saves_its_changes(mongoengine_db: Any, kind: K
     assert after == [{**before[0], "name": "renamed"}, before[1]]
 
 
+@by_kind
+def test_a_value_cleared_on_a_loaded_document_is_made_anew_by_its_save(
+    mongoengine_db: Any, kind: Kind
+) -> None:
+    """As MongoEngine's SequenceField makes a new value for None: the save makes one, which
+    its update writes; the other documents are untouched (probe I: the save removed it)."""
+    Model = coded(kind, "Cleared", "cleared")
+    first, second = Model(name="a").save(), Model(name="b").save()
+    other = raw_one(mongoengine_db.cleared, {"_id": second.pk})
+    loaded = Model.objects.get(id=first.pk)
+    old = loaded.code
+    loaded.code = None
+    loaded.save()
+    stored = raw_one(mongoengine_db.cleared, {"_id": first.pk})
+    assert loaded.code is not None
+    assert loaded.code != old
+    assert stored == {"_id": first.pk, "name": "a", "code": kind.stored(loaded.code)}
+    assert raw_one(mongoengine_db.cleared, {"_id": second.pk}) == other
+    assert distinct([old, second.code, loaded.code])
+
+
+def test_a_cleared_random_value_that_collides_is_drawn_again(mongoengine_db: Any) -> None:
+    Model = document(
+        "ClearedRandom",
+        "cleared_random",
+        name=me.StringField(),
+        code=RandomUniqueField(digits=12, rng=Indexes(5, 6, 6, 7)),
+    )
+    first, second = Model(name="a").save(), Model(name="b").save()
+    assert (first.code, second.code) == (10**11 + 5, 10**11 + 6)
+    first.code = None
+    first.save()  # draws 6 (the second document's: taken), then 7
+    assert first.code == 10**11 + 7
+    assert sorted(doc["code"] for doc in raw_docs(mongoengine_db.cleared_random)) == [
+        10**11 + 6,
+        10**11 + 7,
+    ]
+
+
 @pytest.mark.parametrize("emptied", [False, True], ids=["empty", "emptied-by-handler"])
 def test_insert_of_no_documents_raises_as_mongoengine(mongoengine_db: Any, emptied: bool) -> None:
     """An empty batch is the driver's TypeError, as MongoEngine's insert() gives: also when a

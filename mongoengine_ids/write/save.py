@@ -602,8 +602,8 @@ class _Existing:
             values.give_back(write, self.made)
             values.release(write, self.noted)
             raise
-        #: Values of new embedded documents, written by the update.
-        self.embedded = [*self.kept, *(slot for slot in self.made if slot.holder is not document)]
+        #: Values written by the update: of new embedded documents, and of fields cleared.
+        self.embedded = [*self.kept, *(slot for slot in self.made if slot not in self.missing)]
         _mark_written_by_update(document, self.embedded, changed)
         #: Missing fields whose conditional write is done.
         self.stored: list[Slot] = []
@@ -658,9 +658,11 @@ def _sort(
             ):
                 assigned.append(slot)
         elif value is None:
-            if not own_field:
+            if not own_field or slot.field.db_field in changed:
+                # A new embedded document's, or one the user cleared: a new value, which the
+                # update writes (as MongoEngine's SequenceField makes a new one).
                 empty.append(slot)
-            elif slot.name not in unloaded and slot.field.db_field not in changed:
+            elif slot.name not in unloaded:
                 missing.append(slot)
         elif (
             not own_field
