@@ -365,6 +365,35 @@ def _save_built_as_stored(model: type[me.Document]) -> Write:
     return Write(["json-0", "new-0"], call)
 
 
+class _Made:
+    """In a write's ``changes``: a value the write makes anew, which any stored value matches
+    (checks 3 and 6 judge it: held by no other document, a valid value of the field)."""
+
+    def __eq__(self, other: object) -> bool:
+        return other is not None
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _save_cleared(model: type[me.Document]) -> Write:
+    """A stored document loaded, its generated field set to None and saved: the save makes a
+    new value, which its update writes (a key set to None makes a new document: for a key,
+    the note changes only)."""
+    case = next(case for case in CASES if _model(case) is model)
+    document = model.objects.get(key="pre-0")
+    document.note = "cleared"
+    changes: dict[str, Any] = {"note": "cleared"}
+    if not case.primary_key:
+        setattr(document, case.name, None)
+        changes[model._fields[case.name].db_field] = _Made()
+
+    def call() -> list[me.Document]:
+        document.save()
+        return [document]
+
+    return Write([], call, changes={"pre-0": changes})
+
+
 WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
     "save-edited": _save_edited,
     "save-adopting": _save_adopting,
@@ -379,6 +408,7 @@ WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
     "save-keyed-late": _save_keyed_late,
     "update-given": _update_given,
     "save-built-as-stored": _save_built_as_stored,
+    "save-cleared": _save_cleared,
 }
 
 # -- faults -------------------------------------------------------------------------------------
