@@ -1112,8 +1112,11 @@ def note_stored_key(document: Any, stored: Any) -> None:
     """Record the key of ``document``, just loaded, if it is stored in another form than its
     field writes (subtype 3, text under a binary field, binary under ``as_string``): MongoEngine
     would address it by the field's form, and its ``save()`` would upsert a second copy."""
-    field = uuid_key(type(document))
-    if field is None or stored is None:
+    found = shape(type(document))
+    if stored is None or not found.generates_pk:
+        return
+    field = type(document)._fields[found.pk_name]
+    if not field.stored_form_differs:  # a key stored as its value is
         return
     representation = 0  # UuidRepresentation.UNSPECIFIED: no uuid.UUID is decoded
     if isinstance(stored, uuid.UUID):  # the driver decoded it, under the connection's
