@@ -744,3 +744,14 @@ def test_a_subclass_overriding_generate_is_refused_when_declared() -> None:
         class Prefixed(SequenceField):
             def generate(self) -> Any:
                 return f"X-{super().generate()}"
+
+
+def test_a_generate_a_mixin_gives_a_field_subclass_is_refused_too() -> None:
+    class Shaping:
+        def generate(self) -> Any:
+            return "X"
+
+    with pytest.raises(TypeError, match=r"ViaMixin overrides generate\(\)"):
+
+        class ViaMixin(Shaping, SequenceField):
+            pass

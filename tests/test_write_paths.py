@@ -1221,6 +1221,60 @@ def test_a_value_cleared_on_a_loaded_document_is_made_anew_by_its_save(
     assert distinct([old, second.code, loaded.code])
 
 
+def test_a_value_a_projection_left_out_then_cleared_is_made_anew(mongoengine_db: Any) -> None:
+    """Cleared where a projection left it out, with its scope moved: a new number of the new
+    scope (review: MongoEngine saw None set over None, and the save took the stored number of
+    the old scope into the new one: held twice there)."""
+    Model = document(
+        "ClearedUnloaded",
+        "cleared_unloaded",
+        tenant=me.StringField(),
+        n=SequenceField(scope="tenant"),
+    )
+    Model(tenant="x").save()
+    Model(tenant="y").save()
+    loaded = Model.objects.only("tenant").get(tenant="x")
+    loaded.n = None
+    loaded.tenant = "y"
+    loaded.save()
+    assert loaded.n == 2
+    stored = sorted((doc["tenant"], doc["n"]) for doc in raw_docs(mongoengine_db.cleared_unloaded))
+    assert stored == [("y", 1), ("y", 2)]
+
+
+def test_a_cleared_value_whose_update_was_not_sent_is_written_by_the_retry() -> None:
+    """The update of a cleared field fails before it is sent (its outcome unknown to the
+    application): the retry writes the value made for it (review: it took the old one back)."""
+    import pymongo.errors
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    class Renumbered(me.Document):
+        meta = {"collection": "renumbered"}
+        name = me.StringField()
+        number = SequenceField()
+
+    lose = {"armed": False}
+
+    def hook(collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if collection == "renumbered" and method == "update_one" and lose["armed"]:
+            lose["armed"] = False
+            raise pymongo.errors.AutoReconnect("not sent")
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        loaded = Renumbered.objects.get(id=Renumbered(name="a").save().id)
+        loaded.number = None
+        lose["armed"] = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            loaded.save()
+        made = loaded.number
+        loaded.save()  # the application's retry
+        assert made == loaded.number == 2
+        assert [doc["number"] for doc in db.renumbered.find()] == [2]
+
+
 def test_a_cleared_random_value_that_collides_is_drawn_again(mongoengine_db: Any) -> None:
     Model = document(
         "ClearedRandom",

@@ -107,17 +107,24 @@ class UUIDValueField(GeneratedField):
     def to_python(self, value: Any) -> Any:
         return self.coerce(value)
 
-    def in_own_form(self, stored: Any, uuid_representation: int) -> bool:
-        """Whether ``stored``, a key as read from the database (decoded under
-        ``uuid_representation``), is in the form this field writes: the text with
-        ``as_string``, else Binary subtype 4 (which the driver decodes to a ``uuid.UUID`` under
-        ``standard`` only: under the legacy representations, a ``uuid.UUID`` read was subtype
-        3, as MongoEngine's ``UUIDField`` writes it under ``pythonLegacy``)."""
+    def in_own_form(self, stored: Any, uuid_representation: int | None = None) -> bool:
+        """Whether ``stored``, a key as read from the database, is in the form this field
+        writes: the text it writes with ``as_string`` (lower case, with hyphens), else Binary
+        subtype 4, which a server's driver decodes to a ``uuid.UUID`` under
+        ``uuid_representation`` ``standard`` only (under the legacy representations, a
+        ``uuid.UUID`` read was subtype 3, as MongoEngine's ``UUIDField`` writes it under
+        ``pythonLegacy``); a ``uuid.UUID`` decoded under no known representation is taken as
+        the field's own."""
         if self.as_string:
-            return isinstance(stored, str)
+            if not isinstance(stored, str):
+                return False
+            value = self.coerce(stored)
+            return not isinstance(value, uuid.UUID) or stored == str(value)
         if isinstance(stored, Binary):
             return stored.subtype == C.BSON_UUID_SUBTYPE
-        return isinstance(stored, uuid.UUID) and uuid_representation == UuidRepresentation.STANDARD
+        if isinstance(stored, uuid.UUID):
+            return uuid_representation in (None, UuidRepresentation.STANDARD)
+        return False
 
     def reference_key(self, value: Any) -> Any:
         """``value`` as MongoEngine's references hold it: a

@@ -304,7 +304,7 @@ class GeneratedField(BaseField):  # type: ignore[misc]
 
     def __set__(self, instance: Any, value: Any) -> None:
         super().__set__(instance, None if value is None else self.coerce(value))
-        seam.value_set(instance, self.name)
+        seam.value_set(instance, self.name, value)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
         """A field of the same options (MongoEngine copies a model's fields for
@@ -365,7 +365,7 @@ class GeneratedField(BaseField):  # type: ignore[misc]
             TypeError: naming the class and what to use instead.
         """
         super().__init_subclass__(**kwargs)
-        if "generate" in vars(cls):
+        if cls.generate is not GeneratedField.generate:  # its own, or a mixin's
             raise TypeError(
                 f"{cls.__qualname__} overrides generate(), which makes no value here: the "
                 "write path makes them (generate() is MongoEngine's hook, which to_mongo() "

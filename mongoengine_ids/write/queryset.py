@@ -63,7 +63,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         else:
             acknowledged = seam.acknowledged(seam.parts(self).collection, None)
             result = self._generating(kwargs, upsert, True, acknowledged, run, ordered=True)
-        seam.note_loaded(result, seam.parts(self).loaded)  # a projection of the returned one
+        seam.note_read(result, seam.parts(self))  # the returned one
         return result
 
     def upsert_one(self, *args: Any, **kwargs: Any) -> Any:
@@ -113,7 +113,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         query = seam.parts(self)
         found = references.in_bulk(query.document_class, object_ids, super().in_bulk)
         for document in found.values():
-            seam.note_loaded(document, query.loaded)
+            seam.note_read(document, query)
         return found
 
     def distinct(self, field: str) -> Any:
@@ -136,12 +136,12 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
 
     def __next__(self) -> Any:
         document = super().__next__()
-        seam.note_loaded(document, seam.parts(self).loaded)
+        seam.note_read(document, seam.parts(self))
         return document
 
     def __getitem__(self, key: Any) -> Any:
         found = super().__getitem__(key)
-        seam.note_loaded(found, seam.parts(self).loaded)
+        seam.note_read(found, seam.parts(self))
         return found
 
 

@@ -69,15 +69,9 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
 
     def _save_update(self: Document, doc: Any, save_condition: Any, write_concern: Any) -> Any:
         generated_key = seam.shape(owner).generates_pk
-        stored_key = seam.stored_key(self)
-        if stored_key is not None:
+        if seam.stored_key(self) is not None:
             # MongoEngine would upsert by the key in the field's form: a second copy.
-            raise ValidationError(
-                f"{type(self).__name__}: its key {seam.key(self)!r} is stored as "
-                f"{stored_key!r}, another form than its field writes; save() would store a "
-                "second copy under the field's form. Insert a copy under a new key (set the key "
-                "to None, save()), then delete() this one (docs/standard-uuids.md)"
-            )
+            raise _stored_in_another_form(self)
         if generated_key and seam.key_changed(self):
             # MongoEngine would update the document holding the new key with this one's changes.
             raise OperationError(
@@ -111,6 +105,17 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
         )
 
     return _save_update
+
+
+def _stored_in_another_form(document: Document) -> ValidationError:
+    """The error for a write of ``document``, whose key is stored in another form than its
+    field writes (:func:`.seam.note_stored_key`), that would store a second copy of it."""
+    return ValidationError(
+        f"{type(document).__name__}: its key {seam.key(document)!r} is stored as "
+        f"{seam.stored_key(document)!r}, another form than its field writes; this save() "
+        "would store a second copy under the field's form. Insert a copy under a new key (set "
+        "the key to None, save()), then delete() this one (docs/standard-uuids.md)"
+    )
 
 
 def wrap_object_key(owner: type[Document], own: property | None) -> property:
@@ -183,6 +188,8 @@ def save_create(
     may_write_more: bool = False,
 ) -> Any:
     """Fill the document's values and insert it; returns what the write step returned."""
+    if seam.stored_key(document) is not None and seam.key(document) is not None:
+        raise _stored_in_another_form(document)  # save(force_insert=True): a second copy
     shape = seam.shape(type(document))
     write = Write(type(document), seam.collection_of(document), (document,))
     earlier = seam.state(document, create=False)
@@ -586,10 +593,13 @@ class _Existing:
         # Values of an earlier attempt whose outcome is unknown (it may have landed): still the
         # document's own, never given back here.
         kept, self.kept_noted, others = values.split_kept(values.slots(document), [state])
+        # The document's own kept values: of fields the stored copy lacks (a conditional
+        # write each), or of fields the user cleared (written by the update, as made anew).
+        cleared = [s for s in kept if s.holder is document and s.field.db_field in changed]
         #: Fields the stored copy lacks (a conditional write each), filled or kept.
-        self.missing = [slot for slot in kept if slot.holder is document]
-        #: The values of embedded documents kept.
-        self.kept = [slot for slot in kept if slot.holder is not document]
+        self.missing = [s for s in kept if s.holder is document and s not in cleared]
+        #: The values kept of embedded documents and of cleared fields.
+        self.kept = [s for s in kept if s.holder is not document or s in cleared]
         assigned, empty, missing = _sort(document, others, changed, unloaded)
         self.missing += missing
         assigned = _new_values(write, document, assigned)

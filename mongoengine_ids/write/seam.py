@@ -313,8 +313,10 @@ def mark_written(documents: Iterable[BaseDocument], *, settle: bool = False) -> 
         # What BaseDocument.__setattr__ does for a name starting with "_" that is not the key.
         object.__setattr__(document, "_created", False)
         object.__setattr__(document, _WRITTEN, (key(document),))
-        if settle and (found := getattr(document, _STATE, None)) is not None:
-            found.settle()
+        if (found := getattr(document, _STATE, None)) is not None:
+            found.stored_key = None  # stored under its key as its field writes it
+            if settle:
+                found.settle()
 
 
 def writes_whole(document: BaseDocument) -> bool:
@@ -1118,11 +1120,34 @@ def note_stored_key(document: Any, stored: Any) -> None:
     field = type(document)._fields[found.pk_name]
     if not field.stored_form_differs:  # a key stored as its value is
         return
-    representation = 0  # UuidRepresentation.UNSPECIFIED: no uuid.UUID is decoded
-    if isinstance(stored, uuid.UUID):  # the driver decoded it, under the connection's
-        representation = type(document)._get_collection().codec_options.uuid_representation
-    if not field.in_own_form(stored, representation):
+    if isinstance(stored, uuid.UUID) and not field.as_string:
+        # Decoded: by the driver (from subtype 4 under ``standard``, from subtype 3 under the
+        # legacy representations) or by json_util (from_json()). The queryset that read it
+        # knows which (note_read); a document built otherwise takes it as the field's own.
+        object.__setattr__(document, _DECODED_KEY, stored)
+    elif not field.in_own_form(stored):
         state(document).stored_key = stored
+
+
+#: Set by :func:`note_stored_key` on a document whose key was read as a ``uuid.UUID``.
+_DECODED_KEY = "_mongoengine_ids_decoded_key"
+
+
+def note_read(document: Any, query: QuerySetParts) -> None:
+    """``document`` was read by the queryset ``query``: record the generated fields its
+    projection left out (:func:`note_loaded`) and, if its key was read as a ``uuid.UUID``,
+    whether that was the field's own form under the representation of the collection read."""
+    note_loaded(document, query.loaded)
+    if not isinstance(document, Document):
+        return
+    decoded = getattr(document, _DECODED_KEY, None)
+    if decoded is None:
+        return
+    object.__delattr__(document, _DECODED_KEY)
+    field = type(document)._fields[shape(type(document)).pk_name]
+    representation = query.collection.codec_options.uuid_representation
+    if not field.in_own_form(decoded, representation):
+        state(document).stored_key = decoded
 
 
 def stored_key(document: Any) -> Any:
@@ -1172,12 +1197,15 @@ class _Projection:
         return QueryFieldList.EXCLUDE not in given
 
 
-def value_set(document: Any, name: str) -> None:
-    """A value was set on field ``name`` of ``document`` (assigned, or loaded into it by
+def value_set(document: Any, name: str, value: Any) -> None:
+    """``value`` was set on field ``name`` of ``document`` (assigned, or loaded into it by
     ``reload()`` or ``modify()``): it is no longer one a projection left out."""
     found = state(document, create=False)
     if found is not None and name in found.unloaded:
         found.unloaded = found.unloaded - {name}
+        if value is None and getattr(document, "_initialised", False):
+            # Cleared: MongoEngine sees None set over None, no change; save() makes a new one.
+            mark_changed(document, name)
 
 
 # -- references ---------------------------------------------------------------------------------
