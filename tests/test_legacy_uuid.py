@@ -198,3 +198,40 @@ def test_a_uuid_the_driver_decoded_is_the_fields_form_under_standard_only(
     assert UUID4Field(as_string=True).in_own_form(key, representation) is False
     assert UUID4Field().in_own_form(Binary(key.bytes, 4), representation) is True
     assert UUID4Field().in_own_form(Binary(key.bytes, 3), representation) is False
+
+
+class _Read:
+    """The collection a queryset read from, as note_read() sees it: its name and the
+    representation its driver decoded under (mongomock's report none)."""
+
+    def __init__(self, representation: int) -> None:
+        self.full_name = "db.read_by_representation"
+        self.codec_options = CodecOptions(uuid_representation=representation)
+
+
+@pytest.mark.parametrize(
+    ("representation", "other_form"),
+    [
+        (UuidRepresentation.STANDARD, False),
+        (UuidRepresentation.PYTHON_LEGACY, True),
+        (UuidRepresentation.UNSPECIFIED, False),
+    ],
+)
+def test_a_key_decoded_to_a_uuid_is_judged_by_the_collection_that_read_it(
+    mongoengine_db: Any, representation: int, other_form: bool
+) -> None:
+    """A server's driver hands a key back as a uuid.UUID from subtype 4 under standard, from
+    subtype 3 under the legacy representations (mongomock does neither: its collections report
+    no representation, so the queryset's judgement is driven here with the collection it would
+    have read from). A document built from such a row outside a queryset is judged by its
+    model's collection: on mongomock, as the field's own (from_json() among them)."""
+    from mongoengine_ids.write import seam
+
+    model = MODELS["uuid4"]  # a UUID4Field key
+    key = uuid.uuid4()
+    read = model._from_son({"_id": key, "kind": "old"})
+    query = seam.QuerySetParts(model, _Read(representation), {}, None)  # type: ignore[arg-type]
+    seam.note_read(read, query)
+    assert (seam.stored_key(read) == key) is other_form
+    built = model._from_son({"_id": key, "kind": "old"})
+    assert seam.stored_key(built) is None

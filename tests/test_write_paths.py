@@ -1224,7 +1224,8 @@ def test_a_value_cleared_on_a_loaded_document_is_made_anew_by_its_save(
 def test_a_value_a_projection_left_out_then_cleared_is_made_anew(mongoengine_db: Any) -> None:
     """Cleared where a projection left it out, with its scope moved: a new number of the new
     scope (review: MongoEngine saw None set over None, and the save took the stored number of
-    the old scope into the new one: held twice there)."""
+    the old scope into the new one: held twice there). A number whose scope moves without one
+    is made anew."""
     Model = document(
         "ClearedUnloaded",
         "cleared_unloaded",

@@ -304,7 +304,7 @@ class GeneratedField(BaseField):  # type: ignore[misc]
 
     def __set__(self, instance: Any, value: Any) -> None:
         super().__set__(instance, None if value is None else self.coerce(value))
-        seam.value_set(instance, self.name, value)
+        seam.value_set(instance, self.name)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
         """A field of the same options (MongoEngine copies a model's fields for

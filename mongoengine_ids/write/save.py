@@ -69,7 +69,7 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
 
     def _save_update(self: Document, doc: Any, save_condition: Any, write_concern: Any) -> Any:
         generated_key = seam.shape(owner).generates_pk
-        if seam.stored_key(self) is not None:
+        if seam.stored_key(self, seam.collection_of(self)) is not None:
             # MongoEngine would upsert by the key in the field's form: a second copy.
             raise _stored_in_another_form(self)
         if generated_key and seam.key_changed(self):
@@ -114,7 +114,8 @@ def _stored_in_another_form(document: Document) -> ValidationError:
         f"{type(document).__name__}: its key {seam.key(document)!r} is stored as "
         f"{seam.stored_key(document)!r}, another form than its field writes; this save() "
         "would store a second copy under the field's form. Insert a copy under a new key (set "
-        "the key to None, save()), then delete() this one (docs/standard-uuids.md)"
+        "the key to None, save(): the object is then the copy), then delete the original, "
+        "loaded again (docs/standard-uuids.md)"
     )
 
 
@@ -131,7 +132,7 @@ def wrap_object_key(owner: type[Document], own: property | None) -> property:
             if own is not None
             else super(owner, self)._object_key
         )
-        stored_key = seam.stored_key(self)
+        stored_key = seam.stored_key(self, self._get_collection())
         if stored_key is not None:  # addressed as it is stored, not in the field's form
             key = {**key, "pk": Stored(stored_key)}
         return key
@@ -188,10 +189,10 @@ def save_create(
     may_write_more: bool = False,
 ) -> Any:
     """Fill the document's values and insert it; returns what the write step returned."""
-    if seam.stored_key(document) is not None and seam.key(document) is not None:
-        raise _stored_in_another_form(document)  # save(force_insert=True): a second copy
     shape = seam.shape(type(document))
     write = Write(type(document), seam.collection_of(document), (document,))
+    if seam.stored_key(document, write.collection) is not None:
+        raise _stored_in_another_form(document)  # save(force_insert=True): a second copy
     earlier = seam.state(document, create=False)
     if earlier is not None and shape.pk_name in earlier.unloaded:
         raise OperationError(
@@ -668,9 +669,10 @@ def _sort(
             ):
                 assigned.append(slot)
         elif value is None:
-            if not own_field or slot.field.db_field in changed:
-                # A new embedded document's, or one the user cleared: a new value, which the
-                # update writes (as MongoEngine's SequenceField makes a new one).
+            if not own_field or slot.field.db_field in changed or _reads_changed(slot, changed):
+                # A new embedded document's, one the user cleared, or one whose scope moved
+                # (the stored number is the old scope's): a new value, which the update writes
+                # (as MongoEngine's SequenceField makes a new one).
                 empty.append(slot)
             elif slot.name not in unloaded:
                 missing.append(slot)
@@ -791,10 +793,15 @@ def _held_by_stored_copy(write: Write, document: Document, slots: list[Slot]) ->
 
 
 def _mark_written_by_update(document: Document, filled: list[Slot], changed: list[str]) -> None:
-    """Make the update write the embedded documents of ``filled``: MongoEngine writes the paths
-    it saw change, which hold a new embedded document as a whole (an assignment, an append);
-    one that no changed path covers is marked at its own path, never a wider one (the update
-    would replace what another writer stored beside it)."""
+    """Make the update write the values of ``filled``: a field of the document's own is marked
+    changed; for embedded documents, MongoEngine writes the paths it saw change, which hold a
+    new embedded document as a whole (an assignment, an append); one that no changed path
+    covers is marked at its own path, never a wider one (the update would replace what another
+    writer stored beside it)."""
+    for slot in filled:
+        if slot.holder is document and slot.field.db_field not in changed:
+            seam.mark_changed(document, slot.name)  # a value of its own made anew
+            changed.append(slot.field.db_field)
     holders = {id(slot.holder) for slot in filled}
     for path, _, embedded in seam.embedded_places(document):
         if id(embedded) in holders and not any(

@@ -1017,7 +1017,7 @@ class State:
     upserted: dict[tuple[int, str], Any] = dataclasses.field(default_factory=dict)
     #: Its key as read, when stored in another form than its field writes (see
     #: :func:`note_stored_key`); None if in the field's own.
-    stored_key: Any = None
+    stored_key: StoredKey | None = None
 
     def settle(self) -> None:
         """The document is known to be stored: nothing of an earlier attempt is pending, and
@@ -1110,10 +1110,23 @@ def _wrap_setstate(owner: type[Document], own: Callable[[Any, Any], None] | None
     return __setstate__
 
 
+@dataclass(frozen=True)
+class StoredKey:
+    """A key read in another form than its field writes (see :func:`note_stored_key`)."""
+
+    #: The key as stored (sent as it is to address the document).
+    stored: Any
+    #: The key as read: the record holds while the document holds this key.
+    value: Any
+    #: The collection it was read from (``full_name``); None if not known (built from a row).
+    collection: str | None
+
+
 def note_stored_key(document: Any, stored: Any) -> None:
     """Record the key of ``document``, just loaded, if it is stored in another form than its
-    field writes (subtype 3, text under a binary field, binary under ``as_string``): MongoEngine
-    would address it by the field's form, and its ``save()`` would upsert a second copy."""
+    field writes (subtype 3, text under a binary field, binary or other text under
+    ``as_string``): MongoEngine would address it by the field's form, and its ``save()`` would
+    upsert a second copy."""
     found = shape(type(document))
     if stored is None or not found.generates_pk:
         return
@@ -1122,39 +1135,66 @@ def note_stored_key(document: Any, stored: Any) -> None:
         return
     if isinstance(stored, uuid.UUID) and not field.as_string:
         # Decoded: by the driver (from subtype 4 under ``standard``, from subtype 3 under the
-        # legacy representations) or by json_util (from_json()). The queryset that read it
-        # knows which (note_read); a document built otherwise takes it as the field's own.
+        # legacy representations) or by json_util. Which one, the collection that read it
+        # says: the queryset's (note_read), else the document's own (stored_key).
         object.__setattr__(document, _DECODED_KEY, stored)
     elif not field.in_own_form(stored):
-        state(document).stored_key = stored
+        # The queryset reading it, if any, names its collection (note_read); _from_son() does
+        # not (nor connect: from_json() needs no connection).
+        _record(document, stored, None)
+
+
+def _record(document: Any, stored: Any, collection: Any) -> None:
+    name = None if collection is None else collection.full_name
+    state(document).stored_key = StoredKey(stored, key(document), name)
 
 
 #: Set by :func:`note_stored_key` on a document whose key was read as a ``uuid.UUID``.
 _DECODED_KEY = "_mongoengine_ids_decoded_key"
 
 
-def note_read(document: Any, query: QuerySetParts) -> None:
-    """``document`` was read by the queryset ``query``: record the generated fields its
-    projection left out (:func:`note_loaded`) and, if its key was read as a ``uuid.UUID``,
-    whether that was the field's own form under the representation of the collection read."""
-    note_loaded(document, query.loaded)
-    if not isinstance(document, Document):
-        return
+def _judge_decoded(document: Any, collection: Any) -> None:
+    """Judge the key of ``document`` read as a ``uuid.UUID`` by the representation of
+    ``collection``: the field's own form under ``standard`` (and under none: a driver decodes
+    no UUID then, so it was not read so), another under the legacy ones."""
     decoded = getattr(document, _DECODED_KEY, None)
     if decoded is None:
         return
     object.__delattr__(document, _DECODED_KEY)
+    representation = collection.codec_options.uuid_representation
     field = type(document)._fields[shape(type(document)).pk_name]
-    representation = query.collection.codec_options.uuid_representation
-    if not field.in_own_form(decoded, representation):
-        state(document).stored_key = decoded
+    if representation and not field.in_own_form(decoded, representation):
+        _record(document, decoded, collection)
 
 
-def stored_key(document: Any) -> Any:
-    """The key of ``document`` as stored, if in another form than its field writes (see
-    :func:`note_stored_key`); else None."""
+def note_read(document: Any, query: QuerySetParts) -> None:
+    """``document`` was read by the queryset ``query``: record the generated fields its
+    projection left out (:func:`note_loaded`), judge its key if read as a ``uuid.UUID``, and
+    note the collection a key in another form was read from."""
+    note_loaded(document, query.loaded)
+    if not isinstance(document, Document):
+        return
+    _judge_decoded(document, query.collection)
     found = state(document, create=False)
-    return None if found is None else found.stored_key
+    if found is not None and found.stored_key is not None:
+        found.stored_key = dataclasses.replace(
+            found.stored_key, collection=query.collection.full_name
+        )
+
+
+def stored_key(document: Any, collection: Any = None) -> Any:
+    """The key of ``document`` as stored, if in another form than its field writes (see
+    :func:`note_stored_key`) and the document still holds that key; with ``collection``, only
+    if read from it. Else None."""
+    if getattr(document, _DECODED_KEY, None) is not None:  # built from a row, not a queryset
+        _judge_decoded(document, type(document)._get_collection())
+    found = state(document, create=False)
+    record = None if found is None else found.stored_key
+    if record is None or record.value != key(document):
+        return None
+    if collection is not None and record.collection not in (None, collection.full_name):
+        return None
+    return record.stored
 
 
 def note_loaded(document: Any, loaded: QueryFieldList) -> None:
@@ -1197,15 +1237,12 @@ class _Projection:
         return QueryFieldList.EXCLUDE not in given
 
 
-def value_set(document: Any, name: str, value: Any) -> None:
-    """``value`` was set on field ``name`` of ``document`` (assigned, or loaded into it by
+def value_set(document: Any, name: str) -> None:
+    """A value was set on field ``name`` of ``document`` (assigned, or loaded into it by
     ``reload()`` or ``modify()``): it is no longer one a projection left out."""
     found = state(document, create=False)
     if found is not None and name in found.unloaded:
         found.unloaded = found.unloaded - {name}
-        if value is None and getattr(document, "_initialised", False):
-            # Cleared: MongoEngine sees None set over None, no change; save() makes a new one.
-            mark_changed(document, name)
 
 
 # -- references ---------------------------------------------------------------------------------
