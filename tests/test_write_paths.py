@@ -1392,6 +1392,54 @@ class _LoseInsertOnce:
         return call()
 
 
+@pytest.mark.parametrize("applied", [False, True], ids=["not-applied", "applied"])
+@pytest.mark.parametrize("key", ["generated", "object-id"])
+def test_the_retry_of_a_loaded_document_copied_under_a_new_key_inserts_it_once(
+    applied: bool, key: str
+) -> None:
+    """``doc.pk = None; doc.save()`` of a loaded document, its insert's reply lost: MongoEngine
+    takes the document, now keyed, as stored, and the application's retry went to an update
+    (review: refused as a key change for a generated key). It is that insert again."""
+    import pymongo.errors
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    class Copied(me.Document):
+        meta = {"collection": "copied"}
+        name = me.StringField()
+        number = SequenceField()
+        if key == "generated":
+            id = UUID7Field(primary_key=True)
+
+    lose = {"armed": False}
+
+    def hook(collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if collection == "copied" and method == "insert_one" and lose["armed"]:
+            lose["armed"] = False
+            if applied:
+                call()
+            raise pymongo.errors.AutoReconnect("reply lost")
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        original = Copied(name="a").save()
+        loaded = Copied.objects.get(id=original.id)
+        loaded.pk = None
+        loaded.name = "copy"
+        lose["armed"] = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            loaded.save()
+        loaded.save()  # the application's retry
+        stored = sorted((doc["name"], doc["_id"]) for doc in db.copied.find())
+        assert stored == sorted(
+            [("a", original.to_mongo()["_id"]), ("copy", loaded.to_mongo()["_id"])]
+        )
+        loaded.update(set__name="copy, updated")
+        assert db.copied.find_one({"_id": loaded.to_mongo()["_id"]})["name"] == "copy, updated"
+        assert db.copied.count_documents({}) == 2
+
+
 def test_a_retry_keeps_the_values_the_earlier_attempt_noted_and_notes_changed_ones() -> None:
     """After a lost reply, an assigned value the earlier attempt reserved is not reserved again
     (its own reservation would refuse it); a value the application changes before the retry is
