@@ -75,7 +75,8 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
             # key, which MongoEngine takes as stored): that insert again, which finds it if it
             # landed. (MongoEngine's step returns the key and whether it was created.)
             return self._save_create(doc, True, write_concern), True
-        if seam.stored_key(self, seam.collection_of(self)) is not None:
+        collection = seam.collection_of(self)
+        if seam.stored_key(self, collection) is not None:
             # MongoEngine would upsert by the key in the field's form: a second copy.
             raise _stored_in_another_form(self)
         if generated_key and seam.key_changed(self):
@@ -100,7 +101,7 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
         # What MongoEngine writes is computed from the changed fields; with a generated field
         # in the shard key, ``doc`` needs the values made.
         reads_values = own_step or bool(seam.shard_key(type(self)))
-        acknowledged = seam.acknowledged(seam.collection_of(self), write_concern)
+        acknowledged = seam.acknowledged(collection, write_concern)
         return save_update(
             self,
             doc,

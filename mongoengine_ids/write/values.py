@@ -385,7 +385,7 @@ def pending(document: BaseDocument, generated: list[Slot], noted: list[tuple[Slo
     """Record that the outcome of an update of ``document`` is unknown: the values it
     ``generated`` and ``noted`` stay its own for the application's retry (see :func:`prepare`)."""
     state = seam.state(document)
-    state.generated = [(s, s.value, _identity(s)) for s in generated if s.value is not None]
+    state.generated = _held(generated)
     state.noted = [(slot, value, _identity(slot)) for slot, value in noted]
 
 
@@ -393,8 +393,12 @@ def stored_by_failed_insert(document: BaseDocument, collection: Any) -> None:
     """Record that ``document`` is stored in ``collection`` by an insert whose call failed: the
     application's retry of that insert counts it stored (see :func:`new_again`), with the
     values it was stored with."""
-    held = [(s, s.value, _identity(s)) for s in slots(document) if s.value is not None]
-    seam.state(document).stored_by_failed_insert = (collection, held)
+    seam.state(document).stored_by_failed_insert = (collection, _held(slots(document)))
+
+
+def _held(found: Iterable[Slot]) -> list[tuple[Slot, Any, Any]]:
+    """The values ``found`` hold, as the records keep them: (slot, value, identity)."""
+    return [(s, s.value, _identity(s)) for s in found if s.value is not None]
 
 
 def new_again(document: BaseDocument, collection: Any) -> None:
