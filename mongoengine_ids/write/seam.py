@@ -753,41 +753,66 @@ def generated_fields(
 
 def generated_at(
     document_class: type[BaseDocument], path: str
-) -> tuple[type[BaseDocument], str, GeneratedField] | None:
-    """The generated field that a dotted db path of an update (``p.c``, ``parts.$.code``,
-    ``by_key.k.code``) leads to, through embedded documents, list items and map keys, with the
-    class that declares it and its name; None if the path leads to another field or none."""
+) -> list[tuple[type[BaseDocument], str, GeneratedField]]:
+    """The generated fields that a dotted db path of an update (``p.c``, ``parts.$.code``,
+    ``by_key.k.code``) may lead to, through embedded documents, list items and map keys, each
+    with the class that declares it and its name; [] if it leads to none. Each class the path
+    may pass through counts (see :func:`_fields_at`): more than one field only when classes
+    the path may reach declare different fields under one name."""
     from .field import GeneratedField
 
-    found = _field_at(document_class, path)
-    if found is None or found[3] or not isinstance(found[2], GeneratedField):
-        return None
-    return found[0], found[1], found[2]
+    return [
+        (kind, name, field)
+        for kind, name, field, item in _fields_at(document_class, path)
+        if not item and isinstance(field, GeneratedField)
+    ]
 
 
-def _field_at(
+def _fields_at(
     document_class: type[BaseDocument], path: str
-) -> tuple[type[BaseDocument], str, BaseField, bool] | None:
-    """What a dotted db path leads to: the class whose field it names last, the field's name,
-    the field (for an item, the list's or map's field of items) and whether the path ends at an
-    item (a list index, ``$``, a map key); None if it leads nowhere."""
-    kind: type[BaseDocument] | None = document_class
+) -> list[tuple[type[BaseDocument], str, BaseField, bool]]:
+    """What a dotted db path may lead to: each field it may name last (for an item, the list's
+    or map's field of items) with the class declaring it, its name, and whether the path ends
+    at an item (a list index, ``$``, a map key); [] if it leads nowhere.
+
+    A step may be read in any class a value there may be: ``document_class`` or a subclass
+    (the documents an update of its queryset matches), an embedded document's declared class
+    or a subclass, any choice of a ``GenericEmbeddedDocumentField`` or a subclass, as
+    MongoEngine resolves a path (``lookup_member``)."""
     steps = path.split(".")
-    at = 0
-    while kind is not None:
+    found: list[tuple[type[BaseDocument], str, BaseField, bool]] = []
+    seen: set[int] = set()
+    places = [(kind, 0) for kind in _with_subclasses(document_class)]
+    while places:
+        kind, at = places.pop(0)
         by_db_field = {field.db_field: (name, field) for name, field in kind._fields.items()}
         if steps[at] not in by_db_field:
-            return None
+            continue
         name, field = by_db_field[steps[at]]
         at += 1
         item = False
         while at < len(steps) and isinstance(field, (ListField, MapField, DictField)):
             at += 1  # the item's index (or $), or the key
             field, item = field.field, True
-        if at == len(steps):
-            return (kind, name, field, item) if field is not None else None
-        kind = field.document_type if isinstance(field, EmbeddedDocumentField) else None
-    return None
+        if at < len(steps):
+            places += [(inner, at) for inner in _classes_held(field)]
+        elif field is not None and id(field) not in seen:  # a base's, inherited: once
+            seen.add(id(field))
+            found.append((kind, name, field, item))
+    return found
+
+
+def _classes_held(field: Any) -> list[type[BaseDocument]]:
+    """The classes an embedded document held by ``field`` may be, subclasses included (none
+    known for a ``GenericEmbeddedDocumentField`` without ``choices``, which MongoEngine does not
+    resolve a path into either: only ``__raw__`` reaches it)."""
+    if isinstance(field, EmbeddedDocumentField):
+        declared = [field.document_type]
+    elif isinstance(field, GenericEmbeddedDocumentField):
+        declared = [kind for kind in field.choices or () if isinstance(kind, type)]
+    else:
+        return []
+    return list(dict.fromkeys(each for kind in declared for each in _with_subclasses(kind)))
 
 
 def reading_at(
@@ -797,17 +822,16 @@ def reading_at(
     update names (a counter's scope), of the class that declares it or of its subclasses
     (which the documents written may be): (class, name, field) each, once per field; [] if
     none, or if the path ends at an item of a list or map."""
-    found = _field_at(document_class, path)
-    if found is None or found[3]:
-        return []
-    name = found[1]
     seen: set[int] = set()
     reading = []
-    for kind in _with_subclasses(found[0]):
-        for each, field in shape(kind).generated:
-            if name in field.depends_on and id(field) not in seen:
-                seen.add(id(field))
-                reading.append((kind, each, field))
+    for declaring, name, _, item in _fields_at(document_class, path):
+        if item:
+            continue
+        for kind in _with_subclasses(declaring):
+            for each, field in shape(kind).generated:
+                if name in field.depends_on and id(field) not in seen:
+                    seen.add(id(field))
+                    reading.append((kind, each, field))
     return reading
 
 
@@ -858,14 +882,17 @@ def generated_in(
     ``"*"`` for any item of a list or map); [] if
     ``path`` leads to no embedded document (a generated field itself among them). A dict's
     ``_cls`` names its class (a subclass, or any for ``GenericEmbeddedDocumentField``)."""
-    found = _field_at(document_class, path)
-    if found is None:
-        return []
-    field: Any = found[2]
-    steps = tuple(path.split("."))
-    if item and isinstance(field, (ListField, MapField, DictField)):
-        field, steps = field.field, (*steps, "*")
-    return list(_generated_inside(field, value, steps))
+    found: list[
+        tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], tuple[str, ...]]
+    ] = []
+    for _, _, field, _ in _fields_at(document_class, path):
+        steps = tuple(path.split("."))
+        if item and isinstance(field, (ListField, MapField, DictField)):
+            field, steps = field.field, (*steps, "*")
+        for each in _generated_inside(field, value, steps):
+            if not any(each[2] is other[2] and each[3] is other[3] for other in found):
+                found.append(each)
+    return found
 
 
 def _generated_inside(

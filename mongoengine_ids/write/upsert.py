@@ -660,9 +660,9 @@ def _operations(document_class: Any, update: dict[str, Any]) -> dict[str, Any]:
         for source, target in fields.items():
             path = str(target) if operator == "$rename" else str(source)
             found = seam.generated_at(document_class, path)
-            if found is None:
+            if not found:
                 continue
-            kind, name, _ = found
+            kind, name, _ = found[0]
             if operator == "$rename":
                 why = (
                     f"renaming {source!r} to {target!r} would move another field's value into "
@@ -820,35 +820,46 @@ def _scalars(
     dotted path (``set__part__code=``, ``set__parts__S__code=``, ``__raw__``)."""
     slots: list[tuple[Slot, tuple[str, ...]]] = []
     for path, value in operations.get("$set", {}).items():
-        found = seam.generated_at(query.document_class, path)
-        if found is None or isinstance(value, Stored):
+        if isinstance(value, Stored):
             continue
-        kind, name, field = found
-        if value is None and not (upserting and "." not in path):  # (upsert() says it so)
-            raise InvalidQueryError(
-                f"{kind.__name__}.{name} is generated: setting it to None ({path!r}) would "
-                "store null, which a unique index counts as a value (two documents holding it "
-                f"collide); use unset__{path.replace('.', '__').replace('$', 'S')} (or "
-                "$unset) to remove the value"
-            )
-        if value is not None:
-            _check_stored_form(field, value, f"the update sets at {path!r}", query.collection)
-        if "." not in path:
-            if not upserting:
-                slots += _own_slots(query, operations, path, value)
-            continue
-        data = {name: field.to_python(value)}
-        parent = path.rpartition(".")[0]
-        for each in field.depends_on:  # a scope the update sets beside it (else the stored one)
-            source = seam.field_of(kind, each)
-            beside = operations.get("$set", {}).get(f"{parent}.{source.db_field}")
-            if beside is not None:
-                data[each] = source.to_python(beside)
-        holder = values.Holder(data)
-        # Written at this very place: its own only if it held the value there already (not
-        # known for a positional $: then new).
-        slots.append((Slot(holder, holder, name, field, kind), tuple(path.split(".")[:-1])))
+        for kind, name, field in seam.generated_at(query.document_class, path):
+            slots += _path_slot(query, operations, path, value, (kind, name, field), upserting)
     return [("set", _Scalars(slots))] if slots else []
+
+
+def _path_slot(
+    query: seam.QuerySetParts,
+    operations: dict[str, Any],
+    path: str,
+    value: Any,
+    found: tuple[Any, str, GeneratedField],
+    upserting: bool,
+) -> list[tuple[Slot, tuple[str, ...]]]:
+    """The slots of :func:`_scalars` for the value ``$set`` gives at ``path``, which leads to
+    the generated field ``found`` (its class, name and field)."""
+    kind, name, field = found
+    if value is None and not (upserting and "." not in path):  # (upsert() says it so)
+        raise InvalidQueryError(
+            f"{kind.__name__}.{name} is generated: setting it to None ({path!r}) would "
+            "store null, which a unique index counts as a value (two documents holding it "
+            f"collide); use unset__{path.replace('.', '__').replace('$', 'S')} (or "
+            "$unset) to remove the value"
+        )
+    if value is not None:
+        _check_stored_form(field, value, f"the update sets at {path!r}", query.collection)
+    if "." not in path:
+        return [] if upserting else _own_slots(query, operations, found, value)
+    data = {name: field.to_python(value)}
+    parent = path.rpartition(".")[0]
+    for each in field.depends_on:  # a scope the update sets beside it (else the stored one)
+        source = seam.field_of(kind, each)
+        beside = operations.get("$set", {}).get(f"{parent}.{source.db_field}")
+        if beside is not None:
+            data[each] = source.to_python(beside)
+    holder = values.Holder(data)
+    # Written at this very place: its own only if it held the value there already (not
+    # known for a positional $: then new).
+    return [(Slot(holder, holder, name, field, kind), tuple(path.split(".")[:-1]))]
 
 
 #: The operators of a ``__raw__`` update that may write embedded documents whole, as the
@@ -934,38 +945,37 @@ def _stored_slots(
 
 
 def _own_slots(
-    query: seam.QuerySetParts, operations: dict[str, Any], path: str, written: Any
+    query: seam.QuerySetParts,
+    operations: dict[str, Any],
+    found: tuple[Any, str, GeneratedField],
+    written: Any,
 ) -> list[tuple[Slot, tuple[str, ...]]]:
-    """The generated field of the documents themselves that an update writes at ``path`` (a
-    db field name), with the value it writes (none: another field, or the package's own): one
-    slot, or, for a field whose values depend on others (a scope), one per combination of
+    """The generated field of the documents themselves (``found``: its class, which may be a
+    subclass of the queryset's, name and field) that an update gives the value ``written``:
+    one slot, or, for a field whose values depend on others (a scope), one per combination of
     those in the documents the filter matches (or as the update sets them)."""
-    document_class = query.document_class
-    for name, field in seam.shape(document_class).generated:
-        if field.db_field != path or isinstance(written, Stored):
-            continue
-        value = field.to_python(written)
-        sources = [seam.field_of(document_class, dep) for dep in field.depends_on]
-        combinations: list[dict[str, Any]] = [{}]
-        if sources:
-            setting = operations.get("$set", {})
-            set_here = {
-                source.name: source.to_python(setting[source.db_field])
-                for source in sources
-                if setting.get(source.db_field) is not None
-            }
-            projection = {source.db_field: 1 for source in sources}
-            combinations = []
-            for stored in query.collection.find(query.query, projection):
-                found = values.python_values(stored, {source.name: source for source in sources})
-                if {**found, **set_here} not in combinations:
-                    combinations.append({**found, **set_here})
-        return [
-            (Slot(holder, holder, name, field, document_class), ())
-            for data in combinations
-            for holder in [values.Holder({**data, name: value})]
-        ]
-    return []
+    kind, name, field = found
+    value = field.to_python(written)
+    sources = [seam.field_of(kind, dep) for dep in field.depends_on]
+    combinations: list[dict[str, Any]] = [{}]
+    if sources:
+        setting = operations.get("$set", {})
+        set_here = {
+            source.name: source.to_python(setting[source.db_field])
+            for source in sources
+            if setting.get(source.db_field) is not None
+        }
+        projection = {source.db_field: 1 for source in sources}
+        combinations = []
+        for stored in query.collection.find(query.query, projection):
+            held = values.python_values(stored, {source.name: source for source in sources})
+            if {**held, **set_here} not in combinations:
+                combinations.append({**held, **set_here})
+    return [
+        (Slot(holder, holder, name, field, kind), ())
+        for data in combinations
+        for holder in [values.Holder({**data, name: value})]
+    ]
 
 
 def _embedded_slots(value: Any, path: str) -> list[tuple[Slot, tuple[str, ...]]]:

@@ -1,0 +1,204 @@
+"""A value an update gives a generated field by a path is told to its field wherever MongoEngine
+resolves the path: through a ``GenericEmbeddedDocumentField`` (its choices), to a field only a
+subclass of an embedded document's class declares, and to a field of a subclass updated through
+its base class's queryset. Before, the path was walked through the
+declared classes of ``EmbeddedDocumentField`` only: a counter handed such a number out again, a
+taken ``reserve_in`` value was stored twice, ``allow_explicit=False`` and the refusal of
+``inc__``/``set__...=None`` were bypassed (found by probe K). Each test checks the stored
+documents."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import mongoengine as me
+import pytest
+from mongoengine.errors import InvalidQueryError, NotUniqueError
+
+from mongoengine_ids import ExplicitValueError, RandomUniqueField, SequenceField
+
+
+class UpPart(me.EmbeddedDocument):
+    n = SequenceField(sequence_name="up_part_n")
+    code = RandomUniqueField(digits=6, reserve_in="up_part_codes")
+    label = me.StringField()
+    meta = {"allow_inheritance": True}
+
+
+class UpNumberedPart(UpPart):
+    m = SequenceField(sequence_name="up_part_m")
+
+
+class UpLine(me.EmbeddedDocument):
+    tenant = me.StringField(required=True)
+    no = SequenceField(scope="tenant", sequence_name="up_line_no")
+
+
+class UpHolder(me.Document):
+    name = me.StringField()
+    one = me.EmbeddedDocumentField(UpPart)
+    gen = me.GenericEmbeddedDocumentField(choices=[UpPart])
+    gens = me.ListField(me.GenericEmbeddedDocumentField(choices=[UpPart]))
+    parts = me.ListField(me.EmbeddedDocumentField(UpPart))
+    line = me.GenericEmbeddedDocumentField(choices=[UpLine])
+    meta = {"collection": "up_holders"}
+
+
+def _stored(name: str) -> dict[str, Any]:
+    found = UpHolder._get_collection().find_one({"name": name})
+    assert found is not None
+    return found
+
+
+def _next_n() -> int:
+    """The number the next new part gets (saved, then deleted)."""
+    probe = UpHolder(name="probe", one=UpPart()).save()
+    number = _stored("probe")["one"]["n"]
+    probe.delete()
+    return int(number)
+
+
+def _next_m() -> int:
+    probe = UpHolder(name="probe", one=UpNumberedPart()).save()
+    number = _stored("probe")["one"]["m"]
+    probe.delete()
+    return int(number)
+
+
+@pytest.fixture
+def holder(mongoengine_db: Any) -> UpHolder:
+    return UpHolder(
+        name="h",
+        one=UpNumberedPart(),
+        gen=UpPart(),
+        gens=[UpPart()],
+        parts=[UpNumberedPart()],
+    ).save()
+
+
+@pytest.mark.parametrize(
+    ("update", "where"),
+    [
+        ({"set__gen__n": 50}, ("gen", "n")),
+        ({"__raw__": {"$set": {"gen.n": 50}}}, ("gen", "n")),
+        ({"set__gens__0__n": 50}, ("gens", 0, "n")),
+    ],
+    ids=["generic", "generic-raw", "list-of-generic"],
+)
+def test_a_number_given_through_a_generic_embedded_field_moves_the_counter(
+    holder: UpHolder, update: dict[str, Any], where: tuple[Any, ...]
+) -> None:
+    UpHolder.objects(name="h").update_one(**update)
+    stored: Any = _stored("h")
+    for step in where:
+        stored = stored[step]
+    assert stored == 50
+    assert _next_n() == 51
+
+
+@pytest.mark.parametrize(
+    "update", [{"set__one__m": 70}, {"set__parts__0__m": 70}], ids=["embedded", "in-a-list"]
+)
+def test_a_number_given_to_a_field_of_an_embedded_subclass_moves_its_counter(
+    holder: UpHolder, update: dict[str, Any]
+) -> None:
+    UpHolder.objects(name="h").update_one(**update)
+    stored = _stored("h")
+    assert 70 in (stored["one"]["m"], stored["parts"][0]["m"])
+    assert _next_m() == 71
+
+
+@pytest.mark.parametrize("path", ["gen__code", "gens__0__code"], ids=["generic", "list"])
+def test_a_taken_reserve_in_value_given_through_a_generic_field_is_refused(
+    holder: UpHolder, path: str
+) -> None:
+    other = UpHolder(name="other", gen=UpPart()).save()
+    taken = _stored("h")["one"]["code"]
+    before = _stored("other")
+    with pytest.raises(NotUniqueError, match=str(taken)):
+        UpHolder.objects(id=other.id).update_one(**{f"set__{path}": taken})
+    assert _stored("other") == before
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"inc__gen__n": 1},
+        {"__raw__": {"$inc": {"gen.n": 1}}},
+        {"inc__one__m": 1},
+        {"set__gen__n": None},
+        {"set__one__m": None},
+        {"rename__name": "gen.n"},
+    ],
+    ids=[
+        "inc-generic",
+        "raw-inc-generic",
+        "inc-subclass",
+        "none-generic",
+        "none-subclass",
+        "rename",
+    ],
+)
+def test_an_update_computing_or_nulling_such_a_field_is_refused(
+    holder: UpHolder, update: dict[str, Any]
+) -> None:
+    before = _stored("h")
+    with pytest.raises(InvalidQueryError, match="is generated"):
+        UpHolder.objects(name="h").update_one(**update)
+    assert _stored("h") == before
+
+
+def test_a_scope_moved_through_a_generic_field_is_told_to_the_new_scopes_counter(
+    mongoengine_db: Any,
+) -> None:
+    UpHolder(name="a", line=UpLine(tenant="A")).save()
+    for _ in range(3):
+        UpHolder(name="b", line=UpLine(tenant="B")).save()
+    moved = UpHolder(name="moved", line=UpLine(tenant="A")).save()  # number 2 in A
+    UpHolder.objects(id=moved.id).update_one(set__line__tenant="B", set__line__no=9)
+    assert _stored("moved")["line"] == {"_cls": "UpLine", "tenant": "B", "no": 9}
+    later = UpHolder(name="later", line=UpLine(tenant="B")).save()
+    assert _stored("later")["line"]["no"] == 10
+    numbers = [d["line"]["no"] for d in UpHolder._get_collection().find({"line.tenant": "B"})]
+    assert sorted(numbers) == [1, 2, 3, 9, 10]
+    assert later.line.no == 10
+
+
+class UpBase(me.Document):
+    name = me.StringField()
+    meta = {"allow_inheritance": True, "collection": "up_bases"}
+
+
+class UpSub(UpBase):
+    number = SequenceField(sequence_name="up_sub_number")
+    strict = SequenceField(allow_explicit=False, sequence_name="up_sub_strict")
+
+
+def _numbers() -> list[int]:
+    return sorted(doc["number"] for doc in UpBase._get_collection().find())
+
+
+@pytest.mark.parametrize(
+    "queryset", [lambda: UpBase.objects, lambda: UpSub.objects], ids=["base", "sub"]
+)
+def test_a_subclass_field_given_through_either_queryset_moves_its_counter(
+    mongoengine_db: Any, queryset: Callable[[], Any]
+) -> None:
+    first = UpSub(name="a").save()
+    queryset()(id=first.id).update_one(set__number=5)
+    UpSub(name="b").save()
+    assert _numbers() == [5, 6]
+
+
+@pytest.mark.parametrize(
+    "queryset", [lambda: UpBase.objects, lambda: UpSub.objects], ids=["base", "sub"]
+)
+def test_allow_explicit_false_holds_through_the_base_queryset(
+    mongoengine_db: Any, queryset: Callable[[], Any]
+) -> None:
+    first = UpSub(name="a").save()
+    before = UpBase._get_collection().find_one({"_id": first.id})
+    with pytest.raises(ExplicitValueError):
+        queryset()(id=first.id).update_one(set__strict=999)
+    assert UpBase._get_collection().find_one({"_id": first.id}) == before
