@@ -7,6 +7,7 @@ import datetime as dt
 import hashlib
 import os
 import pickle
+import re
 import threading
 import uuid
 
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from mongoengine_ids import InvalidIdError, LocalityUUID, LocalityUUIDGenerator
 from mongoengine_ids.constants import SPREAD_STEP
 from mongoengine_ids.errors import IdSpaceExhaustedError
-from mongoengine_ids.locality.generator import reverse_hex_digits, sequential_start
+from mongoengine_ids.locality.generator import parse_mac, reverse_hex_digits, sequential_start
 
 # The spec's inputs: pid 12618, MAC 12:34:5d:53:7a:50, 2012-10-15T18:58:18.450Z.
 PID = 12618
@@ -555,3 +556,47 @@ def test_generate_many_after_the_clock_stepped_back_keeps_the_highest_millisecon
 def test_generate_many_checks_its_count(count: object, error: type[Exception]) -> None:
     with pytest.raises(error, match="count"):
         LocalityUUIDGenerator(mac=1).generate_many(count)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("method", ["generate", "generate_many"])
+def test_every_call_after_the_last_millisecond_is_used_up_raises(method: str) -> None:
+    """Found by probe J: generate() advanced its counter before finding the last millisecond
+    used up, so the call after the error made that millisecond's first id again. The state is
+    set to what 2**32 - 1 ids at that millisecond leave (counter = first + k * step), as the
+    ids themselves would take hours to make."""
+    last = 2**48 - 1
+    generator = LocalityUUIDGenerator(pid=PID, mac=MAC, clock=lambda: last, counter=0)
+    first = generator.generate()
+    generator._counter = (generator._first - generator._step) % 2**32
+    before = (generator._counter, generator._ms, generator._first)
+    make = (lambda: generator.generate_many(1)) if method == "generate_many" else generator.generate
+    for _ in range(3):
+        with pytest.raises(IdSpaceExhaustedError, match="281474976710655"):
+            make()
+        assert (generator._counter, generator._ms, generator._first) == before
+    assert first.timestamp_ms == last
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["aa:bb:cc:dd:ee:ff", "AA-BB-CC-DD-EE-FF", "aabbccddeeff", " aa:bb:cc:dd:ee:ff\n"],
+)
+def test_a_mac_is_read_in_its_three_forms(written: str) -> None:
+    assert parse_mac(written) == 0xAABBCCDDEEFF
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "a:bb:cc:dd:ee:ff0",  # a separator misplaced: another address, silently (probe J)
+        "a:a:b:b:c:c:d:d:e:e:f:f",
+        "-aa-bb-cc-dd-ee-ff-",
+        "aa:bb-cc:dd:ee:ff",  # two separators
+        "aa:bb:cc:dd:ee:f",
+        "aabb.ccdd.eeff",
+        "",
+    ],
+)
+def test_a_mac_in_another_form_is_refused(written: str) -> None:
+    with pytest.raises(InvalidIdError, match=re.escape(f"{written!r} is not a valid MAC address")):
+        parse_mac(written)

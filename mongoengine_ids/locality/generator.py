@@ -315,12 +315,18 @@ def parse_mac(value: str) -> int:
     """
     if not isinstance(value, str):
         raise TypeError(f"a MAC address to parse must be a str, not {value!r}")
-    digits = value.strip().replace(":", "").replace("-", "")
-    if len(digits) != 12 or not re.fullmatch(r"[0-9a-fA-F]{12}", digits):
+    if not _MAC_FORMS.fullmatch(value.strip()):
         raise invalid_id(
             value, "MAC address", "'aa:bb:cc:dd:ee:ff', 'aa-bb-cc-dd-ee-ff' or 12 hex digits"
         )
-    return int(digits, 16)
+    return int(re.sub("[:-]", "", value.strip()), 16)
+
+
+#: Six pairs of hex digits, all separated by ``:`` or all by ``-``, or none separated: a
+#: separator anywhere else (``a:bb:cc:dd:ee:ff0``) is a typing error, not another address.
+_MAC_FORMS: Final = re.compile(
+    r"[0-9a-fA-F]{2}(?:([:-])[0-9a-fA-F]{2}(?:\1[0-9a-fA-F]{2}){4}|[0-9a-fA-F]{10})"
+)
 
 
 _machine_mac: int | None = None
@@ -595,7 +601,6 @@ class LocalityUUIDGenerator:
             previous = self._counter
             step = self._step
             counter = (previous + step) & _COUNTER_MASK
-            self._counter = counter
             if now > self._ms:
                 self._ms = now
                 self._first = previous
@@ -603,9 +608,10 @@ class LocalityUUIDGenerator:
                 # 2**32 ids in one millisecond (only possible while the clock stands still or
                 # is behind): this counter was used at this millisecond, so move to the next.
                 if self._ms >= _TIME_MASK:
-                    raise _time_exhausted()
+                    raise _time_exhausted()  # nothing changed: every later call raises too
                 self._ms += 1
                 self._first = previous
+            self._counter = counter
             ms = self._ms
         finally:
             self._release()

@@ -87,7 +87,7 @@ class UUID7Generator:
     millisecond is kept and the counter goes on, and when the counter runs out the time field
     moves on one millisecond. So ids sort in the order they were made, and a generator never
     repeats one. A forked child starts afresh. Between generators (and processes), uniqueness
-    rests on 74 random bits per millisecond.
+    rests on 73 random bits per millisecond (41 of the counter's seed, 32 per id).
 
     An injected ``clock`` or ``random_bytes`` is checked each time it is called: a clock reading
     that is not an int from 0 to 2**48 - 1, or random bytes of the wrong type or length, raise
