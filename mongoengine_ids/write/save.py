@@ -68,7 +68,7 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
     own_step = own is not None or seam.base_defines(owner, "_save_update")
 
     def _save_update(self: Document, doc: Any, save_condition: Any, write_concern: Any) -> Any:
-        generated_key = seam.shape(owner).generates_pk
+        generated_key = seam.shape(type(self)).generates_pk
         earlier = seam.state(self, create=False)
         if save_condition is None and earlier is not None and earlier.unconfirmed:
             # The retry of an insert whose reply was lost (of a loaded document given a new
@@ -658,6 +658,8 @@ def _sort(
     empty: list[Slot] = []
     missing: list[Slot] = []
     rewritten = _Rewritten(document, changed)
+    for slot in _of_subclasses(document):
+        _refuse_unloaded(document, slot, changed, rewritten)
     whole = seam.writes_whole(document)
     for slot in others:
         own_field = slot.holder is document
@@ -696,6 +698,24 @@ def _sort(
     return assigned, empty, missing
 
 
+def _of_subclasses(document: Document) -> list[Slot]:
+    """Slots of the generated fields a subclass of an embedded document's class declares, which
+    a projection left out of it (loaded without its ``_cls``, it is of its field's declared
+    class, but may be stored as such a subclass: see :func:`.seam.note_loaded`). They hold no
+    value here; the save must not clear or move the stored one (:func:`_refuse_unloaded`)."""
+    found: list[Slot] = []
+    for _, _, inner in seam.embedded_places(document):
+        record = seam.state(inner, create=False)
+        if record is None or not record.unloaded:
+            continue
+        declared = seam.fields(type(inner))
+        for kind in seam.with_subclasses(type(inner))[1:]:
+            for name, field in seam.generated_fields(kind):
+                if name in record.unloaded and name not in declared:
+                    found.append(Slot(document, inner, name, field, kind))
+    return found
+
+
 def _refuse_unloaded(
     document: Document, slot: Slot, changed: list[str], rewritten: _Rewritten
 ) -> None:
@@ -715,9 +735,13 @@ def _refuse_unloaded(
     moved = _reads_changed(slot, changed if own else seam.changed_here(holder))
     if not moved and (own or not rewritten.holds(holder)):
         return
-    where = f"{type(holder).__name__}.{slot.name}" + (
+    where = f"{slot.kind.__name__}.{slot.name}" + (
         "" if own else f" in a {type(document).__name__}"
     )
+    if slot.kind is not type(holder):
+        where += (
+            f" (a {type(holder).__name__} loaded without its _cls may be a {slot.kind.__name__})"
+        )
     why = (
         "the field it is numbered by changed: its number would then belong to another "
         "numbering, whose counter was not told of it"

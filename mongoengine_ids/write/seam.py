@@ -75,7 +75,7 @@ from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
 from mongoengine.context_managers import set_write_concern as set_write_concern
 from mongoengine.dereference import DeReference
 from mongoengine.document import Document, EmbeddedDocument
-from mongoengine.errors import LookUpError, NotRegistered
+from mongoengine.errors import NotRegistered
 from mongoengine.fields import (
     CachedReferenceField,
     DictField,
@@ -372,39 +372,15 @@ def id_field(document_class: type[BaseDocument]) -> str | None:
 
 def values_field_at(document_class: Any, path: str) -> Any:
     """The field whose values the dotted ``path`` names, as ``distinct()`` returns them: the
-    items' field of a list or map (``tags``, ``codes.a``), none for an embedded document's
-    fields or a path MongoEngine cannot resolve. A path may name fields by their stored names
-    (``db_field``, ``_id``), as MongoEngine's ``distinct()`` passes it."""
-    try:
-        found = document_class._lookup_field(_field_names(document_class, path.split(".")))
-    except (LookUpError, AttributeError):  # not a document class (DeReference's instance)
+    items' field of a list or map (``tags``, ``codes.a``); None for a path that leads nowhere.
+    A path may name fields by their stored names (``db_field``, ``_id``), as MongoEngine's
+    ``distinct()`` passes it, or by their names; it is read through subclasses, generic
+    choices and cached references (see :func:`_fields_at`)."""
+    kind = document_class if isinstance(document_class, type) else type(document_class)
+    if not issubclass(kind, BaseDocument):  # not a document (DeReference's instance: None)
         return None
-    # A map's key or a list's index is a str step: the values are the container's items.
-    return items_field(next((f for f in reversed(found) if not isinstance(f, str)), None))
-
-
-def _field_names(document_class: Any, steps: list[str]) -> list[str]:
-    """``steps``, a path of stored names (a field's ``db_field``, ``_id``) or of field names,
-    as field names: each step read in the document class the path has reached."""
-    names: list[str] = []
-    kind = document_class
-    container: Any = None  # the list or map field the last step named
-    # The stored sub-document of an embedded document, or of a cached reference (the referenced
-    # model's fields): not of a reference, which stores a key.
-    stored_as = (EmbeddedDocumentField, CachedReferenceField)
-    for step in steps:
-        if isinstance(container, DictField) or (container is not None and step.isdigit()):
-            names.append(step)  # a map's key, a list's index: the items' class stays
-            container = None
-            continue
-        reverse = getattr(kind, "_reverse_db_field_map", None) or {}
-        name = reverse.get(step, "pk" if step == "_id" and not names else step)
-        names.append(name)
-        field = getattr(kind, "_fields", {}).get(name) if kind is not None else None
-        container = field if isinstance(field, (ListField, DictField)) else None
-        items = items_field(field)
-        kind = items.document_type if isinstance(items, stored_as) else None
-    return names
+    found = _fields_at(kind, path, names=True)
+    return items_field(found[0][2]) if found else None
 
 
 def items_field(field: Any) -> Any:
@@ -769,11 +745,13 @@ def generated_at(
 
 
 def _fields_at(
-    document_class: type[BaseDocument], path: str
+    document_class: type[BaseDocument], path: str, *, names: bool = False
 ) -> list[tuple[type[BaseDocument], str, BaseField, bool]]:
     """What a dotted db path may lead to: each field it may name last (for an item, the list's
     or map's field of items) with the class declaring it, its name, and whether the path ends
-    at an item (a list index, ``$``, a map key); [] if it leads nowhere.
+    at an item (a list index, ``$``, a map key); [] if it leads nowhere. With ``names``, a
+    step may also be a field's name (``pk`` the key's), and a cached reference's stored
+    sub-document (its model's fields) is read too, as queries and ``distinct()`` name them.
 
     A step may be read in any class a value there may be: ``document_class`` or a subclass
     (the documents an update of its queryset matches), an embedded document's declared class
@@ -782,37 +760,57 @@ def _fields_at(
     steps = path.split(".")
     found: list[tuple[type[BaseDocument], str, BaseField, bool]] = []
     seen: set[int] = set()
-    places = [(kind, 0) for kind in _with_subclasses(document_class)]
+    places = [(kind, 0) for kind in with_subclasses(document_class)]
     while places:
         kind, at = places.pop(0)
-        by_db_field = {field.db_field: (name, field) for name, field in kind._fields.items()}
-        if steps[at] not in by_db_field:
+        named = _field_named(kind, steps[at], names)
+        if named is None:
             continue
-        name, field = by_db_field[steps[at]]
+        name, field = named
         at += 1
         item = False
         while at < len(steps) and isinstance(field, (ListField, MapField, DictField)):
+            step = steps[at]
+            if isinstance(field, ListField) and not (step.isdigit() or step.startswith("$")):
+                field = field.field  # a path into every item (a query's, distinct()'s)
+                continue
             at += 1  # the item's index (or $), or the key
             field, item = field.field, True
         if at < len(steps):
-            places += [(inner, at) for inner in _classes_held(field)]
+            places += [(inner, at) for inner in _classes_held(field, cached=names)]
         elif field is not None and id(field) not in seen:  # a base's, inherited: once
             seen.add(id(field))
             found.append((kind, name, field, item))
     return found
 
 
-def _classes_held(field: Any) -> list[type[BaseDocument]]:
+def _field_named(kind: Any, step: str, names: bool) -> tuple[str, BaseField] | None:
+    """The (name, field) of ``kind`` whose db field is ``step``; with ``names``, else the one
+    named ``step`` (``pk``: the key); None if none is."""
+    for name, field in kind._fields.items():
+        if field.db_field == step:
+            return name, field
+    if not names:
+        return None
+    name = kind._meta.get("id_field") if step == "pk" else step
+    field = kind._fields.get(name)
+    return None if field is None else (name, field)
+
+
+def _classes_held(field: Any, *, cached: bool = False) -> list[type[BaseDocument]]:
     """The classes an embedded document held by ``field`` may be, subclasses included (none
     known for a ``GenericEmbeddedDocumentField`` without ``choices``, which MongoEngine does not
-    resolve a path into either: only ``__raw__`` reaches it)."""
-    if isinstance(field, EmbeddedDocumentField):
+    resolve a path into either: only ``__raw__`` reaches it); with ``cached``, the model of a
+    ``CachedReferenceField``, whose stored sub-document holds its fields' values."""
+    if isinstance(field, EmbeddedDocumentField) or (
+        cached and isinstance(field, CachedReferenceField)
+    ):
         declared = [field.document_type]
     elif isinstance(field, GenericEmbeddedDocumentField):
         declared = [kind for kind in field.choices or () if isinstance(kind, type)]
     else:
         return []
-    return list(dict.fromkeys(each for kind in declared for each in _with_subclasses(kind)))
+    return list(dict.fromkeys(each for kind in declared for each in with_subclasses(kind)))
 
 
 def reading_at(
@@ -827,7 +825,7 @@ def reading_at(
     for declaring, name, _, item in _fields_at(document_class, path):
         if item:
             continue
-        for kind in _with_subclasses(declaring):
+        for kind in with_subclasses(declaring):
             for each, field in shape(kind).generated:
                 if name in field.depends_on and id(field) not in seen:
                     seen.add(id(field))
@@ -835,11 +833,11 @@ def reading_at(
     return reading
 
 
-def _with_subclasses(kind: type[BaseDocument]) -> list[type[BaseDocument]]:
+def with_subclasses(kind: type[BaseDocument]) -> list[type[BaseDocument]]:
     """``kind`` and every class derived from it, bases first."""
     found = [kind]
     for sub in kind.__subclasses__():
-        found += [each for each in _with_subclasses(sub) if each not in found]
+        found += [each for each in with_subclasses(sub) if each not in found]
     return found
 
 
@@ -1227,7 +1225,8 @@ def stored_key(document: Any, collection: Any = None) -> Any:
 
 def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     """Record which generated fields a projection left out of a document it loaded, and of
-    the embedded documents loaded inside it (``only("parts.kind")`` leaves ``parts.n`` out)."""
+    the embedded documents loaded inside it (``only("parts.kind")`` leaves ``parts.n`` out;
+    one loaded without its ``_cls`` may be a subclass: theirs too)."""
     if not isinstance(document, Document) or not loaded:
         return
     present = _Projection(loaded.as_dict())
@@ -1235,9 +1234,13 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
         name for name, field in generated_fields(type(document)) if not present((field.db_field,))
     )
     for _, steps, inner in embedded_places(document, keys=True):
+        # Loaded without its _cls (only("parts.label")), it is of its field's class as far as
+        # MongoEngine knows: stored, it may be a subclass, with fields of its own.
+        kinds = [type(inner)] if present((*steps, "_cls")) else with_subclasses(type(inner))
         unloaded = frozenset(
             name
-            for name, field in generated_fields(type(inner))
+            for kind in kinds
+            for name, field in generated_fields(kind)
             if not present((*steps, field.db_field))
         )
         if unloaded:
@@ -1367,10 +1370,14 @@ def _check_embedded(cls: type) -> None:
     """Ask each generated field of the embedded document class ``cls``, just made, whether it
     can serve one (:meth:`.field.GeneratedField.check_embedded_in`): its own, a mixin's or a
     base's. Run by ``__init_subclass__``, after the fields' ``__set_name__`` (an error raised
-    there, Python < 3.12 wraps in a RuntimeError)."""
+    there, Python < 3.12 wraps in a RuntimeError). A class that declares none but holds an
+    embedded document that may have some (``leaf = EmbeddedDocumentField(Leaf)``) makes the
+    Documents naming it, or a base class of it, write values too."""
     for name, field in fields(cls).items():
         if is_generated(field):
             field.check_embedded_in(cls, name)
+    if issubclass(cls, EmbeddedDocument) and _embeds_generated(cls, set()):
+        _embedded_declared(cls)
 
 
 def _hook_if_document(cls: type) -> None:
@@ -1632,16 +1639,16 @@ def _to_be_filled(field: Any, items: Any) -> bool:
     from .field import GeneratedField
 
     ordering = getattr(field, "_ordering", None)
-    inner = getattr(getattr(field, "field", None), "document_type", None)
-    found = [f for f in getattr(inner, "_fields", {}).values() if f.db_field == ordering]
-    if inner is None or len(found) != 1 or not isinstance(found[0], GeneratedField):
-        return False
-    name = found[0].name
-    return all(
-        is_new(item) and isinstance(item, inner)
-        for item in items
-        if not isinstance(item, BaseDocument) or item._data.get(name) is None
-    )
+    for item in items:
+        if not isinstance(item, BaseDocument):
+            return False
+        # The item's own class: the list's may be a base class, or a generic field's choices.
+        found = [f for f in item._fields.values() if f.db_field == ordering]
+        if len(found) == 1 and item._data.get(found[0].name) is not None:
+            continue
+        if len(found) != 1 or not isinstance(found[0], GeneratedField) or not is_new(item):
+            return False
+    return True
 
 
 def _hook_if_embeds(cls: type) -> None:
@@ -1651,8 +1658,9 @@ def _hook_if_embeds(cls: type) -> None:
 
 def _embeds_generated(document_class: type[BaseDocument], seen: set[str]) -> bool:
     """Whether a document of ``document_class`` may hold an embedded document with a generated
-    field in a field naming its class, a base class or a subclass of it, at any depth (an
-    untyped container, or a dynamic document's attribute, names none: see docs/guarantees.md)."""
+    field in a field naming its class, a base class or a subclass of it, at any depth, also
+    in a field only a subclass of an embedded class declares (an untyped container, or a
+    dynamic document's attribute, names none: see docs/guarantees.md)."""
     for field in getattr(document_class, "_fields", {}).values():
         for embedded in _embedded_types(field):
             name = embedded if isinstance(embedded, str) else embedded.__name__
@@ -1660,13 +1668,14 @@ def _embeds_generated(document_class: type[BaseDocument], seen: set[str]) -> boo
                 return True
             if isinstance(embedded, str):  # named before it was made: made since?
                 embedded = _document_registry.get(embedded, embedded)
-            if name in seen or isinstance(embedded, str):
+            if isinstance(embedded, str):
                 continue
-            seen.add(name)
-            if shape(embedded).generated:
-                return True  # a subclass of a class declaring one
-            if _embeds_generated(embedded, seen):
-                return True
+            for kind in with_subclasses(embedded):  # a subclass may hold one in its own field
+                if kind.__name__ in seen:
+                    continue
+                seen.add(kind.__name__)
+                if shape(kind).generated or _embeds_generated(kind, seen):
+                    return True  # (a subclass of a class declaring one)
     return False
 
 

@@ -838,7 +838,10 @@ def _path_slot(
     """The slots of :func:`_scalars` for the value ``$set`` gives at ``path``, which leads to
     the generated field ``found`` (its class, name and field)."""
     kind, name, field = found
-    if value is None and not (upserting and "." not in path):  # (upsert() says it so)
+    # The upsert's own fields are upsert()'s to tell (a subclass's are not among them: the
+    # document it inserts is of the queryset's class).
+    inserted = upserting and (name, field) in seam.generated_fields(query.document_class)
+    if value is None and not inserted:  # (upsert() says it so)
         raise InvalidQueryError(
             f"{kind.__name__}.{name} is generated: setting it to None ({path!r}) would "
             "store null, which a unique index counts as a value (two documents holding it "
@@ -848,7 +851,7 @@ def _path_slot(
     if value is not None:
         _check_stored_form(field, value, f"the update sets at {path!r}", query.collection)
     if "." not in path:
-        return [] if upserting else _own_slots(query, operations, found, value)
+        return [] if inserted else _own_slots(query, operations, found, value)
     data = {name: field.to_python(value)}
     parent = path.rpartition(".")[0]
     for each in field.depends_on:  # a scope the update sets beside it (else the stored one)

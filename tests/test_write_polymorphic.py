@@ -1,0 +1,280 @@
+"""Generated fields reached through inheritance: a key declared on an abstract base or a mixin,
+fields only a subclass of an embedded class declares (at any depth), lists sorted by such a
+field, projections that leave an embedded document's ``_cls`` out, upserts and ``distinct()``
+through a base class. Each was missed where the package read the declared class only (found by
+probe L). Each test checks the stored documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mongoengine as me
+import pytest
+from mongoengine.errors import InvalidQueryError, NotUniqueError, OperationError
+
+from mongoengine_ids import LocalityUUID, LocalityUUIDField, SequenceField, UUID4Field
+
+# -- a generated key declared on a base the hook met first -------------------------------------
+
+
+class PmKeyMixin:
+    id = SequenceField(primary_key=True, sequence_name="pm_keys")
+
+
+class PmAbstract(me.Document):
+    id = SequenceField(primary_key=True, sequence_name="pm_keys")
+    name = me.StringField()
+    meta = {"abstract": True}
+
+
+class PmFromAbstract(PmAbstract):
+    meta = {"collection": "pm_keyed"}
+
+
+class PmAbstractOfMixin(PmKeyMixin, me.Document):
+    name = me.StringField()
+    meta = {"abstract": True}
+
+
+class PmFromMixin(PmAbstractOfMixin):
+    meta = {"collection": "pm_keyed"}
+
+
+class PmPart(me.EmbeddedDocument):
+    code = SequenceField(sequence_name="pm_part_codes")
+
+
+class PmHolderBase(me.Document):  # hooked for its embedded field, before its subclass's key
+    part = me.EmbeddedDocumentField(PmPart)
+    meta = {"abstract": True}
+
+
+class PmKeyedHolder(PmHolderBase):
+    id = SequenceField(primary_key=True, sequence_name="pm_keys")
+    name = me.StringField()
+    meta = {"collection": "pm_keyed"}
+
+
+KEYED = [PmFromAbstract, PmFromMixin, PmKeyedHolder]
+
+
+def _keyed() -> list[dict[str, Any]]:
+    return list(PmFromAbstract._get_collection().find({}, {"part": 0}).sort("_id"))
+
+
+@pytest.mark.parametrize("model", KEYED, ids=lambda model: model.__name__)
+def test_a_key_assigned_after_building_is_inserted_not_written_over(
+    mongoengine_db: Any, model: Any
+) -> None:
+    first = model(name="first").save()
+    late = model(name="second")
+    late.id = first.id
+    with pytest.raises(NotUniqueError):
+        late.save()
+    assert _keyed() == [{"_id": first.id, "name": "first"}]
+
+
+@pytest.mark.parametrize("model", KEYED, ids=lambda model: model.__name__)
+def test_the_key_of_a_stored_document_cannot_change(mongoengine_db: Any, model: Any) -> None:
+    first = model(name="first").save()
+    loaded = model.objects.get(id=first.id)
+    loaded.id = 99
+    with pytest.raises(OperationError, match="cannot change"):
+        loaded.save()
+    assert _keyed() == [{"_id": first.id, "name": "first"}]
+
+
+# -- a generated field reached through a subclass's field --------------------------------------
+
+
+class PmLeaf(me.EmbeddedDocument):
+    meta = {"allow_inheritance": True}
+
+
+class PmMid(me.EmbeddedDocument):
+    meta = {"allow_inheritance": True}
+
+
+class PmTop(me.Document):  # names PmMid, which declares nothing of the package
+    mid = me.EmbeddedDocumentField(PmMid)
+    meta = {"collection": "pm_tops"}
+
+
+class PmCodedLeaf(PmLeaf):  # declared after the model
+    code = SequenceField(sequence_name="pm_leaf_codes")
+    uid = UUID4Field()
+
+
+class PmMidSub(PmMid):  # holds the leaf in a field of its own
+    leaf = me.EmbeddedDocumentField(PmLeaf)
+
+
+def test_values_inside_a_field_only_a_subclass_declares_are_written(
+    mongoengine_db: Any,
+) -> None:
+    PmTop(mid=PmMidSub(leaf=PmCodedLeaf())).save()
+    PmTop.objects.insert([PmTop(mid=PmMidSub(leaf=PmCodedLeaf())) for _ in range(2)])
+    leaves = [doc["mid"]["leaf"] for doc in PmTop._get_collection().find()]
+    assert [leaf["code"] for leaf in leaves] == [1, 2, 3]
+    assert len({leaf["uid"] for leaf in leaves}) == 3
+    before = list(PmTop._get_collection().find())
+    with pytest.raises(InvalidQueryError, match=r"PmCodedLeaf\.code is generated"):
+        PmTop.objects.update(inc__mid__leaf__code=1)
+    assert list(PmTop._get_collection().find()) == before
+
+
+# -- sorted lists -------------------------------------------------------------------------------
+
+
+class PmSortedPart(me.EmbeddedDocument):
+    label = me.StringField()
+    meta = {"allow_inheritance": True}
+
+
+class PmNumberedPart(PmSortedPart):
+    n = SequenceField(sequence_name="pm_sorted_n")
+
+
+class PmGenericPart(me.EmbeddedDocument):
+    n = SequenceField(sequence_name="pm_generic_n")
+
+
+class PmSorted(me.Document):
+    by_base = me.SortedListField(me.EmbeddedDocumentField(PmSortedPart), ordering="n")
+    by_choice = me.SortedListField(
+        me.GenericEmbeddedDocumentField(choices=[PmGenericPart]), ordering="n"
+    )
+    meta = {"collection": "pm_sorted"}
+
+
+def test_a_list_sorted_by_a_subclass_or_choice_field_is_saved_sorted(mongoengine_db: Any) -> None:
+    PmSorted(
+        by_base=[PmNumberedPart(label="a"), PmNumberedPart(label="b")],
+        by_choice=[PmGenericPart(), PmGenericPart()],
+    ).save()
+    (stored,) = PmSorted._get_collection().find()
+    assert [(p["label"], p["n"]) for p in stored["by_base"]] == [("a", 1), ("b", 2)]
+    assert [p["n"] for p in stored["by_choice"]] == [1, 2]
+
+
+# -- projections that leave an embedded document's _cls out ------------------------------------
+
+
+class PmBoxPart(me.EmbeddedDocument):
+    label = me.StringField()
+    kind = me.StringField()
+    meta = {"allow_inheritance": True}
+
+
+class PmCodedPart(PmBoxPart):
+    code = SequenceField(sequence_name="pm_box_codes")
+    n = SequenceField(scope="kind", sequence_name="pm_box_n")
+
+
+class PmBox(me.Document):
+    name = me.StringField()
+    part = me.EmbeddedDocumentField(PmBoxPart)
+    parts = me.ListField(me.EmbeddedDocumentField(PmBoxPart))
+    meta = {"collection": "pm_boxes"}
+
+
+@pytest.fixture
+def box(mongoengine_db: Any) -> dict[str, Any]:
+    PmBox(name="b", part=PmCodedPart(kind="a"), parts=[PmCodedPart(kind="a")]).save()
+    stored = PmBox._get_collection().find_one()
+    assert stored is not None
+    return stored
+
+
+def _loaded(*fields: str) -> PmBox:
+    return PmBox.objects.only(*fields).get(name="b")
+
+
+def test_an_embedded_document_loaded_without_its_class_is_not_written_whole(
+    box: dict[str, Any],
+) -> None:
+    loaded = _loaded("parts.label")
+    assert type(loaded.parts[0]) is PmBoxPart  # as MongoEngine loads it
+    loaded.parts.append(PmCodedPart(label="new", kind="a"))
+    with pytest.raises(OperationError, match=r"PmCodedPart\.code .* may be a PmCodedPart"):
+        loaded.save()
+    assert PmBox._get_collection().find_one() == box
+
+
+def test_its_scope_changed_is_refused(box: dict[str, Any]) -> None:
+    loaded = _loaded("part.kind")
+    loaded.part.kind = "c"
+    with pytest.raises(OperationError, match=r"PmCodedPart\.n .* numbered by changed"):
+        loaded.save()
+    assert PmBox._get_collection().find_one() == box
+
+
+def test_one_loaded_with_its_class_is_saved(box: dict[str, Any]) -> None:
+    loaded = _loaded("parts")  # whole items, _cls too
+    loaded.parts.append(PmCodedPart(label="new", kind="a"))
+    loaded.save()
+    stored = PmBox._get_collection().find_one()
+    assert stored is not None
+    assert stored["parts"] == [
+        box["parts"][0],
+        {"_cls": "PmCodedPart", "label": "new", "kind": "a", "code": 3, "n": 3},
+    ]
+
+
+# -- through the base class's queryset ---------------------------------------------------------
+
+
+class PmBase(me.Document):
+    name = me.StringField()
+    meta = {"allow_inheritance": True, "collection": "pm_bases"}
+
+
+class PmSub(PmBase):
+    n = SequenceField(sequence_name="pm_sub_n")
+
+
+def test_an_upsert_through_the_base_queryset_tells_a_subclass_field(mongoengine_db: Any) -> None:
+    PmSub(name="a").save()
+    PmBase.objects(name="a").update_one(upsert=True, set__n=3)
+    PmSub(name="b").save()
+    numbers = sorted(doc["n"] for doc in PmBase._get_collection().find())
+    assert numbers == [3, 4]
+    with pytest.raises(InvalidQueryError, match=r"PmSub\.n is generated"):
+        PmBase.objects(name="a").update_one(upsert=True, set__n=None)
+    assert sorted(doc["n"] for doc in PmBase._get_collection().find()) == [3, 4]
+
+
+class PmDistinctPart(me.EmbeddedDocument):
+    meta = {"allow_inheritance": True}
+
+
+class PmDistinctChild(PmDistinctPart):
+    cid = LocalityUUIDField(db_field="c")
+
+
+class PmDistinctGrandchild(PmDistinctChild):
+    gid = LocalityUUIDField()
+
+
+class PmDistinct(me.Document):
+    part = me.EmbeddedDocumentField(PmDistinctPart)
+    parts = me.ListField(me.EmbeddedDocumentField(PmDistinctPart))
+    meta = {"collection": "pm_distinct"}
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("part.gid", lambda saved: saved.part.gid),  # a grandchild's (MongoEngine reads
+        ("parts.gid", lambda saved: saved.parts[0].gid),  # children only)
+        ("part.c", lambda saved: saved.part.cid),  # by its stored name, through a child
+        ("parts.c", lambda saved: saved.parts[0].cid),
+    ],
+)
+def test_distinct_of_a_subclass_field_gives_its_values(
+    mongoengine_db: Any, path: str, value: Any
+) -> None:
+    saved = PmDistinct(part=PmDistinctGrandchild(), parts=[PmDistinctGrandchild()]).save()
+    values = PmDistinct.objects.distinct(path)
+    assert values == [value(saved)]
+    assert isinstance(values[0], LocalityUUID)
