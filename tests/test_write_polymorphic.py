@@ -12,7 +12,7 @@ import mongoengine as me
 import pytest
 from mongoengine.errors import InvalidQueryError, NotUniqueError, OperationError
 
-from mongoengine_ids import LocalityUUID, LocalityUUIDField, SequenceField, UUID4Field
+from mongoengine_ids import LocalityUUID, LocalityUUIDField, SequenceField, UUID4Field, backfill
 
 # -- a generated key declared on a base the hook met first -------------------------------------
 
@@ -278,3 +278,35 @@ def test_distinct_of_a_subclass_field_gives_its_values(
     values = PmDistinct.objects.distinct(path)
     assert values == [value(saved)]
     assert isinstance(values[0], LocalityUUID)
+
+
+class PmFillBase(me.Document):
+    name = me.StringField()
+    meta = {"allow_inheritance": True, "collection": "pm_fill"}
+
+
+class PmFillSub(PmFillBase):
+    n = SequenceField(sequence_name="pm_fill_n")
+
+
+class PmFillOther(PmFillBase):
+    n = SequenceField(sequence_name="pm_fill_other_n")  # another field of the same name
+
+
+@pytest.mark.parametrize("names", [(), ("n",)], ids=["all", "named"])
+def test_backfill_of_a_base_fills_its_subclasses_fields(mongoengine_db: Any, names: Any) -> None:
+    collection = PmFillBase._get_collection()
+    collection.insert_many(
+        [
+            {"_cls": "PmFillBase", "name": "base"},
+            {"_cls": "PmFillBase.PmFillSub", "name": "sub 1"},
+            {"_cls": "PmFillBase.PmFillSub", "name": "sub 2", "n": 7},
+            {"_cls": "PmFillBase.PmFillOther", "name": "other"},
+        ]
+    )
+    assert backfill(PmFillBase, *names) == 2
+    stored = {doc["name"]: doc.get("n") for doc in collection.find()}
+    assert stored == {"base": None, "sub 1": 1, "sub 2": 7, "other": 1}
+    assert backfill(PmFillBase, *names) == 0  # nothing left to fill
+    with pytest.raises(ValueError, match="'code' is not a generated field of PmFillBase"):
+        backfill(PmFillBase, "code")

@@ -18,7 +18,8 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
     """Fill the named generated fields (all of them by default) of every stored document of
     ``document_class`` that lacks a value, ``batch_size`` documents at a time. The documents
     of the model are those its queries find: with ``allow_inheritance``, its class and its
-    subclasses, not the other classes sharing the collection.
+    subclasses, not the other classes sharing the collection; a field a subclass declares is
+    filled in that subclass's documents.
 
     Each document is updated only where the field is still missing or null, so a value stored
     meanwhile (by ``save()`` or another backfill) is never replaced. Interrupted, it can simply
@@ -31,7 +32,7 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
         TypeError: ``document_class`` is not a Document class (or is abstract), ``batch_size``
             is not an int or a field name is not a str.
         ValueError: ``batch_size`` is below 1, or a name is not a generated field of
-            ``document_class``.
+            ``document_class`` or of a subclass.
         ValidationError: stored documents lack a field a value is made from (a
             ``SequenceField``'s scope); named, once every other document was filled.
     """
@@ -49,19 +50,22 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
     for name in field_names:
         if not isinstance(name, str):
             raise TypeError(f"field names must be str, not {name!r}")
-    fields = dict(seam.generated_fields(document_class))
-    unknown = [name for name in field_names if name not in fields]
+    targets = _targets(document_class)
+    names = {name for _, name, _ in targets}
+    unknown = [name for name in field_names if name not in names]
     if unknown:
         raise ValueError(
-            f"{unknown[0]!r} is not a generated field of {document_class.__name__}: "
-            f"expected one of {sorted(fields)!r}"
+            f"{unknown[0]!r} is not a generated field of {document_class.__name__} or a "
+            f"subclass: expected one of {sorted(names)!r}"
         )
-    write = Write(document_class, seam.class_collection(document_class))
+    collection = seam.class_collection(document_class)
     total = 0
     unready: list[str] = []  # raised once every field is filled where it can be
-    for name in field_names or tuple(fields):
+    for kind, name, field in targets:
+        if field_names and name not in field_names:
+            continue
         try:
-            total += _backfill_field(write, name, fields[name], batch_size)
+            total += _backfill_field(Write(kind, collection), name, field, batch_size)
         except _Unready as error:
             total += error.filled
             unready.append(error.problem)
@@ -71,6 +75,17 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
             f"({total} value(s) were given meanwhile, to the other documents and fields)"
         )
     return total
+
+
+def _targets(document_class: type[BaseDocument]) -> list[tuple[type[BaseDocument], str, Any]]:
+    """The generated fields of ``document_class`` and of its subclasses (whose documents its
+    queries find), each with the class that first has it (its documents are filled)."""
+    found: list[tuple[type[BaseDocument], str, Any]] = []
+    for kind in seam.with_subclasses(document_class):
+        for name, field in seam.generated_fields(kind):
+            if all(field is not other for _, _, other in found):
+                found.append((kind, name, field))
+    return found
 
 
 class _Unready(Exception):
