@@ -26,10 +26,10 @@ from .field import (
     MAJORITY,
     check_database,
     counter_id,
-    counter_number,
     discard_blocks,
     leased_floor,
     set_leased_floor,
+    stored_integer,
 )
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 def _shard_info(document: Mapping[str, Any]) -> ShardInfo:
     document_id = str(document.get("_id"))
-    value = counter_number(document.get("next"))
+    value = stored_integer(document.get("next"))
     low, high = document.get("low"), document.get("high")
     problem = None
     if value is None:

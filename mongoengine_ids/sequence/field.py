@@ -212,10 +212,10 @@ def counter_id(name: str, *, scope: str | None = None, shard: int | None = None)
 _EXACT_DOUBLE: Final = 2**53
 
 
-def counter_number(value: object) -> int | None:
-    """A counter's ``next`` as an int: an int, or a double holding an integer exactly (the
-    mongo shell writes numbers as doubles: a counter set there, as MongoEngine's field takes
-    it); None for anything else."""
+def stored_integer(value: object) -> int | None:
+    """A stored number (a counter's ``next``, a number a document holds) as an int: an int, or
+    a double holding an integer exactly (the mongo shell writes numbers as doubles: a counter
+    set there, as MongoEngine's field takes it); None for anything else."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_DOUBLE:
@@ -224,7 +224,7 @@ def counter_number(value: object) -> int | None:
 
 
 def _check_next(document: Mapping[str, Any], collection: str) -> int:
-    value = counter_number(document.get("next"))
+    value = stored_integer(document.get("next"))
     if value is None:
         raise _corrupted(
             document.get("_id"),
@@ -1963,7 +1963,7 @@ class SequenceField(GeneratedField):
         if self.decorated:
             # The decorator's form is the user's: stored and loaded as given, as MongoEngine's.
             return value
-        if isinstance(value, float) and (number := counter_number(value)) is not None:
+        if isinstance(value, float) and (number := stored_integer(value)) is not None:
             value = number  # a double holding an integer: stored by the mongo shell, say
         if self.format.active:
             if (
@@ -1982,7 +1982,7 @@ class SequenceField(GeneratedField):
     def number_of(self, value: Any) -> int | None:
         """The counter number of a stored, formatted or raw value; None if it is none of them."""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return counter_number(value)  # an int, or a double holding one
+            return stored_integer(value)  # an int, or a double holding one
         if isinstance(value, str):
             if self.format.active:
                 try:
