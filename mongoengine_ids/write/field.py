@@ -82,7 +82,9 @@ class Write:
 
 class Stored:
     """A value of a generated field in stored form, made by the write path and given to
-    MongoEngine in an update (an upsert's ``set_on_insert__``): sent as it is."""
+    MongoEngine in an update (an upsert's ``set_on_insert__``): sent as it is. The generated
+    field unwraps it; a field MongoEngine puts in its place (a ``DynamicField``, for a path into
+    a dynamic embedded document of a dynamic document) serialises it by its ``to_mongo()``."""
 
     __slots__ = ("stored",)
 
@@ -91,6 +93,10 @@ class Stored:
 
     def __repr__(self) -> str:
         return f"Stored({self.stored!r})"
+
+    def to_mongo(self, *args: Any, **kwargs: Any) -> Any:
+        """The stored form (MongoEngine's ``DynamicField`` serialises a value so)."""
+        return self.stored
 
 
 #: The options MongoEngine's ``BaseField.__init__`` takes by name (read from its signature, so

@@ -79,6 +79,7 @@ from mongoengine.errors import NotRegistered
 from mongoengine.fields import (
     CachedReferenceField,
     DictField,
+    DynamicField,
     EmbeddedDocumentField,
     GenericEmbeddedDocumentField,
     GenericLazyReferenceField,
@@ -687,7 +688,6 @@ def _serialises_itself(document_class: type[BaseDocument]) -> bool:
 def _may_embed(field: Any) -> bool:
     """Whether a field's value may hold embedded documents."""
     from mongoengine.base import ComplexBaseField
-    from mongoengine.fields import DynamicField, GenericEmbeddedDocumentField
 
     if isinstance(field, (GenericEmbeddedDocumentField, DynamicField)) or any(
         True for _ in _embedded_types(field)
@@ -701,7 +701,6 @@ def _may_embed(field: Any) -> bool:
 def _may_reference(field: Any) -> bool:
     """Whether a field's value may hold referenced documents."""
     from mongoengine.base import ComplexBaseField
-    from mongoengine.fields import DynamicField
 
     references = (ReferenceField, LazyReferenceField, GenericReferenceField, DynamicField)
     if isinstance(field, (*references, GenericLazyReferenceField, CachedReferenceField)):
@@ -883,7 +882,9 @@ def generated_in(
     found: list[
         tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], tuple[str, ...]]
     ] = []
-    for _, _, field, _ in _fields_at(document_class, path):
+    # A path no class declares (a dynamic attribute) holds any value: None, untyped.
+    fields: list[Any] = [found[2] for found in _fields_at(document_class, path)]
+    for field in fields or [None]:
         steps = tuple(path.split("."))
         if item and isinstance(field, (ListField, MapField, DictField)):
             field, steps = field.field, (*steps, "*")
@@ -898,30 +899,43 @@ def _generated_inside(
 ) -> Iterator[tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], tuple[str, ...]]]:
     from .field import GeneratedField
 
-    if isinstance(field, (ListField, MapField, DictField)):
+    # No field (a dynamic attribute, a path no class declares), a DynamicField, or the items of
+    # an untyped list or map: any value; only a dict's _cls names an embedded document's class.
+    untyped = field is None or isinstance(field, DynamicField)
+    if isinstance(field, (ListField, MapField, DictField)) or (
+        untyped and (isinstance(value, list) or (isinstance(value, dict) and "_cls" not in value))
+    ):
         items = (
             value if isinstance(value, list) else value.values() if isinstance(value, dict) else ()
         )
         for inner in items:
-            yield from _generated_inside(field.field, inner, (*steps, "*"))
+            yield from _generated_inside(None if untyped else field.field, inner, (*steps, "*"))
         return
     kind = _embedded_class(field, value)
     if kind is None:
         return
+    declared = set()
     for name, inner_field in kind._fields.items():
+        declared.add(inner_field.db_field)
         stored = value.get(inner_field.db_field)
         if isinstance(inner_field, GeneratedField):
             if inner_field.db_field in value:  # None too: a null written, not a value left out
                 yield kind, name, inner_field, value, steps
         elif stored is not None:
             yield from _generated_inside(inner_field, stored, (*steps, inner_field.db_field))
+    if kind._dynamic:  # its dynamic attributes
+        for key, stored in value.items():
+            if key not in declared and key != "_cls":
+                yield from _generated_inside(None, stored, (*steps, key))
 
 
 def _embedded_class(field: Any, value: Any) -> type[BaseDocument] | None:
     """The class of the stored embedded document ``value`` in ``field`` (None if it is none):
-    the field's, or the subclass its ``_cls`` names."""
-    if not isinstance(value, dict) or not isinstance(
-        field, (EmbeddedDocumentField, GenericEmbeddedDocumentField)
+    the field's, or the subclass its ``_cls`` names; for no field or a ``DynamicField`` (a
+    dynamic attribute), the class its ``_cls`` names."""
+    typed = isinstance(field, (EmbeddedDocumentField, GenericEmbeddedDocumentField))
+    if not isinstance(value, dict) or not (
+        typed or field is None or isinstance(field, DynamicField)
     ):
         return None
     declared = (
@@ -1195,11 +1209,16 @@ def _judge_decoded(document: Any, collection: Any) -> None:
 
 def note_read(document: Any, query: QuerySetParts) -> None:
     """``document`` was read by the queryset ``query``: record the generated fields its
-    projection left out (:func:`note_loaded`), judge its key if read as a ``uuid.UUID``, and
-    note the collection a key in another form was read from."""
+    projection left out (:func:`note_loaded`), mark its embedded documents loaded (not new),
+    judge its key if read as a ``uuid.UUID``, and note the collection a key in another form
+    was read from."""
     note_loaded(document, query.loaded)
     if not isinstance(document, Document):
         return
+    for _, _, inner in embedded_places(document):
+        # Loaded: MongoEngine builds one held by a dynamic attribute (of a dynamic document or
+        # embedded document) with its constructor, which marks it new (as if to be filled).
+        inner._created = False
     _judge_decoded(document, query.collection)
     found = state(document, create=False)
     if found is not None and found.stored_key is not None:

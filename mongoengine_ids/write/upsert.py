@@ -1402,6 +1402,11 @@ def _check_stored_form(field: Any, given: Any, where: str, collection: Any) -> N
     Raises:
         ValidationError: saying the form the field stores.
     """
+    if isinstance(given, bool):  # equal to 1 or 0, and an int to Python: never a value
+        raise ValidationError(
+            f"{field._label}: {given!r}, which {where}, is not a value of this field (a bool)",
+            field_name=field.name,
+        )
     stored = field.to_mongo(field.to_python(given))
     if stored == given and isinstance(given, type(stored)):
         return  # (a subclass too: a StoredUUID is the stored Binary)
@@ -1410,8 +1415,9 @@ def _check_stored_form(field: Any, given: Any, where: str, collection: Any) -> N
         return  # the client sends it as that Binary
     raise ValidationError(
         f"{field._label}: {given!r}, which {where}, would be stored as it is; the field "
-        f"stores it as {stored!r}: give that (MongoEngine converts a value given to the field "
-        "by a keyword, not one in __raw__ or in a dict)",
+        f"stores it as {stored!r}: give that (MongoEngine converts a value given by a keyword "
+        "to a declared field, not one in __raw__, in a dict, or by a path into a dynamic "
+        "embedded document of a dynamic document, which it takes for a DynamicField)",
         field_name=field.name,
     )
 

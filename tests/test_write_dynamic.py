@@ -1,0 +1,128 @@
+"""Dynamic documents (found by probe N): an upsert into a ``DynamicEmbeddedDocument`` of a
+``DynamicDocument`` (MongoEngine resolves its paths as ``DynamicField``); embedded documents
+written whole, as dicts naming their class, into a dynamic attribute, a ``DynamicField`` or an
+untyped list; embedded documents loaded into a dynamic attribute (MongoEngine builds them as
+new); a bool in ``__raw__``. Each test checks the stored documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mongoengine as me
+import pytest
+from mongoengine.errors import NotUniqueError, ValidationError
+
+from mongoengine_ids import RandomUniqueField, SequenceField
+from mongoengine_ids.sequence import DEFAULT_COLLECTION
+
+
+class DyPart(me.DynamicEmbeddedDocument):
+    label = me.StringField()
+    code = SequenceField(sequence_name="dy_part_code")
+    rr = RandomUniqueField(digits=3, reserve_in="dy_part_rr")
+    meta = {"allow_inheritance": True}
+
+
+class DyDoc(me.DynamicDocument):
+    name = me.StringField()
+    part = me.EmbeddedDocumentField(DyPart)
+    df = me.DynamicField()
+    untyped = me.ListField()
+    n = SequenceField(sequence_name="dy_doc_n")
+    meta = {"collection": "dy_docs"}
+
+
+def _stored(name: str) -> dict[str, Any]:
+    found = DyDoc._get_collection().find_one({"name": name}, {"_id": 0})
+    assert found is not None
+    return found
+
+
+def _counter(name: str) -> int:
+    found = DyDoc._get_db()[DEFAULT_COLLECTION].find_one({"_id": name})
+    return 0 if found is None else int(found["next"])
+
+
+@pytest.mark.parametrize(
+    "upsert",
+    [
+        lambda: DyDoc.objects(name="a").update_one(upsert=True, set__part__label="L"),
+        lambda: DyDoc.objects(name="a").upsert_one(set__part__label="L"),
+        lambda: DyDoc.objects(name="a").modify(upsert=True, new=True, set__part__label="L"),
+        lambda: DyDoc.objects(name="a", part__label="L").update_one(upsert=True, set__x=1),
+    ],
+    ids=["update_one", "upsert_one", "modify", "from-filter"],
+)
+def test_an_upsert_creating_a_dynamic_embedded_document_gets_its_values(
+    mongoengine_db: Any, upsert: Any
+) -> None:
+    upsert()
+    stored = _stored("a")
+    assert stored["part"]["label"] == "L"
+    assert stored["part"]["code"] == 1
+    assert 100 <= stored["part"]["rr"] <= 999
+    reserved = [doc["_id"] for doc in mongoengine_db["dy_part_rr"].find()]
+    assert reserved == [stored["part"]["rr"]]
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"__raw__": {"$set": {"extra": {"_cls": "DyPart", "code": 40}}}},
+        {"__raw__": {"$set": {"df": {"_cls": "DyPart", "code": 40}}}},
+        {"__raw__": {"$push": {"untyped": {"_cls": "DyPart", "code": 40}}}},
+        {"__raw__": {"$set": {"part.more": {"_cls": "DyPart", "code": 40}}}},
+        {"set__df": {"_cls": "DyPart", "code": 40}},
+    ],
+    ids=["dynamic-attribute", "dynamic-field", "untyped-list", "inside-dynamic-embedded", "kw"],
+)
+def test_a_number_in_a_dict_naming_its_class_moves_the_counter(
+    mongoengine_db: Any, update: dict[str, Any]
+) -> None:
+    DyDoc(name="a", part=DyPart()).save()  # code 1
+    DyDoc.objects(name="a").update_one(**update)
+    assert _counter("dy_part_code.code") == 40
+    later = DyDoc(name="later", part=DyPart()).save()
+    assert _stored("later")["part"]["code"] == 41 == later.part.code
+
+
+def test_a_taken_reserve_in_value_in_a_dict_naming_its_class_is_refused(
+    mongoengine_db: Any,
+) -> None:
+    DyDoc(name="a", part=DyPart()).save()
+    DyDoc(name="b").save()
+    taken = _stored("a")["part"]["rr"]
+    before = _stored("b")
+    with pytest.raises(NotUniqueError, match=str(taken)):
+        DyDoc.objects(name="b").update_one(
+            __raw__={"$set": {"extra": {"_cls": "DyPart", "rr": taken}}}
+        )
+    assert _stored("b") == before
+
+
+def test_an_embedded_document_loaded_into_a_dynamic_attribute_is_not_filled(
+    mongoengine_db: Any,
+) -> None:
+    # Stored before DyPart had its generated fields (or by another program).
+    DyDoc._get_collection().insert_one(
+        {"name": "a", "n": 5, "extra": {"_cls": "DyPart", "label": "x"}}
+    )
+    loaded = DyDoc.objects.get(name="a")
+    DyDoc._get_collection().update_one({"name": "a"}, {"$set": {"extra.label": "meanwhile"}})
+    loaded.name = "renamed"
+    loaded.save()
+    assert _stored("renamed") == {
+        "name": "renamed",
+        "n": 5,
+        "extra": {"_cls": "DyPart", "label": "meanwhile"},
+    }
+    assert _counter("dy_part_code.code") == 0  # no value made for it
+
+
+@pytest.mark.parametrize("path", ["n", "part.code"])
+def test_a_bool_in_raw_is_refused(mongoengine_db: Any, path: str) -> None:
+    DyDoc(name="a", part=DyPart()).save()
+    before = _stored("a")
+    with pytest.raises(ValidationError, match=r"True, which the update sets at .* \(a bool\)"):
+        DyDoc.objects(name="a").update_one(__raw__={"$set": {path: True}})
+    assert _stored("a") == before
