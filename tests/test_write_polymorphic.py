@@ -196,7 +196,7 @@ def test_an_embedded_document_loaded_without_its_class_is_not_written_whole(
     loaded = _loaded("parts.label")
     assert type(loaded.parts[0]) is PmBoxPart  # as MongoEngine loads it
     loaded.parts.append(PmCodedPart(label="new", kind="a"))
-    with pytest.raises(OperationError, match=r"PmCodedPart\.code .* may be a PmCodedPart"):
+    with pytest.raises(OperationError, match=r"PmCodedPart\.code .* may be stored as PmCodedPart"):
         loaded.save()
     assert PmBox._get_collection().find_one() == box
 
@@ -310,3 +310,26 @@ def test_backfill_of_a_base_fills_its_subclasses_fields(mongoengine_db: Any, nam
     assert backfill(PmFillBase, *names) == 0  # nothing left to fill
     with pytest.raises(ValueError, match="'code' is not a generated field of PmFillBase"):
         backfill(PmFillBase, "code")
+
+
+class PmOverBase(me.Document):
+    name = me.StringField()
+    code = SequenceField(sequence_name="pm_over_base")
+    meta = {"allow_inheritance": True, "collection": "pm_over"}
+
+
+class PmOverSub(PmOverBase):
+    code = SequenceField(sequence_name="pm_over_sub")  # its own numbering
+
+
+def test_backfill_of_a_base_fills_an_overriding_field_from_its_own_counter(
+    mongoengine_db: Any,
+) -> None:
+    collection = PmOverBase._get_collection()
+    collection.insert_many(
+        [{"_cls": "PmOverBase", "name": "b"}, {"_cls": "PmOverBase.PmOverSub", "name": "s"}]
+    )
+    assert backfill(PmOverBase) == 2
+    PmOverSub(name="s2").save()
+    stored = {doc["name"]: doc["code"] for doc in collection.find()}
+    assert stored == {"b": 1, "s": 1, "s2": 2}  # s from the subclass's counter, s2 after it

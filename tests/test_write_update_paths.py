@@ -202,3 +202,71 @@ def test_allow_explicit_false_holds_through_the_base_queryset(
     with pytest.raises(ExplicitValueError):
         queryset()(id=first.id).update_one(set__strict=999)
     assert UpBase._get_collection().find_one({"_id": first.id}) == before
+
+
+# -- a name two classes declare, one of them generated (found by review) -----------------------
+
+
+class UpAddress(me.EmbeddedDocument):
+    street = me.StringField()
+    number = me.StringField()
+
+
+class UpTicket(me.EmbeddedDocument):
+    number = SequenceField(sequence_name="up_ticket_number")
+
+
+class UpShared(me.Document):
+    name = me.StringField()
+    where = me.GenericEmbeddedDocumentField(choices=[UpAddress, UpTicket])
+    meta = {"collection": "up_shared"}
+
+
+def _next_ticket() -> int:
+    probe = UpShared(name="probe", where=UpTicket()).save()
+    number = UpShared._get_collection().find_one({"name": "probe"})["where"]["number"]
+    probe.delete()
+    return int(number)
+
+
+@pytest.mark.parametrize("given", ["12B", None], ids=["text", "none"])
+def test_a_value_the_generated_field_does_not_take_is_the_other_fields(
+    mongoengine_db: Any, given: Any
+) -> None:
+    UpShared(name="a", where=UpAddress(street="Main", number="1")).save()
+    UpShared.objects(name="a").update_one(set__where__number=given)
+    stored = UpShared._get_collection().find_one({"name": "a"})
+    assert stored["where"] == {"_cls": "UpAddress", "street": "Main", "number": given}
+    assert _next_ticket() == 1  # the counter was told nothing
+
+
+def test_a_number_the_generated_field_takes_is_told_to_it(mongoengine_db: Any) -> None:
+    UpShared(name="a", where=UpTicket()).save()  # number 1
+    # (A keyword would be refused by MongoEngine, which reads the path in UpAddress first.)
+    UpShared.objects(name="a").update_one(__raw__={"$set": {"where.number": 7}})
+    assert UpShared._get_collection().find_one({"name": "a"})["where"]["number"] == 7
+    assert _next_ticket() == 8
+
+
+class UpKeyMixin:
+    code = SequenceField(sequence_name="up_mixin_code")
+
+
+class UpMixedPart(UpKeyMixin, me.EmbeddedDocument):
+    pass
+
+
+class UpMixedDoc(UpKeyMixin, me.Document):
+    name = me.StringField()
+    part = me.EmbeddedDocumentField(UpMixedPart)
+    meta = {"collection": "up_mixed"}
+
+
+def test_none_by_a_path_to_a_field_the_model_shares_is_refused_as_none(
+    mongoengine_db: Any,
+) -> None:
+    # MongoEngine gives the model and its embedded class the same field object.
+    assert UpMixedDoc._fields["code"] is UpMixedPart._fields["code"]
+    with pytest.raises(InvalidQueryError, match="setting it to None"):
+        UpMixedDoc.objects(name="a").update_one(upsert=True, set__part__code=None)
+    assert UpMixedDoc._get_collection().count_documents({}) == 0

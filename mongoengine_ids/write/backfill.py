@@ -51,7 +51,7 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
         if not isinstance(name, str):
             raise TypeError(f"field names must be str, not {name!r}")
     targets = _targets(document_class)
-    names = {name for _, name, _ in targets}
+    names = {name for _, name, _, _ in targets}
     unknown = [name for name in field_names if name not in names]
     if unknown:
         raise ValueError(
@@ -61,11 +61,11 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
     collection = seam.class_collection(document_class)
     total = 0
     unready: list[str] = []  # raised once every field is filled where it can be
-    for kind, name, field in targets:
+    for kind, name, field, within in targets:
         if field_names and name not in field_names:
             continue
         try:
-            total += _backfill_field(Write(kind, collection), name, field, batch_size)
+            total += _backfill_field(Write(kind, collection), name, field, within, batch_size)
         except _Unready as error:
             total += error.filled
             unready.append(error.problem)
@@ -77,15 +77,27 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
     return total
 
 
-def _targets(document_class: type[BaseDocument]) -> list[tuple[type[BaseDocument], str, Any]]:
+def _targets(
+    document_class: type[BaseDocument],
+) -> list[tuple[type[BaseDocument], str, Any, dict[str, Any]]]:
     """The generated fields of ``document_class`` and of its subclasses (whose documents its
-    queries find), each with the class that first has it (its documents are filled)."""
-    found: list[tuple[type[BaseDocument], str, Any]] = []
+    queries find), each with the class that first has it and the filter of the documents that
+    hold it: of that class and its subclasses, but those that declare another field under its
+    name (whose own counter numbers them)."""
+    found: list[tuple[type[BaseDocument], str, Any, dict[str, Any]]] = []
     for kind in seam.with_subclasses(document_class):
         for name, field in seam.generated_fields(kind):
-            if all(field is not other for _, _, other in found):
-                found.append((kind, name, field))
+            if all(field is not other for _, _, other, _ in found):
+                found.append((kind, name, field, _holding(kind, name, field)))
     return found
+
+
+def _holding(kind: type[BaseDocument], name: str, field: Any) -> dict[str, Any]:
+    within = seam.class_filter(kind)
+    if not within:
+        return within
+    holding = [k for k in seam.with_subclasses(kind) if seam.fields(k).get(name) is field]
+    return {"_cls": {"$in": [k._class_name for k in holding]}}
 
 
 class _Unready(Exception):
@@ -97,13 +109,15 @@ class _Unready(Exception):
         self.problem, self.filled = problem, filled
 
 
-def _backfill_field(write: Write, name: str, field: Any, batch_size: int) -> int:
+def _backfill_field(
+    write: Write, name: str, field: Any, within: dict[str, Any], batch_size: int
+) -> int:
     path = field.db_field
     if path == "_id":
         return 0  # every stored document has one
     read = {dep: seam.field_of(write.document_class, dep) for dep in field.depends_on}
     projection = {"_id": 1, **{source.db_field: 1 for source in read.values()}}
-    lacking = {**seam.class_filter(write.document_class), path: None}  # its documents only
+    lacking = {**within, path: None}  # the documents holding the field only
     # A value made from other fields (a scope) needs them: documents lacking one are left out,
     # and named once the others are filled.
     ready = {**lacking, **{source.db_field: {"$ne": None} for source in read.values()}}

@@ -740,7 +740,8 @@ def _refuse_unloaded(
     )
     if slot.kind is not type(holder):
         where += (
-            f" (a {type(holder).__name__} loaded without its _cls may be a {slot.kind.__name__})"
+            f" (loaded without its _cls as {type(holder).__name__}, it may be stored as "
+            f"{slot.kind.__name__})"
         )
     why = (
         "the field it is numbered by changed: its number would then belong to another "

@@ -617,6 +617,8 @@ class Shape:
     pk_name: str
     #: The fields whose values may hold referenced documents (None: any, a dynamic document).
     referencing: tuple[str, ...] | None
+    #: The (name, field) of each field, by its db field name (the stored name).
+    by_db_field: dict[str, tuple[str, BaseField]]
 
 
 _SHAPE = "_mongoengine_ids_shape"
@@ -642,6 +644,7 @@ def shape(document_class: type[BaseDocument]) -> Shape:
             issubclass(document_class, Document) and _keeps_object_ids(fields.get(pk or "id")),
             pk or "id",
             None if dynamic else tuple(name for name, f in fields.items() if _may_reference(f)),
+            {f.db_field: (name, f) for name, f in reversed(fields.items())},
         )
         setattr(document_class, _SHAPE, found)
     return found
@@ -743,6 +746,17 @@ def generated_at(
     ]
 
 
+def shares_path(document_class: type[BaseDocument], path: str) -> bool:
+    """Whether a dotted db path that leads to a generated field (see :func:`generated_at`) may
+    also lead to another field (two classes a value there may be declare the name each)."""
+    from .field import GeneratedField
+
+    return any(
+        item or not isinstance(field, GeneratedField)
+        for _, _, field, item in _fields_at(document_class, path)
+    )
+
+
 def _fields_at(
     document_class: type[BaseDocument], path: str, *, names: bool = False
 ) -> list[tuple[type[BaseDocument], str, BaseField, bool]]:
@@ -760,6 +774,8 @@ def _fields_at(
     found: list[tuple[type[BaseDocument], str, BaseField, bool]] = []
     seen: set[int] = set()
     places = [(kind, 0) for kind in with_subclasses(document_class)]
+    queued = set(places)  # each class at each step once: a field is inherited by many
+    expanded: set[tuple[int, int]] = set()  # each field's classes once
     while places:
         kind, at = places.pop(0)
         named = _field_named(kind, steps[at], names)
@@ -776,7 +792,13 @@ def _fields_at(
             at += 1  # the item's index (or $), or the key
             field, item = field.field, True
         if at < len(steps):
-            places += [(inner, at) for inner in _classes_held(field, cached=names)]
+            if (id(field), at) in expanded:
+                continue
+            expanded.add((id(field), at))
+            for inner in _classes_held(field, cached=names):
+                if (inner, at) not in queued:
+                    queued.add((inner, at))
+                    places.append((inner, at))
         elif field is not None and id(field) not in seen:  # a base's, inherited: once
             seen.add(id(field))
             found.append((kind, name, field, item))
@@ -786,11 +808,9 @@ def _fields_at(
 def _field_named(kind: Any, step: str, names: bool) -> tuple[str, BaseField] | None:
     """The (name, field) of ``kind`` whose db field is ``step``; with ``names``, else the one
     named ``step`` (``pk``: the key); None if none is."""
-    for name, field in kind._fields.items():
-        if field.db_field == step:
-            return name, field
-    if not names:
-        return None
+    found = shape(kind).by_db_field.get(step)
+    if found is not None or not names:
+        return found
     name = kind._meta.get("id_field") if step == "pk" else step
     field = kind._fields.get(name)
     return None if field is None else (name, field)
@@ -834,10 +854,16 @@ def reading_at(
 
 def with_subclasses(kind: type[BaseDocument]) -> list[type[BaseDocument]]:
     """``kind`` and every class derived from it, bases first."""
-    found = [kind]
-    for sub in kind.__subclasses__():
-        found += [each for each in with_subclasses(sub) if each not in found]
-    return found
+    found: dict[type[BaseDocument], None] = {}
+
+    def visit(each: type[BaseDocument]) -> None:
+        if each not in found:
+            found[each] = None
+            for sub in each.__subclasses__():
+                visit(sub)
+
+    visit(kind)
+    return list(found)
 
 
 def as_stored(value: Any) -> Any:
@@ -1252,15 +1278,19 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     state(document).unloaded = frozenset(
         name for name, field in generated_fields(type(document)) if not present((field.db_field,))
     )
+    # Per class: its generated fields', and its subclasses' too (once for the document).
+    generated: dict[tuple[type[BaseDocument], bool], set[tuple[str, str]]] = {}
     for _, steps, inner in embedded_places(document, keys=True):
         # Loaded without its _cls (only("parts.label")), it is of its field's class as far as
         # MongoEngine knows: stored, it may be a subclass, with fields of its own.
-        kinds = [type(inner)] if present((*steps, "_cls")) else with_subclasses(type(inner))
+        family = (type(inner), not present((*steps, "_cls")))
+        if family not in generated:
+            kinds = with_subclasses(family[0]) if family[1] else [family[0]]
+            generated[family] = {
+                (name, field.db_field) for kind in kinds for name, field in generated_fields(kind)
+            }
         unloaded = frozenset(
-            name
-            for kind in kinds
-            for name, field in generated_fields(kind)
-            if not present((*steps, field.db_field))
+            name for name, db_field in generated[family] if not present((*steps, db_field))
         )
         if unloaded:
             state(inner).unloaded = unloaded
@@ -1627,7 +1657,8 @@ def _embedded_declared(embedded_class: type[EmbeddedDocument]) -> None:
             _on_subclass(Document, _hook_if_embeds)
             _hook_sorted_lists()
         for document_class in list(_document_registry.values()):
-            _hook_if_embeds(document_class)
+            if not getattr(document_class, _HOOKED, False):  # (a hooked one writes values)
+                _hook_if_embeds(document_class)
 
 
 def _hook_sorted_lists() -> None:

@@ -822,9 +822,26 @@ def _scalars(
     for path, value in operations.get("$set", {}).items():
         if isinstance(value, Stored):
             continue
-        for kind, name, field in seam.generated_at(query.document_class, path):
-            slots += _path_slot(query, operations, path, value, (kind, name, field), upserting)
+        found = seam.generated_at(query.document_class, path)
+        if found and seam.shares_path(query.document_class, path):
+            # Another class's field may be the one written: only a value this field takes is
+            # told; any other is that field's (as MongoEngine takes the first class it finds).
+            found = [each for each in found if _takes(each[2], value, query.collection)]
+        for each in found:
+            slots += _path_slot(query, operations, path, value, each, upserting)
     return [("set", _Scalars(slots))] if slots else []
+
+
+def _takes(field: GeneratedField, value: Any, collection: Any) -> bool:
+    """Whether ``value``, written as given, is one ``field`` accepts (in the form it stores)."""
+    if value is None:
+        return False
+    try:
+        _check_stored_form(field, value, "", collection)
+        field.validate(field.to_python(value))
+    except ValidationError:
+        return False
+    return True
 
 
 def _path_slot(
@@ -840,7 +857,8 @@ def _path_slot(
     kind, name, field = found
     # The upsert's own fields are upsert()'s to tell (a subclass's are not among them: the
     # document it inserts is of the queryset's class).
-    inserted = upserting and (name, field) in seam.generated_fields(query.document_class)
+    own = (name, field) in seam.generated_fields(query.document_class)
+    inserted = upserting and "." not in path and own
     if value is None and not inserted:  # (upsert() says it so)
         raise InvalidQueryError(
             f"{kind.__name__}.{name} is generated: setting it to None ({path!r}) would "
