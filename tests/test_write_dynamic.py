@@ -6,10 +6,13 @@ new); a bool in ``__raw__``. Each test checks the stored documents."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import mongoengine as me
 import pytest
+from bson.binary import UuidRepresentation
+from bson.json_util import JSONOptions
 from mongoengine.errors import NotUniqueError, ValidationError
 
 from mongoengine_ids import RandomUniqueField, SequenceField
@@ -100,14 +103,26 @@ def test_a_taken_reserve_in_value_in_a_dict_naming_its_class_is_refused(
     assert _stored("b") == before
 
 
+JSON = JSONOptions(uuid_representation=UuidRepresentation.STANDARD)
+LOADS = {
+    "queryset": lambda: DyDoc.objects.get(name="a"),
+    "from_son": lambda: DyDoc._from_son(DyDoc._get_collection().find_one({"name": "a"})),
+    "from_json": lambda: DyDoc.from_json(
+        DyDoc.objects.get(name="a").to_json(json_options=JSON), json_options=JSON
+    ),
+    "deepcopy": lambda: copy.deepcopy(DyDoc.objects.get(name="a")),
+}
+
+
+@pytest.mark.parametrize("load", list(LOADS))
 def test_an_embedded_document_loaded_into_a_dynamic_attribute_is_not_filled(
-    mongoengine_db: Any,
+    mongoengine_db: Any, load: str
 ) -> None:
     # Stored before DyPart had its generated fields (or by another program).
     DyDoc._get_collection().insert_one(
         {"name": "a", "n": 5, "extra": {"_cls": "DyPart", "label": "x"}}
     )
-    loaded = DyDoc.objects.get(name="a")
+    loaded = LOADS[load]()
     DyDoc._get_collection().update_one({"name": "a"}, {"$set": {"extra.label": "meanwhile"}})
     loaded.name = "renamed"
     loaded.save()
@@ -126,3 +141,24 @@ def test_a_bool_in_raw_is_refused(mongoengine_db: Any, path: str) -> None:
     with pytest.raises(ValidationError, match=r"True, which the update sets at .* \(a bool\)"):
         DyDoc.objects(name="a").update_one(__raw__={"$set": {path: True}})
     assert _stored("a") == before
+
+
+class DyDefaulted(me.Document):
+    name = me.StringField()
+    part = me.EmbeddedDocumentField(DyPart, default=DyPart)
+    meta = {"collection": "dy_defaulted"}
+
+
+def test_an_embedded_document_a_default_makes_for_a_loaded_document_is_filled(
+    mongoengine_db: Any,
+) -> None:
+    """Found by review: marking every embedded document of a loaded document loaded left the
+    one a field's default made empty."""
+    DyDefaulted._get_collection().insert_one({"name": "a"})
+    loaded = DyDefaulted.objects.get(name="a")
+    loaded.part.label = "new"
+    loaded.save()
+    stored = DyDefaulted._get_collection().find_one({"name": "a"}, {"_id": 0})
+    assert stored["part"]["label"] == "new"
+    assert stored["part"]["code"] == 1
+    assert 100 <= stored["part"]["rr"] <= 999

@@ -14,7 +14,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
-from mongoengine.errors import InvalidQueryError, NotUniqueError
+from mongoengine.errors import InvalidQueryError, NotUniqueError, ValidationError
 
 from mongoengine_ids import ExplicitValueError, RandomUniqueField, SequenceField
 
@@ -229,15 +229,28 @@ def _next_ticket() -> int:
     return int(number)
 
 
-@pytest.mark.parametrize("given", ["12B", None], ids=["text", "none"])
-def test_a_value_the_generated_field_does_not_take_is_the_other_fields(
-    mongoengine_db: Any, given: Any
+def test_none_by_a_path_another_class_declares_too_is_the_other_fields(
+    mongoengine_db: Any,
 ) -> None:
     UpShared(name="a", where=UpAddress(street="Main", number="1")).save()
-    UpShared.objects(name="a").update_one(set__where__number=given)
+    UpShared.objects(name="a").update_one(set__where__number=None)
     stored = UpShared._get_collection().find_one({"name": "a"})
-    assert stored["where"] == {"_cls": "UpAddress", "street": "Main", "number": given}
+    assert stored["where"] == {"_cls": "UpAddress", "street": "Main", "number": None}
     assert _next_ticket() == 1  # the counter was told nothing
+
+
+@pytest.mark.parametrize("given", [2.0, "12B"], ids=["equal-number", "text"])
+def test_another_value_by_such_a_path_is_checked_as_the_generated_fields(
+    mongoengine_db: Any, given: Any
+) -> None:
+    """2.0 would match the number 2 a counter hands out (a duplicate); a value the field does
+    not take is refused with it (set the embedded document whole to write the other class)."""
+    UpShared(name="a", where=UpTicket()).save()  # number 1
+    before = UpShared._get_collection().find_one({"name": "a"})
+    with pytest.raises(ValidationError):
+        UpShared.objects(name="a").update_one(__raw__={"$set": {"where.number": given}})
+    assert UpShared._get_collection().find_one({"name": "a"}) == before
+    assert _next_ticket() == 2
 
 
 def test_a_number_the_generated_field_takes_is_told_to_it(mongoengine_db: Any) -> None:

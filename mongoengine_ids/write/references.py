@@ -77,7 +77,8 @@ def wrap_to_mongo(owner: type[Document], own: ToMongo | None) -> ToMongo:
 def wrap_from_son(owner: type[Document], own: Any) -> Any:
     """``_from_son`` for ``owner`` (``own``: the class's own classmethod, or None): a document
     loaded whose key is stored in another form than its field writes is recorded so
-    (:func:`.seam.note_stored_key`)."""
+    (:func:`.seam.note_stored_key`), and the embedded documents its dynamic attributes hold are
+    loaded ones (:func:`.seam.note_loaded_dynamic`), unless built as new (``created=True``)."""
 
     def _from_son(cls: type[Document], son: Any, *args: Any, **kwargs: Any) -> Any:
         if own is not None:
@@ -85,6 +86,8 @@ def wrap_from_son(owner: type[Document], own: Any) -> Any:
         else:
             document = super(owner, cls)._from_son(son, *args, **kwargs)
         seam.note_stored_key(document, son.get("_id"))
+        if not kwargs.get("created", args[1] if len(args) > 1 else False):
+            seam.note_loaded_dynamic(document)
         return document
 
     return classmethod(_from_son)

@@ -909,13 +909,15 @@ def generated_in(
         tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], tuple[str, ...]]
     ] = []
     # A path no class declares (a dynamic attribute) holds any value: None, untyped.
+    seen: set[tuple[int, int]] = set()
     fields: list[Any] = [found[2] for found in _fields_at(document_class, path)]
     for field in fields or [None]:
         steps = tuple(path.split("."))
         if item and isinstance(field, (ListField, MapField, DictField)):
             field, steps = field.field, (*steps, "*")
         for each in _generated_inside(field, value, steps):
-            if not any(each[2] is other[2] and each[3] is other[3] for other in found):
+            if (id(each[2]), id(each[3])) not in seen:  # (a field, in one stored dict) once
+                seen.add((id(each[2]), id(each[3])))
                 found.append(each)
     return found
 
@@ -1188,6 +1190,21 @@ class StoredKey:
     collection: str | None
 
 
+def note_loaded_dynamic(document: BaseDocument, *, inside: bool = False) -> None:
+    """Mark the embedded documents held by dynamic attributes of ``document``, just loaded (or
+    of the embedded documents in it), loaded: MongoEngine builds them with their constructor,
+    which marks them new (``_created``), and the write path fills new ones only. (Those in
+    declared fields are built loaded; one a field's ``default`` made is new.)"""
+    dynamic = document._dynamic_fields if document._dynamic else {}
+    names = shape(type(document)).embedding
+    for name in document._data if names is None else names:
+        held = inside or name in dynamic
+        for inner in embedded_documents(document._data.get(name)):
+            if held:
+                inner._created = False
+            note_loaded_dynamic(inner, inside=held)
+
+
 def note_stored_key(document: Any, stored: Any) -> None:
     """Record the key of ``document``, just loaded, if it is stored in another form than its
     field writes (subtype 3, text under a binary field, binary or other text under
@@ -1235,16 +1252,11 @@ def _judge_decoded(document: Any, collection: Any) -> None:
 
 def note_read(document: Any, query: QuerySetParts) -> None:
     """``document`` was read by the queryset ``query``: record the generated fields its
-    projection left out (:func:`note_loaded`), mark its embedded documents loaded (not new),
-    judge its key if read as a ``uuid.UUID``, and note the collection a key in another form
-    was read from."""
+    projection left out (:func:`note_loaded`), judge its key if read as a ``uuid.UUID``, and
+    note the collection a key in another form was read from."""
     note_loaded(document, query.loaded)
     if not isinstance(document, Document):
         return
-    for _, _, inner in embedded_places(document):
-        # Loaded: MongoEngine builds one held by a dynamic attribute (of a dynamic document or
-        # embedded document) with its constructor, which marks it new (as if to be filled).
-        inner._created = False
     _judge_decoded(document, query.collection)
     found = state(document, create=False)
     if found is not None and found.stored_key is not None:
@@ -1459,7 +1471,6 @@ def hook_key(document_class: type[Document]) -> None:
         for name, wrap in (
             ("to_mongo", references.wrap_to_mongo),
             ("to_dbref", references.wrap_to_dbref),
-            ("_from_son", references.wrap_from_son),
         ):
             own = vars(document_class).get(name)
             setattr(document_class, name, wrap(document_class, own))
@@ -1503,7 +1514,7 @@ def registered(class_name: Any) -> type[BaseDocument] | None:
 
 def hook(document_class: type[Document]) -> None:
     """Install the write path on ``document_class`` (idempotent; inherited by subclasses)."""
-    from . import save, upsert
+    from . import references, save, upsert
 
     with _lock:
         _hook_querysets(document_class)
@@ -1519,6 +1530,7 @@ def hook(document_class: type[Document]) -> None:
             ("update", upsert.wrap_document_update),
             ("__getstate__", _wrap_getstate),
             ("__setstate__", _wrap_setstate),
+            ("_from_son", references.wrap_from_son),
         ):
             own = vars(document_class).get(name)
             setattr(document_class, name, wrap(document_class, own))

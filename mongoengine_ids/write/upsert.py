@@ -823,25 +823,14 @@ def _scalars(
         if isinstance(value, Stored):
             continue
         found = seam.generated_at(query.document_class, path)
-        if found and seam.shares_path(query.document_class, path):
-            # Another class's field may be the one written: only a value this field takes is
-            # told; any other is that field's (as MongoEngine takes the first class it finds).
-            found = [each for each in found if _takes(each[2], value, query.collection)]
+        if value is None and found and seam.shares_path(query.document_class, path):
+            # Another class's field may be the one written: None is that field's (as
+            # MongoEngine takes the first class it finds). Any other value is checked and told
+            # as this field's: a number equal to one of its values would be a duplicate.
+            found = []
         for each in found:
             slots += _path_slot(query, operations, path, value, each, upserting)
     return [("set", _Scalars(slots))] if slots else []
-
-
-def _takes(field: GeneratedField, value: Any, collection: Any) -> bool:
-    """Whether ``value``, written as given, is one ``field`` accepts (in the form it stores)."""
-    if value is None:
-        return False
-    try:
-        _check_stored_form(field, value, "", collection)
-        field.validate(field.to_python(value))
-    except ValidationError:
-        return False
-    return True
 
 
 def _path_slot(
