@@ -28,10 +28,11 @@ declares a generated field, one on ``EmbeddedDocument`` that checks the classes 
   get ``insert()`` (:mod:`.bulk`), ``update()`` and ``modify()``
   (:mod:`.upsert`), ``in_bulk()`` and ``distinct()`` (:mod:`.references`), and records which
   fields a projection loaded (:func:`note_loaded`);
+* ``_from_son``, which builds loaded documents: the embedded documents their dynamic
+  attributes hold are loaded ones (:func:`note_loaded_dynamic`), and a key read in another
+  form than its field's is recorded (:func:`note_stored_key`; :mod:`.references`);
 * on the class that declares a generated primary key stored in another form than its value
-  (a UUID), ``to_mongo`` and ``to_dbref`` are wrapped so that they give the key in stored form,
-  and ``_from_son`` so that a key read in another form than its field's is recorded
-  (:func:`note_stored_key`; :mod:`.references`);
+  (a UUID), ``to_mongo`` and ``to_dbref`` are wrapped so that they give the key in stored form;
 * when the first UUID field of the package is made, these methods of MongoEngine's reference
   and dict fields and ``DeReference.__call__`` are wrapped, once (:func:`hook_reference_fields`):
   ``to_python`` of ``ReferenceField``, ``LazyReferenceField`` and ``GenericReferenceField`` (a
@@ -1459,9 +1460,8 @@ _KEY_HOOKED = "_mongoengine_ids_key_hooked"
 
 def hook_key(document_class: type[Document]) -> None:
     """Make ``to_mongo`` and ``to_dbref`` of ``document_class``, whose primary key is a
-    generated field stored in another form than its value, give the key in stored form, and
-    ``_from_son`` record a key read in another form (idempotent; inherited by subclasses), and
-    MongoEngine's reference fields send it so."""
+    generated field stored in another form than its value, give the key in stored form
+    (idempotent; inherited by subclasses), and MongoEngine's reference fields send it so."""
     from . import references
 
     hook_reference_fields()
