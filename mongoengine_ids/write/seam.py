@@ -905,13 +905,15 @@ def generated_in(
     document holding it (its value may be None: a null written), steps to it as stored:
     ``"*"`` for any item of a list or map); [] if
     ``path`` leads to no embedded document (a generated field itself among them). A dict's
-    ``_cls`` names its class (a subclass, or any for ``GenericEmbeddedDocumentField``)."""
+    ``_cls`` names its class (a subclass, or any for ``GenericEmbeddedDocumentField``); where
+    no field is declared (a dynamic attribute, a ``DynamicField``, an untyped list or map),
+    only a dict's ``_cls`` names one."""
     found: list[
         tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], tuple[str, ...]]
     ] = []
     # A path no class declares (a dynamic attribute) holds any value: None, untyped.
     seen: set[tuple[int, int]] = set()
-    fields: list[Any] = [found[2] for found in _fields_at(document_class, path)]
+    fields: list[Any] = [each[2] for each in _fields_at(document_class, path)]
     for field in fields or [None]:
         steps = tuple(path.split("."))
         if item and isinstance(field, (ListField, MapField, DictField)):
