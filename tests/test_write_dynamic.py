@@ -162,3 +162,27 @@ def test_an_embedded_document_a_default_makes_for_a_loaded_document_is_filled(
     assert stored["part"]["label"] == "new"
     assert stored["part"]["code"] == 1
     assert 100 <= stored["part"]["rr"] <= 999
+
+
+@pytest.mark.parametrize("path", ["extra", "df"], ids=["dynamic-attribute", "dynamic-field"])
+def test_a_number_an_upsert_filter_fixes_in_a_dict_naming_its_class_is_told(
+    mongoengine_db: Any, path: str
+) -> None:
+    """Found by the second review: the filter's values were told where an EmbeddedDocumentField
+    is declared only."""
+    DyDoc.objects(__raw__={"name": "b", path: {"_cls": "DyPart", "code": 40}}).update_one(
+        upsert=True, set__x=1
+    )
+    assert _stored("b")[path] == {"_cls": "DyPart", "code": 40}
+    assert _counter("dy_part_code.code") == 40
+    later = DyDoc(name="later", part=DyPart()).save()
+    assert _stored("later")["part"]["code"] == 41 == later.part.code
+
+
+def test_a_value_a_matching_upsert_filter_fixes_is_not_told(mongoengine_db: Any) -> None:
+    DyDoc._get_collection().insert_one({"name": "b", "extra": {"_cls": "DyPart", "code": 40}})
+    DyDoc.objects(__raw__={"name": "b", "extra": {"_cls": "DyPart", "code": 40}}).update_one(
+        upsert=True, set__x=1
+    )
+    assert DyDoc._get_collection().count_documents({}) == 1
+    assert _counter("dy_part_code.code") == 0  # matched: nothing inserted, nothing told

@@ -747,6 +747,14 @@ def generated_at(
     ]
 
 
+def embedded_field_at(document_class: type[BaseDocument], path: str) -> bool:
+    """Whether a dotted db path leads to an ``EmbeddedDocumentField`` (not an item of a list)."""
+    return any(
+        not item and isinstance(field, EmbeddedDocumentField)
+        for _, _, field, item in _fields_at(document_class, path)
+    )
+
+
 def shares_path(document_class: type[BaseDocument], path: str) -> bool:
     """Whether a dotted db path that leads to a generated field (see :func:`generated_at`) may
     also lead to another field (two classes a value there may be declare the name each)."""

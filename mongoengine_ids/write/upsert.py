@@ -1235,6 +1235,7 @@ def _created_embedded(
         return {}, []
     places = _Places(query, seam.update_operations(document_class, **update), owner)
     places.visit(document_class, ("", ""), None)
+    places.visit_untyped(document_class)
     if places.inserted and collection.find_one(query, {"_id": 1}) is not None:
         places.given = []  # the upsert matches: it inserts nothing
     else:
@@ -1275,6 +1276,33 @@ class _Places:
                 given.update(_under(fields, path))
             self._fill(field.document_type, path, update_name, given, whole_fixed=here is not None)
             self.visit(field.document_type, (f"{path}.", update_name), here)
+
+    def visit_untyped(self, document_class: Any) -> None:
+        """The values of generated fields in the stored embedded documents (dicts naming their
+        class) that an equality of the filter fixes whole where no ``EmbeddedDocumentField``
+        is (:meth:`visit` takes those): a dynamic attribute, a ``DynamicField``, a list, a
+        generic field. The insert stores them as given: told to their fields (unless the
+        upsert matches), as the filter's values are."""
+        for fields in self.equalities:
+            for path, condition in fields.items():
+                value = _equal_value(condition)
+                if not isinstance(path, str) or path.startswith("$") or value is _ABSENT:
+                    continue
+                if seam.embedded_field_at(document_class, path) or any(
+                    path in written for written in self.operations.values()
+                ):
+                    continue  # visited, or written by the update
+                for kind, name, field, embedded, _ in seam.generated_in(
+                    document_class, path, value
+                ):
+                    given = embedded.get(field.db_field)
+                    if given is None:
+                        continue
+                    read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
+                    holder = values.Holder(values.python_values(embedded, read), self.owner)
+                    self.inserted.append((field, given, path))
+                    if field.tracks_assigned:
+                        self.given.append(Slot(holder, holder, name, field, kind))
 
     def _created(self, path: str) -> bool:
         """Whether an equality of the filter, or an operator of the update that writes a value,
