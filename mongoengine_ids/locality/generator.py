@@ -315,11 +315,12 @@ def parse_mac(value: str) -> int:
     """
     if not isinstance(value, str):
         raise TypeError(f"a MAC address to parse must be a str, not {value!r}")
-    if not _MAC_FORMS.fullmatch(value.strip()):
+    written = value.strip()
+    if not _MAC_FORMS.fullmatch(written):
         raise invalid_id(
             value, "MAC address", "'aa:bb:cc:dd:ee:ff', 'aa-bb-cc-dd-ee-ff' or 12 hex digits"
         )
-    return int(re.sub("[:-]", "", value.strip()), 16)
+    return int(re.sub("[:-]", "", written), 16)
 
 
 #: Six pairs of hex digits, all separated by ``:`` or all by ``-``, or none separated: a

@@ -773,7 +773,7 @@ def _moves(document_class: type[BaseDocument], operations: dict[str, Any]) -> li
                         f"again; set the scope with $set and give {name} with $set (or leave "
                         "it as it is), or load the document and save() it"
                     )
-                read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
+                read = _reads(kind, name, field)
                 moves.append(_Move(kind, name, field, path, steps, read, fields[path]))
     return moves
 
@@ -946,12 +946,25 @@ def _stored_slots(
                 "a value: two documents holding it collide); leave the field out, or give a value"
             )
         _check_stored_form(field, given, f"the update writes at {path!r}", query.collection)
-        read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
-        holder = values.Holder(values.python_values(embedded, read))
+        holder = _holder_of(kind, name, field, embedded)
         slots.append(
             (Slot(holder, holder, name, field, kind), _any_item(steps, len(path.split("."))))
         )
     return slots
+
+
+def _reads(kind: Any, name: str, field: GeneratedField) -> dict[str, Any]:
+    """The fields of ``kind`` a slot of its generated field ``name`` reads: itself and its
+    scope (``depends_on``), by name."""
+    return {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
+
+
+def _holder_of(
+    kind: Any, name: str, field: GeneratedField, stored: dict[str, Any], owner: str | None = None
+) -> values.Holder:
+    """A holder of the values of the stored embedded document ``stored`` (of ``kind``) that a
+    slot of its generated field ``name`` reads (:func:`_reads`), in Python form."""
+    return values.Holder(values.python_values(stored, _reads(kind, name, field)), owner)
 
 
 def _own_slots(
@@ -1298,8 +1311,7 @@ class _Places:
                     given = embedded.get(field.db_field)
                     if given is None:
                         continue
-                    read = {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
-                    holder = values.Holder(values.python_values(embedded, read), self.owner)
+                    holder = _holder_of(kind, name, field, embedded, self.owner)
                     self.inserted.append((field, given, path))
                     if field.tracks_assigned:
                         self.given.append(Slot(holder, holder, name, field, kind))
