@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from pymongo import ReadPreference
@@ -18,3 +21,26 @@ CLIENT_OPTIONS = {} if TEST_URI else {"read_preference": ReadPreference.SECONDAR
 real_server = pytest.mark.skipif(
     TEST_URI is None, reason="needs a real mongod: set MONGOENGINE_IDS_TEST_URI"
 )
+
+
+def run_threads(count: int, work: Callable[[int], list[Any]]) -> list[list[Any]]:
+    """Run ``work(index)`` in ``count`` threads started together; return their results."""
+    results: list[list[Any]] = [[] for _ in range(count)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(count)
+
+    def target(index: int) -> None:
+        try:
+            barrier.wait()
+            results[index] = work(index)
+        except BaseException as error:  # reported below, in the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results

@@ -19,7 +19,7 @@ from mongomock.collection import Collection as MongomockCollection
 from pymongo import ReadPreference
 
 import mongoengine_ids
-from mongoengine_ids.testing import Connect, connected
+from mongoengine_ids.testing import Connect, connected, connected_threadsafe
 
 pytest_plugins = ("pytester",)
 
@@ -35,6 +35,13 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 @pytest.fixture
 def mongoengine_connect() -> Iterator[Connect]:
     with connected(TEST_URI, **CLIENT_OPTIONS) as connect:
+        yield connect
+
+
+@pytest.fixture
+def atomic_connect() -> Iterator[Connect]:
+    """``mongoengine_connect`` with every mongomock operation atomic (for concurrency tests)."""
+    with connected_threadsafe(TEST_URI) as connect:
         yield connect
 
 

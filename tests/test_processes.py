@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import threading
 from collections import Counter
 from typing import Any
 
 import mongoengine as me
 import pytest
-from _support import TEST_URI, real_server
+from _support import TEST_URI, real_server, run_threads
 
 from mongoengine_ids import LocalityUUIDField, RandomUniqueField, SequenceField
 from mongoengine_ids.sequence import DEFAULT_COLLECTION
-from mongoengine_ids.testing import Connect, connected_threadsafe
+from mongoengine_ids.testing import Connect
 
 WRITERS = 4
 #: Documents per writer: half saved one by one, half inserted in batches, by two threads.
@@ -68,31 +67,16 @@ def _write(kind: str, writer: int) -> list[Any]:
     """Save ``PER_WRITER`` documents of ``kind`` with two threads (each half by ``save()``,
     half by ``insert()`` in batches of 10); return the values they were given."""
     model, field = MODELS[kind]
-    halves: list[list[Any]] = [[], []]
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(2)
 
-    def work(half: int) -> None:
-        try:
-            barrier.wait()
-            made = halves[half]
-            for _ in range(PER_WRITER // 4):
-                made.append(getattr(model(writer=writer).save(), field))
-            for _ in range(PER_WRITER // 40):
-                batch = [model(writer=writer) for _ in range(10)]
-                model.objects.insert(batch, load_bulk=False)
-                made += [getattr(document, field) for document in batch]
-        except BaseException as error:  # raised below, in the writer's thread
-            errors.append(error)
+    def work(_: int) -> list[Any]:
+        made = [getattr(model(writer=writer).save(), field) for _ in range(PER_WRITER // 4)]
+        for _ in range(PER_WRITER // 40):
+            batch = [model(writer=writer) for _ in range(10)]
+            model.objects.insert(batch, load_bulk=False)
+            made += [getattr(document, field) for document in batch]
+        return made
 
-    threads = [threading.Thread(target=work, args=(half,)) for half in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return halves[0] + halves[1]
+    return [value for half in run_threads(2, work) for value in half]
 
 
 def _process(uri: str, database: str, kind: str, writer: int) -> list[Any]:
@@ -126,12 +110,6 @@ def _check(kind: str, handed_out: list[Any], db: Any) -> None:
     if kind == "sequence-pk":
         (counter,) = db[DEFAULT_COLLECTION].find({"_id": {"$regex": "^pr_accounts"}})
         assert max(values) <= counter["next"]
-
-
-@pytest.fixture
-def atomic_connect() -> Any:
-    with connected_threadsafe(TEST_URI) as connect:
-        yield connect
 
 
 @pytest.mark.parametrize("kind", list(MODELS))

@@ -9,46 +9,16 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from _support import TEST_URI, real_server
+from _support import TEST_URI, real_server, run_threads
 from mongoengine import Document, IntField
 
 from mongoengine_ids.sequence import DEFAULT_COLLECTION, Sequence, SequenceField
-from mongoengine_ids.testing import Connect, connected_threadsafe
+from mongoengine_ids.testing import Connect
 
 THREADS = 8
-
-
-@pytest.fixture
-def atomic_connect() -> Iterator[Connect]:
-    with connected_threadsafe(TEST_URI) as connect:
-        yield connect
-
-
-def run_threads(count: int, work: Callable[[int], list[Any]]) -> list[list[Any]]:
-    """Run ``work(index)`` in ``count`` threads started together; return their results."""
-    results: list[list[Any]] = [[] for _ in range(count)]
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(count)
-
-    def target(index: int) -> None:
-        try:
-            barrier.wait()
-            results[index] = work(index)
-        except BaseException as error:  # reported below, in the test's thread
-            errors.append(error)
-
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results
 
 
 @pytest.mark.slow

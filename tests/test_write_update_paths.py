@@ -51,19 +51,21 @@ def _stored(name: str) -> dict[str, Any]:
     return found
 
 
-def _next_n() -> int:
-    """The number the next new part gets (saved, then deleted)."""
-    probe = UpHolder(name="probe", one=UpPart()).save()
-    number = _stored("probe")["one"]["n"]
+def _next_number(model: Any, place: str, part: me.EmbeddedDocument, name: str) -> int:
+    """The number ``part`` gets in its field ``name`` when saved in a new ``model`` at
+    ``place`` (saved, then deleted)."""
+    probe = model(name="probe", **{place: part}).save()
+    stored = model._get_collection().find_one({"_id": probe.pk})
     probe.delete()
-    return int(number)
+    return int(stored[place][name])
+
+
+def _next_n() -> int:
+    return _next_number(UpHolder, "one", UpPart(), "n")
 
 
 def _next_m() -> int:
-    probe = UpHolder(name="probe", one=UpNumberedPart()).save()
-    number = _stored("probe")["one"]["m"]
-    probe.delete()
-    return int(number)
+    return _next_number(UpHolder, "one", UpNumberedPart(), "m")
 
 
 @pytest.fixture
@@ -175,13 +177,17 @@ class UpSub(UpBase):
     strict = SequenceField(allow_explicit=False, sequence_name="up_sub_strict")
 
 
+#: The test runs through the base class's queryset, and through the subclass's.
+_either_queryset = pytest.mark.parametrize(
+    "queryset", [lambda: UpBase.objects, lambda: UpSub.objects], ids=["base", "sub"]
+)
+
+
 def _numbers() -> list[int]:
     return sorted(doc["number"] for doc in UpBase._get_collection().find())
 
 
-@pytest.mark.parametrize(
-    "queryset", [lambda: UpBase.objects, lambda: UpSub.objects], ids=["base", "sub"]
-)
+@_either_queryset
 def test_a_subclass_field_given_through_either_queryset_moves_its_counter(
     mongoengine_db: Any, queryset: Callable[[], Any]
 ) -> None:
@@ -191,9 +197,7 @@ def test_a_subclass_field_given_through_either_queryset_moves_its_counter(
     assert _numbers() == [5, 6]
 
 
-@pytest.mark.parametrize(
-    "queryset", [lambda: UpBase.objects, lambda: UpSub.objects], ids=["base", "sub"]
-)
+@_either_queryset
 def test_allow_explicit_false_holds_through_the_base_queryset(
     mongoengine_db: Any, queryset: Callable[[], Any]
 ) -> None:
@@ -223,10 +227,7 @@ class UpShared(me.Document):
 
 
 def _next_ticket() -> int:
-    probe = UpShared(name="probe", where=UpTicket()).save()
-    number = UpShared._get_collection().find_one({"name": "probe"})["where"]["number"]
-    probe.delete()
-    return int(number)
+    return _next_number(UpShared, "where", UpTicket(), "number")
 
 
 def test_none_by_a_path_another_class_declares_too_is_the_other_fields(
