@@ -373,6 +373,76 @@ def test_a_projection_naming_a_map_key_is_kept_on_save(
     assert raw_one(mongoengine_db.map_parts) == before
 
 
+INSIDE_PROJECTIONS: dict[str, Callable[[QuerySet], QuerySet]] = {
+    "only": lambda queryset: queryset.only("name", "holders.label"),
+    "exclude": lambda queryset: queryset.exclude("holders.parts", "holders.part"),
+    "fields": lambda queryset: queryset.fields(holders__parts=0, holders__part=0),
+}
+
+
+@pytest.mark.parametrize("projection", list(INSIDE_PROJECTIONS))
+@by_kind
+def test_a_container_left_out_inside_loaded_items_is_never_cleared(
+    mongoengine_db: Any, kind: Kind, projection: str
+) -> None:
+    """Probe Q: a projection leaving out, inside the items of a list, a list or an embedded
+    document holding generated values (``only("holders.label")``): loaded as ``[]`` and
+    None, nothing held a record of them, and an append (MongoEngine writes the list whole)
+    cleared the stored values. Refused now; a change by path, or a field the user set again
+    (theirs to replace), is written."""
+    Part = coded_part(kind, "InsidePart", "inside_codes")
+    Holder = type(
+        "InsideHolder",
+        (me.EmbeddedDocument,),
+        {
+            "__module__": __name__,
+            "label": me.StringField(),
+            "parts": me.ListField(me.EmbeddedDocumentField(Part)),
+            "part": me.EmbeddedDocumentField(Part),
+        },
+    )
+    Model = document(
+        "InsideHolders",
+        "inside_holders",
+        name=me.StringField(),
+        holders=me.ListField(me.EmbeddedDocumentField(Holder)),
+    )
+    saved = Model(
+        name="a", holders=[Holder(label="h", parts=[Part(label="x")], part=Part(label="y"))]
+    ).save()
+    before = raw_one(mongoengine_db.inside_holders)
+    counters_before = counters(mongoengine_db)
+
+    for copied in (lambda doc: doc, copy.copy, copy.deepcopy):
+        loaded = copied(INSIDE_PROJECTIONS[projection](Model.objects).get(id=saved.id))
+        assert (loaded.holders[0].parts, loaded.holders[0].part) == ([], None)
+        loaded.holders.append(Holder(label="new"))
+        with pytest.raises(me.errors.OperationError, match=r"InsideHolder\.part.*not loaded"):
+            loaded.save()
+        assert raw_one(mongoengine_db.inside_holders) == before
+        assert counters(mongoengine_db) == counters_before
+
+    loaded = INSIDE_PROJECTIONS[projection](Model.objects).get(id=saved.id)
+    loaded.holders[0].label = "w"  # by its path: the rest of the item is kept
+    loaded.save()
+    before["holders"][0]["label"] = "w"
+    assert raw_one(mongoengine_db.inside_holders) == before
+
+    loaded = INSIDE_PROJECTIONS[projection](Model.objects).get(id=saved.id)
+    loaded.holders[0].parts = [Part(label="again")]  # set again: the user's to replace
+    loaded.holders[0].part = Part(label="again")
+    loaded.holders.append(Holder(label="new"))
+    loaded.save()
+    stored = raw_one(mongoengine_db.inside_holders)["holders"]
+    assert [h["label"] for h in stored] == ["w", "new"]
+    assert stored[0]["parts"][0]["label"] == stored[0]["part"]["label"] == "again"
+    made = [stored[0]["parts"][0]["code"], stored[0]["part"]["code"]]
+    for value in made:
+        kind.check(value)
+    held = [before["holders"][0]["parts"][0]["code"], before["holders"][0]["part"]["code"]]
+    assert len(set(map(repr, made + held))) == 4  # new values, none handed out again
+
+
 @by_kind
 def test_a_document_loaded_without_its_generated_key_is_not_saved_as_a_copy(
     mongoengine_db: Any, kind: Kind

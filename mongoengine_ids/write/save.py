@@ -658,6 +658,7 @@ def _sort(
     empty: list[Slot] = []
     missing: list[Slot] = []
     rewritten = _Rewritten(document, changed)
+    _refuse_left_out_inside(document, rewritten)
     for slot in _of_subclasses(document):
         _refuse_unloaded(document, slot, changed, rewritten)
     whole = seam.writes_whole(document)
@@ -754,6 +755,34 @@ def _refuse_unloaded(
         f"{where} was not loaded (only(), exclude()), and {why}; load it (reload()) before "
         "this change"
     )
+
+
+def _refuse_left_out_inside(document: Document, rewritten: _Rewritten) -> None:
+    """Refuse a save that makes MongoEngine write whole an embedded document a projection
+    loaded without a field that may hold generated values (``only("parts.label")`` leaves
+    ``parts.boxes`` out, and an append writes ``parts`` whole): the values stored in it would
+    be cleared. (A field the user set since is theirs to replace.)
+
+    Raises:
+        OperationError: so; nothing is written.
+    """
+    for path, _, inner in seam.embedded_places(document):
+        record = seam.state(inner, create=False)
+        if record is None or not record.unloaded or not rewritten.holds(inner):
+            continue
+        here = set(seam.changed_here(inner))
+        for kind in seam.with_subclasses(type(inner)):
+            for name in sorted(record.unloaded):
+                field = seam.field_of(kind, name)
+                if field is None or seam.is_generated(field) or field.db_field in here:
+                    continue  # a generated field: its slot is refused (_refuse_unloaded)
+                raise OperationError(
+                    f"{kind.__name__}.{name} at {path}.{field.db_field} in a "
+                    f"{type(document).__name__} was not loaded (only(), exclude()), and "
+                    "MongoEngine writes its embedded document whole on this save, which would "
+                    "clear the generated values stored in it; load it (reload()) before this "
+                    "change"
+                )
 
 
 def _reads_changed(slot: Slot, changed: Iterable[str]) -> bool:

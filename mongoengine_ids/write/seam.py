@@ -1063,7 +1063,8 @@ def _instances_in(value: Any, kind: type[_K]) -> Iterator[_K]:
 class State:
     """What the write path remembers of one document object between writes."""
 
-    #: Generated fields a projection (``only``/``exclude``) left out when it was loaded.
+    #: Generated fields a projection (``only``/``exclude``) left out when it was loaded; of
+    #: an embedded document, also fields that may hold generated values, left out whole.
     unloaded: frozenset[str] = frozenset()
     #: Its last insert may or may not have been applied (the reply was lost): its values were
     #: generated for it and are kept, and the next ``save()`` inserts them again.
@@ -1294,26 +1295,37 @@ def stored_key(document: Any, collection: Any = None) -> Any:
 def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     """Record which generated fields a projection left out of a document it loaded, and of
     the embedded documents loaded inside it (``only("parts.kind")`` leaves ``parts.n`` out;
-    one loaded without its ``_cls`` may be a subclass: theirs too)."""
+    one loaded without its ``_cls`` may be a subclass: theirs too). Of an embedded document,
+    also the fields that may hold embedded documents with generated fields, left out whole
+    (``only("parts.label")`` leaves ``parts.boxes`` out): written whole, it would clear them."""
     if not isinstance(document, Document) or not loaded:
         return
     present = _Projection(loaded.as_dict())
     state(document).unloaded = frozenset(
         name for name, field in generated_fields(type(document)) if not present((field.db_field,))
     )
-    # Per class: its generated fields', and its subclasses' too (once for the document).
-    generated: dict[tuple[type[BaseDocument], bool], set[tuple[str, str]]] = {}
+    # Per class: its fields of note, and its subclasses' too (once for the document).
+    of_note: dict[tuple[type[BaseDocument], bool], set[tuple[str, str, bool]]] = {}
     for _, steps, inner in embedded_places(document, keys=True):
         # Loaded without its _cls (only("parts.label")), it is of its field's class as far as
         # MongoEngine knows: stored, it may be a subclass, with fields of its own.
         family = (type(inner), not present((*steps, "_cls")))
-        if family not in generated:
+        if family not in of_note:
             kinds = with_subclasses(family[0]) if family[1] else [family[0]]
-            generated[family] = {
-                (name, field.db_field) for kind in kinds for name, field in generated_fields(kind)
+            of_note[family] = {
+                (name, field.db_field, is_generated(field))
+                for kind in kinds
+                for name, field in kind._fields.items()
+                if is_generated(field) or embeds_generated(field)
             }
         unloaded = frozenset(
-            name for name, db_field in generated[family] if not present((*steps, db_field))
+            name
+            for name, db_field, generated in of_note[family]
+            if (
+                not present((*steps, db_field))
+                if generated
+                else present.left_out((*steps, db_field))
+            )
         )
         if unloaded:
             state(inner).unloaded = unloaded
@@ -1338,6 +1350,20 @@ class _Projection:
         if self.only:
             return any(value == QueryFieldList.ONLY or isinstance(value, dict) for value in given)
         return QueryFieldList.EXCLUDE not in given
+
+    def left_out(self, steps: tuple[str, ...]) -> bool:
+        """Whether the projection returns nothing of the value at ``steps``: neither it nor a
+        path under it (``only("parts.boxes.label")`` returns part of ``parts.boxes``)."""
+        if self(steps):
+            return False
+        if not self.only:
+            return True  # excluded, or under a path excluded
+        under = ".".join(step for step in steps if step != "*") + "."
+        return not any(
+            path.startswith(under)
+            for path, value in self.projection.items()
+            if value == QueryFieldList.ONLY or isinstance(value, dict)
+        )
 
 
 def value_set(document: Any, name: str) -> None:
@@ -1733,21 +1759,28 @@ def _embeds_generated(document_class: type[BaseDocument], seen: set[str]) -> boo
     field in a field naming its class, a base class or a subclass of it, at any depth, also
     in a field only a subclass of an embedded class declares (an untyped container, or a
     dynamic document's attribute, names none: see docs/guarantees.md)."""
-    for field in getattr(document_class, "_fields", {}).values():
-        for embedded in _embedded_types(field):
-            name = embedded if isinstance(embedded, str) else embedded.__name__
-            if name in _embedded_classes:
-                return True
-            if isinstance(embedded, str):  # named before it was made: made since?
-                embedded = _document_registry.get(embedded, embedded)
-            if isinstance(embedded, str):
+    fields = getattr(document_class, "_fields", {}).values()
+    return any(embeds_generated(field, seen) for field in fields)
+
+
+def embeds_generated(field: Any, seen: set[str] | None = None) -> bool:
+    """Whether values of ``field`` may hold an embedded document with a generated field, as
+    :func:`_embeds_generated` tells it of a class (``seen``: the class names looked into)."""
+    seen = set() if seen is None else seen
+    for embedded in _embedded_types(field):
+        name = embedded if isinstance(embedded, str) else embedded.__name__
+        if name in _embedded_classes:
+            return True
+        if isinstance(embedded, str):  # named before it was made: made since?
+            embedded = _document_registry.get(embedded, embedded)
+        if isinstance(embedded, str):
+            continue
+        for kind in with_subclasses(embedded):  # a subclass may hold one in its own field
+            if kind.__name__ in seen:
                 continue
-            for kind in with_subclasses(embedded):  # a subclass may hold one in its own field
-                if kind.__name__ in seen:
-                    continue
-                seen.add(kind.__name__)
-                if shape(kind).generated or _embeds_generated(kind, seen):
-                    return True  # (a subclass of a class declaring one)
+            seen.add(kind.__name__)
+            if shape(kind).generated or _embeds_generated(kind, seen):
+                return True  # (a subclass of a class declaring one)
     return False
 
 
