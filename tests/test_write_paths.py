@@ -1291,6 +1291,36 @@ def test_a_value_cleared_on_a_loaded_document_is_made_anew_by_its_save(
     assert distinct([old, second.code, loaded.code])
 
 
+@by_kind
+def test_a_value_cleared_in_a_loaded_embedded_document_is_made_anew_by_its_save(
+    mongoengine_db: Any, kind: Kind
+) -> None:
+    """Probe Q: set to None in a loaded embedded document (by hand, or by the list's
+    ``update(code=None)``), the save removed the value; MongoEngine's SequenceField makes a new
+    one, as the package does for the document's own field."""
+    Part = coded_part(kind, "ClearedPart", "cleared_codes")
+    Model = document(
+        "ClearedParts",
+        "cleared_parts",
+        parts=me.EmbeddedDocumentListField(Part),
+        part=me.EmbeddedDocumentField(Part),
+    )
+    saved = Model(parts=[Part(label="a"), Part(label="b")], part=Part(label="c")).save()
+    before = raw_one(mongoengine_db.cleared_parts)
+    loaded = Model.objects.get(id=saved.id)
+    loaded.parts.update(code=None)
+    loaded.part.code = None
+    loaded.save()
+    stored = raw_one(mongoengine_db.cleared_parts)
+    places = [*stored["parts"], stored["part"]]
+    assert [p["label"] for p in places] == ["a", "b", "c"]
+    made = [p.code for p in [*loaded.parts, loaded.part]]
+    assert [p["code"] for p in places] == [kind.stored(value) for value in made]
+    old = [p["code"] for p in [*before["parts"], before["part"]]]
+    assert len({repr(value) for value in made}) == 3
+    assert not {repr(kind.stored(value)) for value in made} & set(map(repr, old))
+
+
 def test_a_value_a_projection_left_out_then_cleared_is_made_anew(mongoengine_db: Any) -> None:
     """Cleared where a projection left it out, with its scope moved: a new number of the new
     scope (review: MongoEngine saw None set over None, and the save took the stored number of

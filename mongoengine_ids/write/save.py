@@ -672,7 +672,10 @@ def _sort(
             # that the update writes again (the embedded document may come from another
             # document): unless the stored copy holds it (see _new_values).
             here = seam.changed_here(slot.holder)
-            if value is not None and (
+            if value is None:
+                if slot.field.db_field in here:  # cleared by the user: a new value, as above
+                    empty.append(slot)
+            elif (
                 slot.field.db_field in here
                 or _reads_changed(slot, here)
                 or (slot.field.tracks_assigned and rewritten.holds(slot.holder))
