@@ -284,3 +284,40 @@ def test_none_by_a_path_to_a_field_the_model_shares_is_refused_as_none(
     with pytest.raises(InvalidQueryError, match="setting it to None"):
         UpMixedDoc.objects(name="a").update_one(upsert=True, set__part__code=None)
     assert UpMixedDoc._get_collection().count_documents({}) == 0
+
+
+def test_a_class_named_in_mongoengine_older_form_is_checked_and_told(holder: UpHolder) -> None:
+    """Probe Q: a ``_cls`` in MongoEngine's older form (``"UpPart.UpNumberedPart"``), which it
+    loads as that class, was not found: its values were neither checked nor told (a taken
+    ``reserve_in`` value stored twice, a counter's number handed out again)."""
+    older = "UpPart.UpNumberedPart"
+    taken = _stored("h")["one"]["code"]
+    before = _stored("h")
+    with pytest.raises(NotUniqueError, match=str(taken)):
+        UpHolder.objects(name="h").update_one(
+            __raw__={"$push": {"parts": {"_cls": older, "code": taken}}}
+        )
+    assert _stored("h") == before
+    UpHolder.objects(name="h").update_one(__raw__={"$push": {"parts": {"_cls": older, "m": 80}}})
+    loaded = UpHolder.objects.get(name="h").parts[-1]
+    assert (type(loaded), loaded.m) == (UpNumberedPart, 80)
+    assert _next_m() == 81
+
+
+@pytest.mark.parametrize(
+    ("path", "hint"),
+    [
+        ("parts.$[].n", r"__raw__=\{'\$unset': \{'parts\.\$\[\]\.n': ''\}\}"),
+        ("parts.$[p].n", r"__raw__=\{'\$unset': \{'parts\.\$\[p\]\.n': ''\}\}"),
+        ("parts.$.n", r"unset__parts__S__n=True, or __raw__"),
+    ],
+)
+def test_none_through_a_positional_path_is_refused_with_a_working_hint(
+    holder: UpHolder, path: str, hint: str
+) -> None:
+    """Probe Q: the hint named ``unset__parts__S[]__n``, which is not a keyword, and which
+    MongoEngine would send as the literal field name ``parts.S[].n``."""
+    before = _stored("h")
+    with pytest.raises(InvalidQueryError, match=f"remove the value instead: {hint}"):
+        UpHolder.objects(name="h").update_one(__raw__={"$set": {path: None}})
+    assert _stored("h") == before

@@ -71,7 +71,7 @@ import mongoengine
 from bson import DBRef, ObjectId
 from bson.binary import Binary
 from mongoengine.base import BaseDocument, BaseField, BaseList
-from mongoengine.base.common import _document_registry
+from mongoengine.base.common import _document_registry, get_document
 from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
 from mongoengine.context_managers import set_write_concern as set_write_concern
 from mongoengine.dereference import DeReference
@@ -1543,9 +1543,14 @@ def hook_reference_fields() -> None:
 
 
 def registered(class_name: Any) -> type[BaseDocument] | None:
-    """The model MongoEngine registered under ``class_name`` (a ``_cls``), or None."""
-    found: type[BaseDocument] | None = _document_registry.get(class_name)
-    return found
+    """The model MongoEngine loads a ``_cls`` of ``class_name`` as, or None: the one registered
+    under it, or under a name ending like it (``"Item.SubItem"``, MongoEngine's older form)."""
+    if not isinstance(class_name, str):
+        return None
+    try:
+        return cast("type[BaseDocument]", get_document(class_name))
+    except NotRegistered:
+        return None
 
 
 def hook(document_class: type[Document]) -> None:
