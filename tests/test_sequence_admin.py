@@ -171,6 +171,9 @@ def test_set_on_a_scoped_sequence(mongoengine_db: Any) -> None:
     invoice = Invoice(tenant="acme")
     invoice.save()
     assert invoice.number == 500
+    # Probe R: without a scope, the error said only that there was no such counter.
+    with pytest.raises(LookupError, match=r"'invoice\.number' is numbered per scope: name one"):
+        show_counter(mongoengine_db, "invoice.number")
 
 
 @pytest.mark.parametrize("force", [False, True])

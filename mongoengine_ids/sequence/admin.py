@@ -239,10 +239,13 @@ def show_counter(
         ]
     if not documents:
         where = "" if scope is None else f" with scope {scope!r}"
-        raise LookupError(
-            f"no counter {name!r}{where} in {database.name}.{collection}; "
-            "`mongoengine-ids counters list` shows the counters there"
+        scoped = scope is None and counters.find_one({"sequence": name, "scope": {"$exists": 1}})
+        hint = (
+            f"{name!r} is numbered per scope: name one (scope=, or --scope)"
+            if scoped
+            else "`mongoengine-ids counters list` shows the counters there"
         )
+        raise LookupError(f"no counter {name!r}{where} in {database.name}.{collection}; {hint}")
     return _build(documents)[0]
 
 
