@@ -46,6 +46,7 @@ from mongoengine_ids import (
     RandomUniqueField,
     SequenceField,
     UUID4Field,
+    backfill,
 )
 from mongoengine_ids.sequence.field import counter_id
 from mongoengine_ids.testing import connected_threadsafe
@@ -359,7 +360,22 @@ def _upsert_creating(how: str, name: str = "up-0") -> Callable[[Any, Any], Write
     return make
 
 
+def _backfill(part: Any, box: Any) -> Write:
+    """``backfill()`` of a stored document whose embedded documents lack their values (the
+    field added later), in its single field and its list: one conditional update, by the list
+    or the embedded document as read. (Two items: the values of a write whose outcome is
+    unknown stay taken, never handed out again, and the reserved case's space holds 12.)"""
+    declared = getattr(box._fields["part"], "document_type", None)
+    named = {} if declared is part else {"_cls": part._class_name}  # a subclass, a choice
+    scope = {"kind": "k"} if "kind" in part._fields else {}
+    items = [{**named, **scope, "label": f"legacy-{letter}"} for letter in "ab"]
+    box._get_collection().insert_one({"name": "legacy-0", "part": items[0], "parts": items[1:]})
+    created = {item["label"] for item in items}
+    return Write(lambda: [backfill(box)], [], ["legacy-0"], created=created)
+
+
 WRITES: dict[str, Callable[[Any, Any], Write]] = {
+    "backfill": _backfill,
     "upsert-creating-by-filter": _upsert_creating("filter"),
     "upsert-creating-by-path": _upsert_creating("path"),
     "upsert-on-insert-push-new": _upsert_on_insert_and_push("up-0"),

@@ -3,11 +3,12 @@ collection."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from mongoengine import Document
 from mongoengine.base import BaseDocument
-from mongoengine.errors import ValidationError
+from mongoengine.errors import OperationError, ValidationError
 
 from . import seam, values
 from .field import Write
@@ -19,14 +20,17 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
     ``document_class`` that lacks a value, ``batch_size`` documents at a time. The documents
     of the model are those its queries find: with ``allow_inheritance``, its class and its
     subclasses, not the other classes sharing the collection; a field a subclass declares is
-    filled in that subclass's documents.
+    filled in that subclass's documents. The generated fields of the embedded documents they
+    hold are filled too (named by their dotted path: ``"items.no"``).
 
     Each document is updated only where the field is still missing or null, so a value stored
-    meanwhile (by ``save()`` or another backfill) is never replaced. Interrupted, it can simply
-    be run again: it picks up the documents still missing a value.
+    meanwhile (by ``save()`` or another backfill) is never replaced; the values of embedded
+    documents only if the field holding them is still as read (else read again). Interrupted,
+    it can simply be run again: it picks up the documents still missing a value.
 
     Returns:
-        How many documents were given a value (summed over the fields).
+        How many values were given: one per document for a field of its own, one per embedded
+        document for a field of theirs (summed over the fields).
 
     Raises:
         TypeError: ``document_class`` is not a Document class (or is abstract), ``batch_size``
@@ -52,11 +56,13 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
             raise TypeError(f"field names must be str, not {name!r}")
     targets = _targets(document_class)
     names = {name for _, name, _, _ in targets}
-    unknown = [name for name in field_names if name not in names]
+    inside = seam.generated_names_inside(document_class)
+    unknown = [name for name in field_names if name not in names | inside]
     if unknown:
         raise ValueError(
             f"{unknown[0]!r} is not a generated field of {document_class.__name__} or a "
-            f"subclass: expected one of {sorted(names)!r}"
+            f"subclass, nor of an embedded document they hold: expected one of "
+            f"{sorted(names | inside)!r}"
         )
     collection = seam.class_collection(document_class)
     total = 0
@@ -69,6 +75,9 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
         except _Unready as error:
             total += error.filled
             unready.append(error.problem)
+    wanted = {name for name in field_names if name in inside} if field_names else inside
+    if wanted:
+        total += _backfill_inside(Write(document_class, collection), wanted, batch_size, unready)
     if unready:
         raise ValidationError(
             f"{unready[0]}: give them one (or delete them), then run backfill() again "
@@ -142,6 +151,103 @@ def _backfill_field(
                 filled_count += 1
             else:  # stored meanwhile by another writer
                 values.give_back(write, [slot])
+
+
+#: Attempts at one document's embedded values while the field holding them changes under each.
+_ATTEMPTS = 10
+
+
+def _backfill_inside(write: Write, wanted: set[str], batch_size: int, unready: list[str]) -> int:
+    """Fill the ``wanted`` generated fields (dotted names) of the stored embedded documents of
+    ``write``'s model that lack a value: the fields holding them are read ``batch_size``
+    documents at a time. Documents lacking a value's scope are added to ``unready``."""
+    document_class = write.document_class
+    holding = {
+        (name, field.db_field): field
+        for kind in seam.with_subclasses(document_class)
+        for name, field in seam.fields(kind).items()
+        if not seam.is_generated(field) and seam.embeds_generated(field)
+    }
+    projection = {"_cls": 1, **{db_field: 1 for _, db_field in holding}}
+    filled = 0
+    found = write.collection.find(seam.class_filter(document_class), projection)
+    for stored in found.batch_size(batch_size):
+        kind = seam.registered(stored.get("_cls")) or document_class
+        for name, field in seam.fields(kind).items():
+            if (name, field.db_field) in holding:
+                filled += _fill_inside(write, stored, name, field, wanted, unready)
+    return filled
+
+
+def _fill_inside(
+    write: Write,
+    stored: dict[str, Any],
+    name: str,
+    field: Any,
+    wanted: set[str],
+    unready: list[str],
+) -> int:
+    """Fill the embedded documents in field ``name`` of the stored document ``stored`` that lack
+    a ``wanted`` value, with one update conditioned on the field as read (read again if it
+    changed meanwhile); returns how many values were given."""
+    db_field, doc_id = field.db_field, stored["_id"]
+    for _ in range(_ATTEMPTS):
+        value = stored.get(db_field)
+        slots, paths = _lacking_slots(value, name, field, wanted, doc_id, unready)
+        if not slots:
+            return 0
+        values.fill(write, slots)
+        as_read = {"_id": doc_id, db_field: value}
+        result = values.send(write, slots, partial(_set_inside, write, as_read, slots, paths))
+        if result.matched_count:
+            return len(slots)
+        values.give_back(write, slots)  # changed (or deleted) meanwhile: read again
+        again = write.collection.find_one({"_id": doc_id}, {db_field: 1})
+        if again is None:
+            return 0
+        stored = again
+    raise OperationError(
+        f"{write.document_class.__name__} _id {doc_id!r}: its field {name!r} changed under "
+        f"each of {_ATTEMPTS} attempts to give its embedded documents their values; run "
+        "backfill() again"
+    )
+
+
+def _set_inside(write: Write, as_read: dict[str, Any], slots: list[Slot], paths: list[str]) -> Any:
+    """Set the values of ``slots`` at their ``paths`` in the document matching ``as_read``, the
+    package's own conditional write: acknowledged whatever the collection's (w=0), so that
+    whether it matched is known."""
+    update = {
+        f"{path}.{slot.field.db_field}": slot.field.to_mongo(slot.value)
+        for slot, path in zip(slots, paths, strict=True)
+    }
+    return seam.acknowledging(write.collection).update_one(as_read, {"$set": update})
+
+
+def _lacking_slots(
+    value: Any, name: str, field: Any, wanted: set[str], doc_id: Any, unready: list[str]
+) -> tuple[list[Slot], list[str]]:
+    """The slots to fill in the stored ``value`` of field ``name`` (with the dotted db path of
+    each embedded document); one whose scope is missing is reported in ``unready``."""
+    slots: list[Slot] = []
+    paths: list[str] = []
+    for kind, inner, generated, holder, path, dotted in seam.lacking_inside(
+        field, value, field.db_field, name
+    ):
+        if dotted not in wanted:
+            continue
+        read = {dep: seam.field_of(kind, dep) for dep in generated.depends_on}
+        data = values.python_values(holder, read)
+        if len(data) < len(read):
+            unready.append(
+                f"{generated._label} is made from {sorted(read)!r}, which the embedded "
+                f"document at {path!r} of _id {doc_id!r} lacks"
+            )
+            continue
+        data_holder = values.Holder(data)
+        slots.append(Slot(data_holder, data_holder, inner, generated, kind))
+        paths.append(path)
+    return slots, paths
 
 
 def _refuse_unready(

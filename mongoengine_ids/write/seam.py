@@ -968,6 +968,61 @@ def _generated_inside(
                 yield from _generated_inside(None, stored, (*steps, key))
 
 
+def generated_names_inside(document_class: type[BaseDocument]) -> set[str]:
+    """The dotted attribute names (``items.no``) of the generated fields of the embedded
+    documents that documents of ``document_class`` (or of a subclass) may hold in typed
+    fields (of subclasses and generic choices too)."""
+    found: set[str] = set()
+
+    def walk(kind: type[BaseDocument], prefix: str, seen: frozenset[type]) -> None:
+        for name, field in kind._fields.items():
+            dotted = f"{prefix}.{name}" if prefix else name
+            if is_generated(field):
+                if prefix:
+                    found.add(dotted)
+                continue
+            inner = field
+            while isinstance(inner, (ListField, MapField, DictField)):
+                inner = inner.field
+            for held in _classes_held(inner):
+                if held not in seen:
+                    walk(held, dotted, seen | {held})
+
+    for kind in with_subclasses(document_class):
+        walk(kind, "", frozenset({kind}))
+    return found
+
+
+def lacking_inside(
+    field: Any, value: Any, path: str, name: str
+) -> Iterator[tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], str, str]]:
+    """The generated fields that the stored embedded documents in ``value`` (stored at the
+    dotted db ``path`` in a field ``field`` named ``name``, dotted attribute names) lack (missing
+    or null), at any depth, of the class each is (its ``_cls``): (class, field name, field, the
+    embedded document as stored, its dotted db path, the field's dotted attribute name)."""
+    if isinstance(field, (ListField, MapField, DictField)):
+        items = (
+            enumerate(value)
+            if isinstance(value, list)
+            else (value.items() if isinstance(value, dict) else ())
+        )
+        for key, item in items:
+            yield from lacking_inside(field.field, item, f"{path}.{key}", name)
+        return
+    kind = _embedded_class(field, value)
+    if kind is None:
+        return
+    for inner_name, inner_field in kind._fields.items():
+        stored = value.get(inner_field.db_field)
+        if is_generated(inner_field):
+            if stored is None:
+                yield kind, inner_name, inner_field, value, path, f"{name}.{inner_name}"
+        elif stored is not None and embeds_generated(inner_field):
+            yield from lacking_inside(
+                inner_field, stored, f"{path}.{inner_field.db_field}", f"{name}.{inner_name}"
+            )
+
+
 def _embedded_class(field: Any, value: Any) -> type[BaseDocument] | None:
     """The class of the stored embedded document ``value`` in ``field`` (None if it is none):
     the field's, or the subclass its ``_cls`` names; for no field or a ``DynamicField`` (a

@@ -1,0 +1,203 @@
+"""``backfill()`` of generated fields declared on embedded documents (probe R: it returned 0
+and filled nothing, silently). Stored documents whose embedded documents lack the value (the
+field added later) get one: in a single field, a list, a map, nested, of a subclass named by
+its ``_cls``; with one update per document conditioned on the field as read. The raw stored
+documents are checked; the application's retry after a fault at each call is in
+``test_faults_embedded.py`` (its ``backfill`` write).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mongoengine as me
+import pytest
+from _write_support import KIND_IDS, KINDS, Kind, coded_part, distinct, document, raw_docs
+from mongoengine.errors import ValidationError
+
+from mongoengine_ids import GeneratedField, SequenceField, Write, backfill
+
+by_kind = pytest.mark.parametrize("kind", KINDS, ids=KIND_IDS)
+
+
+def _models(kind: Kind) -> tuple[Any, Any, Any]:
+    Part = coded_part(kind, "BfPart", "bf_codes")
+    Holder = type(
+        "BfHolder",
+        (me.EmbeddedDocument,),
+        {
+            "__module__": __name__,
+            "title": me.StringField(),
+            "parts": me.ListField(me.EmbeddedDocumentField(Part)),
+        },
+    )
+    Box = document(
+        "BfBox",
+        "bf_boxes",
+        name=me.StringField(),
+        part=me.EmbeddedDocumentField(Part),
+        parts=me.ListField(me.EmbeddedDocumentField(Part)),
+        mapped=me.MapField(me.EmbeddedDocumentField(Part)),
+        holders=me.ListField(me.EmbeddedDocumentField(Holder)),
+    )
+    return Part, Holder, Box
+
+
+def _codes(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every embedded document's code, by its label."""
+    found: dict[str, Any] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if "label" in value:
+                found[value["label"]] = value.get("code")
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+
+    walk(documents)
+    return found
+
+
+@by_kind
+def test_embedded_documents_lacking_a_value_get_one(mongoengine_db: Any, kind: Kind) -> None:
+    _, _, Box = _models(kind)
+    held = kind.stored(kind.sample())
+    collection = mongoengine_db.bf_boxes
+    collection.insert_many(
+        [
+            {
+                "name": "legacy",
+                "part": {"label": "single"},
+                "parts": [{"label": "first"}, {"label": "kept", "code": held}],
+                "mapped": {"a": {"label": "mapped"}},
+                "holders": [{"title": "h", "parts": [{"label": "nested"}]}],
+            },
+            {"name": "empty"},
+        ]
+    )
+    assert backfill(Box) == 4
+    stored = raw_docs(collection)
+    codes = _codes(stored)
+    assert set(codes) == {"single", "first", "kept", "mapped", "nested"}
+    assert codes["kept"] == held  # a value stored is never replaced
+    for label in ("single", "first", "mapped", "nested"):
+        kind.check(codes[label])
+    assert distinct(list(codes.values()))
+    assert stored[1] == {"_id": stored[1]["_id"], "name": "empty"}
+    assert backfill(Box) == 0  # nothing left: a second run writes nothing
+    assert raw_docs(collection) == stored
+    loaded = Box.objects.get(name="legacy")
+    assert kind.stored(loaded.holders[0].parts[0].code) == codes["nested"]
+
+
+@by_kind
+def test_only_the_named_embedded_fields_are_filled(mongoengine_db: Any, kind: Kind) -> None:
+    _, _, Box = _models(kind)
+    mongoengine_db.bf_boxes.insert_one(
+        {"name": "legacy", "part": {"label": "single"}, "parts": [{"label": "listed"}]}
+    )
+    assert backfill(Box, "parts.code") == 1
+    codes = _codes(raw_docs(mongoengine_db.bf_boxes))
+    assert codes["single"] is None
+    kind.check(codes["listed"])
+    assert backfill(Box, "parts.code", "part.code") == 1
+    kind.check(_codes(raw_docs(mongoengine_db.bf_boxes))["single"])
+
+
+def test_an_unknown_name_lists_the_embedded_ones(mongoengine_db: Any) -> None:
+    _, _, Box = _models(KINDS[0])
+    with pytest.raises(
+        ValueError, match=r"'code' is not a generated field.*'holders\.parts\.code'"
+    ):
+        backfill(Box, "code")
+
+
+class BfBase(me.EmbeddedDocument):
+    label = me.StringField()
+    meta = {"allow_inheritance": True}
+
+
+class BfNumbered(BfBase):
+    n = SequenceField(sequence_name="bf_numbered")
+
+
+class BfShelf(me.Document):
+    items = me.ListField(me.EmbeddedDocumentField(BfBase))
+    meta = {"collection": "bf_shelves"}
+
+
+def test_a_field_of_the_subclass_named_by_its_cls_is_filled(mongoengine_db: Any) -> None:
+    mongoengine_db.bf_shelves.insert_one(
+        {
+            "items": [
+                {"_cls": "BfBase", "label": "base"},
+                {"_cls": "BfBase.BfNumbered", "label": "s"},
+            ]
+        }
+    )
+    assert backfill(BfShelf, "items.n") == 1
+    (stored,) = raw_docs(mongoengine_db.bf_shelves)
+    assert stored["items"] == [
+        {"_cls": "BfBase", "label": "base"},
+        {"_cls": "BfBase.BfNumbered", "label": "s", "n": 1},
+    ]
+
+
+class BfLine(me.EmbeddedDocument):
+    tenant = me.StringField()
+    no = SequenceField(scope="tenant", sequence_name="bf_lines")
+
+
+class BfOrder(me.Document):
+    lines = me.ListField(me.EmbeddedDocumentField(BfLine))
+    meta = {"collection": "bf_orders"}
+
+
+def test_an_embedded_document_lacking_its_scope_is_named_after_the_others_are_filled(
+    mongoengine_db: Any,
+) -> None:
+    mongoengine_db.bf_orders.insert_one({"lines": [{"tenant": "a"}, {}, {"tenant": "a"}]})
+    with pytest.raises(ValidationError, match=r"made from \['tenant'\].*'lines\.1'"):
+        backfill(BfOrder)
+    (stored,) = raw_docs(mongoengine_db.bf_orders)
+    assert stored["lines"] == [{"tenant": "a", "no": 1}, {}, {"tenant": "a", "no": 2}]
+
+
+class Numbers(GeneratedField):
+    """Hands out 1, 2, 3...; runs ``before`` (once) before making values."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.handed = 0
+        self.before: Any = None
+        super().__init__(**kwargs)
+
+    def new_values(self, write: Write, count: int) -> list[Any]:
+        if self.before is not None:
+            before, self.before = self.before, None
+            before()
+        start, self.handed = self.handed, self.handed + count
+        return list(range(start + 1, start + count + 1))
+
+    def validate(self, value: Any) -> None:
+        if not isinstance(value, int):
+            self.error(f"{value!r} is not an int")
+
+
+def test_a_list_changed_meanwhile_is_read_again_never_written_over(mongoengine_db: Any) -> None:
+    """Another writer pushes an item between the read and the update: the update, conditioned
+    on the list as read, matches nothing; the values are given back and the list read again."""
+    field = Numbers()
+    Item = type("BfCounted", (me.EmbeddedDocument,), {"label": me.StringField(), "n": field})
+    Model = document(
+        "BfCountedBox", "bf_counted", items=me.ListField(me.EmbeddedDocumentField(Item))
+    )
+    collection = mongoengine_db.bf_counted
+    collection.insert_one({"items": [{"label": "a"}]})
+    field.before = lambda: collection.update_one({}, {"$push": {"items": {"label": "pushed"}}})
+    assert backfill(Model) == 2
+    (stored,) = raw_docs(collection)
+    # The first attempt's value (1) was not written; the list as read again got 2 and 3.
+    assert stored["items"] == [{"label": "a", "n": 2}, {"label": "pushed", "n": 3}]
