@@ -178,8 +178,9 @@ def settle_unconfirmed(document: Document) -> None:
     if not landed.earlier_insert_landed(document, collection):
         raise OperationError(
             f"{type(document).__name__} {seam.key(document)!r}: its insert had its reply lost "
-            "and is not stored (its key may be another document's); save() it again before "
-            "update(), modify(), delete() or reload()"
+            f"and is not stored in {collection.full_name!r} (its key may be another "
+            "document's); save() it again (where it was sent: the same switch_db() or "
+            "switch_collection()) before update(), modify(), delete() or reload()"
         )
     values.confirm([document])
     # Stored by an insert whose call failed: the application's retry of a bulk insert() counts
