@@ -131,9 +131,7 @@ class Outcome:
         return f"ended with {type(self.ending).__name__} after {self.attempts} attempt(s)"
 
 
-def retrying(
-    call: Callable[[], list[Any]], between: Callable[[], None] | None = None
-) -> Outcome:
+def retrying(call: Callable[[], list[Any]], between: Callable[[], None] | None = None) -> Outcome:
     """Run ``call`` (a write) as an application would: again after a ConnectionFailure, at most
     :data:`RETRIES` times (``between`` called before each retry); any other error ends it."""
     outcome = Outcome()

@@ -8,6 +8,7 @@ documents are checked; the application's retry after a fault at each call is in
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import mongoengine as me
@@ -43,14 +44,14 @@ def _models(kind: Kind) -> tuple[Any, Any, Any]:
     return Part, Holder, Box
 
 
-def _codes(documents: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every embedded document's code, by its label."""
+def _codes(documents: list[dict[str, Any]], field: str = "code") -> dict[str, Any]:
+    """Every embedded document's ``field``, by its label."""
     found: dict[str, Any] = {}
 
     def walk(value: Any) -> None:
         if isinstance(value, dict):
             if "label" in value:
-                found[value["label"]] = value.get("code")
+                found[value["label"]] = value.get(field)
             for inner in value.values():
                 walk(inner)
         elif isinstance(value, list):
@@ -107,12 +108,36 @@ def test_only_the_named_embedded_fields_are_filled(mongoengine_db: Any, kind: Ki
     kind.check(_codes(raw_docs(mongoengine_db.bf_boxes))["single"])
 
 
-def test_an_unknown_name_lists_the_embedded_ones(mongoengine_db: Any) -> None:
+@pytest.mark.parametrize("name", ["code", "holders.code", "holders.parts", "name.code"])
+def test_a_name_leading_to_no_generated_field_is_refused(mongoengine_db: Any, name: str) -> None:
     _, _, Box = _models(KINDS[0])
-    with pytest.raises(
-        ValueError, match=r"'code' is not a generated field.*'holders\.parts\.code'"
-    ):
-        backfill(Box, "code")
+    mongoengine_db.bf_boxes.insert_one({"name": "legacy", "part": {"label": "single"}})
+    with pytest.raises(ValueError, match=rf"'{re.escape(name)}' is not a generated field.*dotted"):
+        backfill(Box, name)
+    assert _codes(raw_docs(mongoengine_db.bf_boxes)) == {"single": None}
+
+
+class BfNode(me.EmbeddedDocument):
+    label = me.StringField()
+    no = SequenceField(sequence_name="bf_nodes")
+    children = me.ListField(me.EmbeddedDocumentField("BfNode"))
+
+
+class BfTree(me.Document):
+    root = me.EmbeddedDocumentField(BfNode)
+    meta = {"collection": "bf_trees"}
+
+
+def test_a_recursive_shape_is_filled_at_every_depth(mongoengine_db: Any) -> None:
+    """Review: only the first level was filled (the names stopped at a class met once), and
+    ``root.children.no`` was refused as a name."""
+    mongoengine_db.bf_trees.insert_one(
+        {"root": {"label": "r", "children": [{"label": "c", "children": [{"label": "g"}]}]}}
+    )
+    assert backfill(BfTree, "root.children.children.no") == 1
+    assert _codes(raw_docs(mongoengine_db.bf_trees), "no") == {"r": None, "c": None, "g": 1}
+    assert backfill(BfTree) == 2
+    assert _codes(raw_docs(mongoengine_db.bf_trees), "no") == {"r": 2, "c": 3, "g": 1}
 
 
 class BfBase(me.EmbeddedDocument):

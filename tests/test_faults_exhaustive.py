@@ -351,9 +351,7 @@ def _save_built_as_stored(model: type[me.Document]) -> Write:
     son = {"_id": stored if case.primary_key else ObjectId(), "note": "old"}
     if not case.primary_key:
         son["code"] = stored
-    document = model.from_json(
-        json_util.dumps(son), json_options=json_util.RELAXED_JSON_OPTIONS
-    )
+    document = model.from_json(json_util.dumps(son), json_options=json_util.RELAXED_JSON_OPTIONS)
     document.key, document.note = "json-0", "changed"  # MongoEngine upserts what changed
     fresh = model(key="new-0", note="after")
 

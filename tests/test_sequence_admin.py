@@ -174,6 +174,10 @@ def test_set_on_a_scoped_sequence(mongoengine_db: Any) -> None:
     # Probe R: without a scope, the error said only that there was no such counter.
     with pytest.raises(LookupError, match=r"'invoice\.number' is numbered per scope: name one"):
         show_counter(mongoengine_db, "invoice.number")
+    # Review: set without a scope made an unscoped counter that no field uses.
+    with pytest.raises(ValueError, match=r"'invoice\.number' is numbered per scope: name the"):
+        set_next_value(mongoengine_db, "invoice.number", 900)
+    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "invoice.number"}) is None
 
 
 @pytest.mark.parametrize("force", [False, True])

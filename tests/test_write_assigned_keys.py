@@ -219,9 +219,7 @@ def test_a_value_added_to_the_upsert_of_a_document_built_as_stored_is_drawn_agai
 
 
 @pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
-def test_a_copy_of_a_bulk_inserted_document_is_a_stored_one(
-    mongoengine_db: Any, how: str
-) -> None:
+def test_a_copy_of_a_bulk_inserted_document_is_a_stored_one(mongoengine_db: Any, how: str) -> None:
     import copy
     import pickle
 

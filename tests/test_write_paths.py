@@ -442,6 +442,15 @@ def test_a_container_left_out_inside_loaded_items_is_never_cleared(
     held = [before["holders"][0]["parts"][0]["code"], before["holders"][0]["part"]["code"]]
     assert len(set(map(repr, made + held))) == 4  # new values, none handed out again
 
+    # Review: set, it is the user's from that save on (a later whole write was refused).
+    loaded.holders.append(Holder(label="later"))
+    loaded.save()
+    assert [h["label"] for h in raw_one(mongoengine_db.inside_holders)["holders"]] == [
+        "w",
+        "new",
+        "later",
+    ]
+
 
 @by_kind
 def test_a_document_loaded_without_its_generated_key_is_not_saved_as_a_copy(

@@ -1215,9 +1215,9 @@ class AmCleared(me.Document):
 @pytest.mark.parametrize(
     ("keyword", "several", "suggested"),
     [
-        ("set__n", False, "unset__n"),
-        ("set__n", True, "unset__n"),
-        ("set__part__no", False, "unset__part__no"),
+        ("set__n", False, r"__raw__=\{'\$unset': \{'n': ''\}\}"),
+        ("set__n", True, r"__raw__=\{'\$unset': \{'n': ''\}\}"),
+        ("set__part__no", False, r"__raw__=\{'\$unset': \{'part\.no': ''\}\}"),
     ],
 )
 def test_setting_a_generated_field_to_none_is_refused(

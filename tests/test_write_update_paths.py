@@ -309,14 +309,15 @@ def test_a_class_named_in_mongoengine_older_form_is_checked_and_told(holder: UpH
     [
         ("parts.$[].n", r"__raw__=\{'\$unset': \{'parts\.\$\[\]\.n': ''\}\}"),
         ("parts.$[p].n", r"__raw__=\{'\$unset': \{'parts\.\$\[p\]\.n': ''\}\}"),
-        ("parts.$.n", r"unset__parts__S__n=True, or __raw__"),
+        ("parts.$.n", r"__raw__=\{'\$unset': \{'parts\.\$\.n': ''\}\}"),
     ],
 )
 def test_none_through_a_positional_path_is_refused_with_a_working_hint(
     holder: UpHolder, path: str, hint: str
 ) -> None:
     """Probe Q: the hint named ``unset__parts__S[]__n``, which is not a keyword, and which
-    MongoEngine would send as the literal field name ``parts.S[].n``."""
+    MongoEngine would send as the literal field name ``parts.S[].n`` (and a keyword built from
+    the stored path names no field where a db_field differs from its name: review)."""
     before = _stored("h")
     with pytest.raises(InvalidQueryError, match=f"remove the value instead: {hint}"):
         UpHolder.objects(name="h").update_one(__raw__={"$set": {path: None}})

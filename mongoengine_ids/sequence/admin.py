@@ -239,14 +239,18 @@ def show_counter(
         ]
     if not documents:
         where = "" if scope is None else f" with scope {scope!r}"
-        scoped = scope is None and counters.find_one({"sequence": name, "scope": {"$exists": 1}})
         hint = (
             f"{name!r} is numbered per scope: name one (scope=, or --scope)"
-            if scoped
+            if scope is None and _scoped(counters, name)
             else "`mongoengine-ids counters list` shows the counters there"
         )
         raise LookupError(f"no counter {name!r}{where} in {database.name}.{collection}; {hint}")
     return _build(documents)[0]
+
+
+def _scoped(counters: Any, name: str) -> bool:
+    """Whether sequence ``name`` has counters per scope in ``counters``."""
+    return counters.find_one({"sequence": name, "scope": {"$exists": True}}) is not None
 
 
 def _of_scope(document: Mapping[str, Any], name: str, scope: object) -> bool:
@@ -291,7 +295,8 @@ def set_next_value(
             ``database`` neither a ``Database`` nor an alias.
         ValueError: ``value`` is below the counter, or the counter is corrupted (its ``next``
             not an integer), and ``force`` is False; no shard owns ``value`` (of a new scope:
-            no shard its other scopes have made); or ``name`` is empty.
+            no shard its other scopes have made); ``name`` is empty; or no ``scope`` is given
+            for a sequence numbered per scope.
         LookupError: a sharded sequence that does not exist (unsharded ones are created).
     """
     _check_sequence_name(name)
@@ -309,6 +314,12 @@ def set_next_value(
         info = show_counter(database, name, scope=scope, collection=collection)
     except LookupError:
         info = None
+        if scope is None and _scoped(target, name):
+            # An unscoped counter made here would be used by no field: refused, as show's.
+            raise ValueError(
+                f"{name!r} is numbered per scope: name the scope whose counter to set "
+                "(scope=, or --scope)"
+            ) from None
     document_id, shard = _counter_owning(info, name, value, scope)
     # A counter made here holds what the sequence's own would (a scoped one: its names).
     extra: dict[str, Any] = {} if scope is None else {"sequence": name, "scope": scope}

@@ -56,13 +56,14 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
             raise TypeError(f"field names must be str, not {name!r}")
     targets = _targets(document_class)
     names = {name for _, name, _, _ in targets}
-    inside = seam.generated_names_inside(document_class)
-    unknown = [name for name in field_names if name not in names | inside]
+    inside = {name for name in field_names if name not in names}
+    unknown = [name for name in inside if not seam.generated_named(document_class, name)]
     if unknown:
         raise ValueError(
             f"{unknown[0]!r} is not a generated field of {document_class.__name__} or a "
             f"subclass, nor of an embedded document they hold: expected one of "
-            f"{sorted(names | inside)!r}"
+            f"{sorted(names)!r}, or the dotted path of one inside embedded documents "
+            "(\"lines.no\": a list's or a map's items are not named)"
         )
     collection = seam.class_collection(document_class)
     total = 0
@@ -75,8 +76,8 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
         except _Unready as error:
             total += error.filled
             unready.append(error.problem)
-    wanted = {name for name in field_names if name in inside} if field_names else inside
-    if wanted:
+    if inside or not field_names:  # (None: every one)
+        wanted = inside if field_names else None
         total += _backfill_inside(Write(document_class, collection), wanted, batch_size, unready)
     if unready:
         raise ValidationError(
@@ -157,10 +158,13 @@ def _backfill_field(
 _ATTEMPTS = 10
 
 
-def _backfill_inside(write: Write, wanted: set[str], batch_size: int, unready: list[str]) -> int:
-    """Fill the ``wanted`` generated fields (dotted names) of the stored embedded documents of
-    ``write``'s model that lack a value: the fields holding them are read ``batch_size``
-    documents at a time. Documents lacking a value's scope are added to ``unready``."""
+def _backfill_inside(
+    write: Write, wanted: set[str] | None, batch_size: int, unready: list[str]
+) -> int:
+    """Fill the ``wanted`` generated fields (dotted names; None: all) of the stored embedded
+    documents of ``write``'s model that lack a value: the fields holding them are read
+    ``batch_size`` documents at a time. Documents lacking a value's scope are added to
+    ``unready``."""
     document_class = write.document_class
     holding = {
         (name, field.db_field): field
@@ -168,14 +172,17 @@ def _backfill_inside(write: Write, wanted: set[str], batch_size: int, unready: l
         for name, field in seam.fields(kind).items()
         if not seam.is_generated(field) and seam.embeds_generated(field)
     }
+    if not holding:
+        return 0
     projection = {"_cls": 1, **{db_field: 1 for _, db_field in holding}}
+    embeds: dict[int, bool] = {}  # embeds_generated() of the fields met, for lacking_inside()
     filled = 0
     found = write.collection.find(seam.class_filter(document_class), projection)
     for stored in found.batch_size(batch_size):
         kind = seam.registered(stored.get("_cls")) or document_class
         for name, field in seam.fields(kind).items():
             if (name, field.db_field) in holding:
-                filled += _fill_inside(write, stored, name, field, wanted, unready)
+                filled += _fill_inside(write, stored, name, field, wanted, unready, embeds)
     return filled
 
 
@@ -184,8 +191,9 @@ def _fill_inside(
     stored: dict[str, Any],
     name: str,
     field: Any,
-    wanted: set[str],
+    wanted: set[str] | None,
     unready: list[str],
+    embeds: dict[int, bool],
 ) -> int:
     """Fill the embedded documents in field ``name`` of the stored document ``stored`` that lack
     a ``wanted`` value, with one update conditioned on the field as read (read again if it
@@ -193,7 +201,7 @@ def _fill_inside(
     db_field, doc_id = field.db_field, stored["_id"]
     for _ in range(_ATTEMPTS):
         value = stored.get(db_field)
-        slots, paths = _lacking_slots(value, name, field, wanted, doc_id, unready)
+        slots, paths = _lacking_slots(value, name, field, wanted, doc_id, unready, embeds)
         if not slots:
             return 0
         values.fill(write, slots)
@@ -225,16 +233,22 @@ def _set_inside(write: Write, as_read: dict[str, Any], slots: list[Slot], paths:
 
 
 def _lacking_slots(
-    value: Any, name: str, field: Any, wanted: set[str], doc_id: Any, unready: list[str]
+    value: Any,
+    name: str,
+    field: Any,
+    wanted: set[str] | None,
+    doc_id: Any,
+    unready: list[str],
+    embeds: dict[int, bool],
 ) -> tuple[list[Slot], list[str]]:
     """The slots to fill in the stored ``value`` of field ``name`` (with the dotted db path of
     each embedded document); one whose scope is missing is reported in ``unready``."""
     slots: list[Slot] = []
     paths: list[str] = []
     for kind, inner, generated, holder, path, dotted in seam.lacking_inside(
-        field, value, field.db_field, name
+        field, value, field.db_field, name, embeds
     ):
-        if dotted not in wanted:
+        if wanted is not None and dotted not in wanted:
             continue
         read = {dep: seam.field_of(kind, dep) for dep in generated.depends_on}
         data = values.python_values(holder, read)

@@ -179,8 +179,9 @@ def settle_unconfirmed(document: Document) -> None:
         raise OperationError(
             f"{type(document).__name__} {seam.key(document)!r}: its insert had its reply lost "
             f"and is not stored in {collection.full_name!r} (its key may be another "
-            "document's); save() it again (where it was sent: the same switch_db() or "
-            "switch_collection()) before update(), modify(), delete() or reload()"
+            "document's); save() it again first, where its insert was sent (under the same "
+            "switch_db() or switch_collection(), if any), then update(), modify(), delete() or "
+            "reload()"
         )
     values.confirm([document])
     # Stored by an insert whose call failed: the application's retry of a bulk insert() counts
@@ -765,23 +766,33 @@ def _refuse_left_out_inside(document: Document, rewritten: _Rewritten) -> None:
     """Refuse a save that makes MongoEngine write whole an embedded document a projection
     loaded without a field that may hold generated values (``only("parts.label")`` leaves
     ``parts.boxes`` out, and an append writes ``parts`` whole): the values stored in it would
-    be cleared. (A field the user set since is theirs to replace.)
+    be cleared. A field the user set since is theirs to replace: it counts as loaded from now
+    on, as a generated field assigned does.
 
     Raises:
         OperationError: so; nothing is written.
     """
     for path, _, inner in seam.embedded_places(document):
         record = seam.state(inner, create=False)
-        if record is None or not record.unloaded or not rewritten.holds(inner):
+        if record is None or not record.unloaded:
             continue
         here = set(seam.changed_here(inner))
-        for kind in seam.with_subclasses(type(inner)):
-            for name in sorted(record.unloaded):
-                field = seam.field_of(kind, name)
-                if field is None or seam.is_generated(field) or field.db_field in here:
-                    continue  # a generated field: its slot is refused (_refuse_unloaded)
+        for name in sorted(record.unloaded):
+            field = next(
+                (
+                    f
+                    for kind in seam.with_subclasses(type(inner))
+                    if (f := seam.field_of(kind, name))
+                ),
+                None,
+            )
+            if field is None or seam.is_generated(field):
+                continue  # a generated field: its slot is refused (_refuse_unloaded)
+            if field.db_field in here:
+                record.unloaded = record.unloaded - {name}
+            elif rewritten.holds(inner):
                 raise OperationError(
-                    f"{kind.__name__}.{name} at {path}.{field.db_field} in a "
+                    f"{type(inner).__name__}.{name} at {path}.{field.db_field} in a "
                     f"{type(document).__name__} was not loaded (only(), exclude()), and "
                     "MongoEngine writes its embedded document whole on this save, which would "
                     "clear the generated values stored in it; load it (reload()) before this "

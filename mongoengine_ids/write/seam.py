@@ -968,38 +968,33 @@ def _generated_inside(
                 yield from _generated_inside(None, stored, (*steps, key))
 
 
-def generated_names_inside(document_class: type[BaseDocument]) -> set[str]:
-    """The dotted attribute names (``items.no``) of the generated fields of the embedded
-    documents that documents of ``document_class`` (or of a subclass) may hold in typed
-    fields (of subclasses and generic choices too)."""
-    found: set[str] = set()
-
-    def walk(kind: type[BaseDocument], prefix: str, seen: frozenset[type]) -> None:
-        for name, field in kind._fields.items():
-            dotted = f"{prefix}.{name}" if prefix else name
-            if is_generated(field):
-                if prefix:
-                    found.add(dotted)
-                continue
-            inner = field
-            while isinstance(inner, (ListField, MapField, DictField)):
-                inner = inner.field
-            for held in _classes_held(inner):
-                if held not in seen:
-                    walk(held, dotted, seen | {held})
-
-    for kind in with_subclasses(document_class):
-        walk(kind, "", frozenset({kind}))
-    return found
+def generated_named(document_class: type[BaseDocument], dotted: str) -> bool:
+    """Whether ``dotted`` attribute names (``lines.no``: a list's or a map's items are not
+    named) lead from ``document_class`` (or a subclass) through typed fields holding embedded
+    documents (of a subclass, a generic choice too) to a generated field of one, as
+    :func:`lacking_inside` names them."""
+    *steps, last = dotted.split(".")
+    kinds = with_subclasses(document_class)
+    for step in steps:
+        held: list[type[BaseDocument]] = []
+        for kind in kinds:
+            field = kind._fields.get(step)
+            while isinstance(field, (ListField, MapField, DictField)):
+                field = field.field
+            held.extend(_classes_held(field))
+        kinds = list(dict.fromkeys(held))
+    return bool(steps) and any(is_generated(kind._fields.get(last)) for kind in kinds)
 
 
 def lacking_inside(
-    field: Any, value: Any, path: str, name: str
+    field: Any, value: Any, path: str, name: str, embeds: dict[int, bool]
 ) -> Iterator[tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], str, str]]:
     """The generated fields that the stored embedded documents in ``value`` (stored at the
     dotted db ``path`` in a field ``field`` named ``name``, dotted attribute names) lack (missing
     or null), at any depth, of the class each is (its ``_cls``): (class, field name, field, the
-    embedded document as stored, its dotted db path, the field's dotted attribute name)."""
+    embedded document as stored, its dotted db path, the field's dotted attribute name).
+    ``embeds``: :func:`embeds_generated` of the fields met so far, by id (kept by the caller
+    across the documents of one run)."""
     if isinstance(field, (ListField, MapField, DictField)):
         items = (
             enumerate(value)
@@ -1007,7 +1002,7 @@ def lacking_inside(
             else (value.items() if isinstance(value, dict) else ())
         )
         for key, item in items:
-            yield from lacking_inside(field.field, item, f"{path}.{key}", name)
+            yield from lacking_inside(field.field, item, f"{path}.{key}", name, embeds)
         return
     kind = _embedded_class(field, value)
     if kind is None:
@@ -1017,9 +1012,19 @@ def lacking_inside(
         if is_generated(inner_field):
             if stored is None:
                 yield kind, inner_name, inner_field, value, path, f"{name}.{inner_name}"
-        elif stored is not None and embeds_generated(inner_field):
+            continue
+        if stored is None:
+            continue
+        found = embeds.get(id(inner_field))
+        if found is None:
+            found = embeds[id(inner_field)] = embeds_generated(inner_field)
+        if found:
             yield from lacking_inside(
-                inner_field, stored, f"{path}.{inner_field.db_field}", f"{name}.{inner_name}"
+                inner_field,
+                stored,
+                f"{path}.{inner_field.db_field}",
+                f"{name}.{inner_name}",
+                embeds,
             )
 
 
@@ -1395,6 +1400,13 @@ class _Projection:
         self.only = any(
             value == QueryFieldList.ONLY for value in projection.values() if value in (0, 1)
         )
+        #: The paths above a path the projection returns (``only``), for :meth:`left_out`.
+        self.above = {
+            path.rsplit(".", end)[0]
+            for path, value in projection.items()
+            if value == QueryFieldList.ONLY or isinstance(value, dict)
+            for end in range(1, path.count(".") + 1)
+        }
 
     def __call__(self, steps: tuple[str, ...]) -> bool:
         if steps == ("_id",):
@@ -1411,14 +1423,8 @@ class _Projection:
         path under it (``only("parts.boxes.label")`` returns part of ``parts.boxes``)."""
         if self(steps):
             return False
-        if not self.only:
-            return True  # excluded, or under a path excluded
-        under = ".".join(step for step in steps if step != "*") + "."
-        return not any(
-            path.startswith(under)
-            for path, value in self.projection.items()
-            if value == QueryFieldList.ONLY or isinstance(value, dict)
-        )
+        # Excluded (or under a path excluded); or, for only(), no path under it returned.
+        return not self.only or ".".join(s for s in steps if s != "*") not in self.above
 
 
 def value_set(document: Any, name: str) -> None:

@@ -833,15 +833,6 @@ def _scalars(
     return [("set", _Scalars(slots))] if slots else []
 
 
-def _unset_hint(path: str) -> str:
-    """How to remove the value at the stored ``path`` instead: MongoEngine's keyword where one
-    can say the path (``$`` is ``S``), else ``$unset`` in ``__raw__`` (``$[]``, ``$[x]``)."""
-    raw = f"__raw__={{'$unset': {{{path!r}: ''}}}}"
-    if "$[" in path:
-        return raw
-    return f"unset__{path.replace('.', '__').replace('$', 'S')}=True, or {raw}"
-
-
 def _path_slot(
     query: seam.QuerySetParts,
     operations: dict[str, Any],
@@ -861,7 +852,7 @@ def _path_slot(
         raise InvalidQueryError(
             f"{kind.__name__}.{name} is generated: setting it to None ({path!r}) would "
             "store null, which a unique index counts as a value (two documents holding it "
-            f"collide); remove the value instead: {_unset_hint(path)}"
+            f"collide); remove the value instead: __raw__={{'$unset': {{{path!r}: ''}}}}"
         )
     if value is not None:
         _check_stored_form(field, value, f"the update sets at {path!r}", query.collection)
