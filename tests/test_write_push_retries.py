@@ -266,3 +266,36 @@ def test_an_upsert_pushing_at_a_position_keeps_the_position(
     (doc,) = PrNested._get_collection().find({}, {"_id": 0})
     items = doc["plains"] if "plains" in keyword else doc["holder"]["by_key"]["k"]
     assert [item["label"] for item in items] == ["new", "old"]
+
+
+def test_several_items_pushed_at_once_are_stored_once_by_the_retry_of_a_lost_reply() -> None:
+    """The filter keeping the retry from pushing again names every value made for the items
+    of one path in one ``$nin`` (probe S: one ``$ne`` each made the server check each stored
+    item once per item pushed)."""
+    seen: list[dict[str, Any]] = []
+    armed = [True]
+
+    def hook(collection: str, method: str, call: Any) -> Any:
+        if armed and collection == "pr_boxes" and method == "update_one":
+            armed.clear()
+            seen.append(call.args[0])
+            call()  # applied; the reply is lost
+            raise pymongo.errors.AutoReconnect("injected: the reply is lost")
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        box = PrBox(name="b").save()
+        items = [PrNumbered(label=label) for label in "xyz"]
+        query = PrBox.objects(id=box.id)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            query.update_one(push_all__numbered=items)
+        with pytest.raises(me.errors.NotUniqueError, match="earlier attempt of this update"):
+            query.update_one(push_all__numbered=items)  # it landed: not pushed again
+        (stored,) = _stored()
+        assert stored["numbered"] == [
+            {"code": 1, "label": "x"},
+            {"code": 2, "label": "y"},
+            {"code": 3, "label": "z"},
+        ]
+        assert {"numbered.code": {"$nin": [1, 2, 3]}} in seen[0]["$and"]

@@ -398,10 +398,9 @@ class _Writes:
         if operator == "set_on_insert":
             self.on_insert += slots
         if operator in _ADDING:  # added beside what the document holds: never its own
-            items = value if isinstance(value, (list, tuple)) else [value]
+            items = {id(item) for item in (value if isinstance(value, (list, tuple)) else [value])}
             self.added.update(
-                (id(slot), (slot, steps, any(slot.holder is item for item in items)))
-                for slot, steps in slots
+                (id(slot), (slot, steps, id(slot.holder) in items)) for slot, steps in slots
             )
         if operator in ("push", "push_all") and not isinstance(value, _Scalars):
             self.pushed[key] = (value, [slot for slot, _ in slots])
@@ -559,14 +558,16 @@ def _not_added_yet(
     one: no one condition reaches it there). None if the update adds no such item, or adds it
     at a positional ``$`` place (a condition on that list would change which item ``$`` is).
     (A path through a list of lists matches no stored value: there it guards nothing.)"""
-    conditions = []
+    conditions: list[dict[str, Any]] = []
+    absent: dict[str, list[Any]] = {}  # by path: the values none of its items may hold
     for slot, steps, is_item in added.values():
         if slot.value is None or _made_key(slot) not in made or any("$" in s for s in steps):
             continue
         field = slot.field
         if not field.depends_on:
-            path = _query_path(steps, field.db_field)
-            conditions.append({path: {"$ne": field.to_mongo(slot.value)}})
+            absent.setdefault(_query_path(steps, field.db_field), []).append(
+                field.to_mongo(slot.value)
+            )
             continue
         if not is_item:  # inside an item added: no one condition on the item reaches it
             continue
@@ -576,6 +577,12 @@ def _not_added_yet(
             value = seam.data(slot.holder).get(name)
             item[source.db_field] = None if value is None else source.to_mongo(value)
         conditions.append({_query_path(steps): {"$not": {"$elemMatch": item}}})
+    # One $nin per path (the $ne of each value, in one clause: the server looks each stored
+    # item up in the set once, instead of once per value).
+    conditions += [
+        {path: {"$ne": found[0]} if len(found) == 1 else {"$nin": found}}
+        for path, found in absent.items()
+    ]
     return {"$and": conditions} if conditions else None
 
 
