@@ -14,7 +14,12 @@ from _support import TEST_URI
 from mongoengine import Document, StringField
 from mongoengine import fields as me_fields
 
-from mongoengine_ids.sequence.admin import list_counters, set_next_value, show_counter
+from mongoengine_ids.sequence.admin import (
+    has_scoped_counters,
+    list_counters,
+    set_next_value,
+    show_counter,
+)
 from mongoengine_ids.sequence.field import DEFAULT_COLLECTION, INT64_MAX, Sequence, SequenceField
 from mongoengine_ids.testing import connected
 from mongoengine_ids.tools.cli import CommandError, main
@@ -174,10 +179,12 @@ def test_set_on_a_scoped_sequence(mongoengine_db: Any) -> None:
     # Probe R: without a scope, the error said only that there was no such counter.
     with pytest.raises(LookupError, match=r"'invoice\.number' is numbered per scope: name one"):
         show_counter(mongoengine_db, "invoice.number")
-    # Review: set without a scope made an unscoped counter that no field uses.
-    with pytest.raises(ValueError, match=r"'invoice\.number' is numbered per scope: name the"):
-        set_next_value(mongoengine_db, "invoice.number", 900)
-    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "invoice.number"}) is None
+    # An unscoped counter of that name may be another field's (a shared sequence_name): set
+    # makes it, as for any name (the command line says the name has counters per scope).
+    assert has_scoped_counters(mongoengine_db, "invoice.number")
+    set_next_value(mongoengine_db, "invoice.number", 900)
+    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "invoice.number"})["next"] == 899
+    assert not has_scoped_counters(mongoengine_db, "other.number")
 
 
 @pytest.mark.parametrize("force", [False, True])
@@ -329,6 +336,10 @@ def test_cli_set_says_when_it_made_the_counter(mongoengine_db: Any) -> None:
         "order.id",
         "order.idd",
     ]
+    # Without --scope on a name numbered per scope (probe R): said so.
+    status, out, _ = cli("set", "invoice.number", "7")
+    assert status == OK
+    assert "there was no unscoped one named 'invoice.number', which has counters per scope" in out
 
 
 def test_cli_handler_is_registered_with_the_parser(mongoengine_db: Any) -> None:

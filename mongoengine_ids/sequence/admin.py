@@ -248,8 +248,15 @@ def show_counter(
     return _build(documents)[0]
 
 
-def _scoped(counters: Any, name: str) -> bool:
-    """Whether sequence ``name`` has counters per scope in ``counters``."""
+def has_scoped_counters(
+    database: Database[Any] | str, name: str, *, collection: str = DEFAULT_COLLECTION
+) -> bool:
+    """Whether sequence ``name`` has counters per scope (an unscoped counter of that name may
+    still be another field's: a shared ``sequence_name``)."""
+    return _scoped(_collection(_database(database), collection), name)
+
+
+def _scoped(counters: Collection[Any], name: str) -> bool:
     return counters.find_one({"sequence": name, "scope": {"$exists": True}}) is not None
 
 
@@ -295,8 +302,7 @@ def set_next_value(
             ``database`` neither a ``Database`` nor an alias.
         ValueError: ``value`` is below the counter, or the counter is corrupted (its ``next``
             not an integer), and ``force`` is False; no shard owns ``value`` (of a new scope:
-            no shard its other scopes have made); ``name`` is empty; or no ``scope`` is given
-            for a sequence numbered per scope.
+            no shard its other scopes have made); or ``name`` is empty.
         LookupError: a sharded sequence that does not exist (unsharded ones are created).
     """
     _check_sequence_name(name)
@@ -314,12 +320,6 @@ def set_next_value(
         info = show_counter(database, name, scope=scope, collection=collection)
     except LookupError:
         info = None
-        if scope is None and _scoped(target, name):
-            # An unscoped counter made here would be used by no field: refused, as show's.
-            raise ValueError(
-                f"{name!r} is numbered per scope: name the scope whose counter to set "
-                "(scope=, or --scope)"
-            ) from None
     document_id, shard = _counter_owning(info, name, value, scope)
     # A counter made here holds what the sequence's own would (a scoped one: its names).
     extra: dict[str, Any] = {} if scope is None else {"sequence": name, "scope": scope}
@@ -424,4 +424,11 @@ def _counter_id(name: str, scope: object, shard: int | None = None) -> str:
     return counter_id(name, scope=None if scope is None else str(scope), shard=shard)
 
 
-__all__ = ["CounterInfo", "ShardInfo", "list_counters", "set_next_value", "show_counter"]
+__all__ = [
+    "CounterInfo",
+    "ShardInfo",
+    "has_scoped_counters",
+    "list_counters",
+    "set_next_value",
+    "show_counter",
+]

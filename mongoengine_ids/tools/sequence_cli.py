@@ -23,7 +23,13 @@ from collections.abc import Callable
 from typing import Any, Final, TextIO
 
 from ..sequence import DEFAULT_COLLECTION
-from ..sequence.admin import CounterInfo, list_counters, set_next_value, show_counter
+from ..sequence.admin import (
+    CounterInfo,
+    has_scoped_counters,
+    list_counters,
+    set_next_value,
+    show_counter,
+)
 from ..sequence.field import INT64_MAX
 from . import uri
 from .cli import EXIT_USAGE, CommandError, shorten
@@ -240,7 +246,10 @@ def run(
             )
             print(_details(info, None), file=out)
             if created:
-                print(f"\n{_created_note(args)}", file=out)
+                scoped = args.scope is None and has_scoped_counters(
+                    database, args.name, collection=args.collection
+                )
+                print(f"\n{_created_note(args, scoped)}", file=out)
     except LookupError as error:
         # KeyError's str() is the repr of its argument: take the message itself.
         message = error.args[0] if error.args else str(error)
@@ -270,10 +279,15 @@ def _exists(database: Any, args: argparse.Namespace) -> bool:
     return True
 
 
-def _created_note(args: argparse.Namespace) -> str:
+def _created_note(args: argparse.Namespace, scoped: bool) -> str:
     """Said after ``counters set`` made a counter: a misspelt name makes one too, which no
-    field uses, while the counter meant stays where it was."""
+    field uses, while the counter meant stays where it was (so does a missing ``--scope``)."""
     scope = "" if args.scope is None else f" with scope {args.scope!r}"
+    if scoped:
+        return (
+            f"(a new counter: there was no unscoped one named {args.name!r}, which has counters "
+            "per scope; if you meant one of those, pass --scope: the counter meant did not move)"
+        )
     return (
         f"(a new counter: there was none named {args.name!r}{scope}; if that name is misspelt, "
         "the counter meant did not move: `counters list` shows them all)"
