@@ -321,6 +321,16 @@ def test_an_embedded_value_left_out_by_a_projection_is_never_cleared(
         assert raw_one(mongoengine_db.partial_parts) == before
         assert counters(mongoengine_db) == counters_before
 
+    # One embedded document copied on its own (second review: its copy, built anew from its
+    # data, lost the record, and the save cleared the stored value).
+    for copied in (copy.copy, copy.deepcopy):
+        loaded = EMBEDDED_PROJECTIONS[projection](Model.objects).get(id=saved.id)
+        loaded.parts[0] = copied(loaded.parts[0])
+        loaded.parts[0].label = "changed"
+        with pytest.raises(me.errors.OperationError, match=r"was not loaded.*whole"):
+            loaded.save()
+        assert raw_one(mongoengine_db.partial_parts) == before
+
     loaded.reload()
     loaded.parts.append(Part(label="new"))
     loaded.save()

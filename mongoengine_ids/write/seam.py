@@ -1196,7 +1196,7 @@ _UNLOADED_INSIDE = "_mongoengine_ids_unloaded_inside"
 _STORED_KEY = "_mongoengine_ids_stored_key"
 
 
-def _wrap_getstate(owner: type[Document], own: Callable[[Any], Any] | None) -> Any:
+def _wrap_getstate(owner: type[BaseDocument], own: Callable[[Any], Any] | None) -> Any:
     """``__getstate__`` for ``owner``: what pickle and ``copy`` take of a document, with the
     generated fields a projection left out of it and of its embedded documents (MongoEngine's
     takes its data only, and makes the embedded documents of a copy anew)."""
@@ -1223,7 +1223,7 @@ def _wrap_getstate(owner: type[Document], own: Callable[[Any], Any] | None) -> A
     return __getstate__
 
 
-def _wrap_setstate(owner: type[Document], own: Callable[[Any, Any], None] | None) -> Any:
+def _wrap_setstate(owner: type[BaseDocument], own: Callable[[Any, Any], None] | None) -> Any:
     """``__setstate__`` for ``owner``: a copy of a partially loaded document is one too (its
     ``save()`` leaves the fields it lacks alone)."""
 
@@ -1770,9 +1770,23 @@ def _embedded_declared(embedded_class: type[EmbeddedDocument]) -> None:
         if first:
             _on_subclass(Document, _hook_if_embeds)
             _hook_sorted_lists()
+            _hook_embedded_copies()
         for document_class in list(_document_registry.values()):
             if not getattr(document_class, _HOOKED, False):  # (a hooked one writes values)
                 _hook_if_embeds(document_class)
+
+
+def _hook_embedded_copies() -> None:
+    """Wrap ``EmbeddedDocument.__getstate__``/``__setstate__`` (once per process), as each hooked
+    model's are (see :func:`hook`): an embedded document copied, or pickled, on its own is built
+    anew from its data, and its copy would lose what a projection left out of it and of the
+    embedded documents inside it (a save writing it whole would then clear the stored values)."""
+    for name, wrap in (("__getstate__", _wrap_getstate), ("__setstate__", _wrap_setstate)):
+        own = vars(EmbeddedDocument).get(name) or getattr(EmbeddedDocument, name)
+        if not getattr(own, _WRAPPER, False):
+            wrapper = wrap(EmbeddedDocument, own)
+            setattr(wrapper, _WRAPPER, True)
+            setattr(EmbeddedDocument, name, wrapper)
 
 
 def _hook_sorted_lists() -> None:
