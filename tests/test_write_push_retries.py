@@ -299,3 +299,40 @@ def test_several_items_pushed_at_once_are_stored_once_by_the_retry_of_a_lost_rep
             {"code": 3, "label": "z"},
         ]
         assert {"numbered.code": {"$nin": [1, 2, 3]}} in seen[0]["$and"]
+
+
+def test_scoped_items_pushed_at_once_are_matched_by_scope_in_one_clause() -> None:
+    """A scoped counter's numbers are matched with their scope: one ``$elemMatch`` per list and
+    scope, its numbers in one ``$in`` (second review: one per item, each stored item checked
+    once per item pushed)."""
+    seen: list[dict[str, Any]] = []
+    armed = [True]
+
+    def hook(collection: str, method: str, call: Any) -> Any:
+        if armed and collection == "pr_boxes" and method == "update_one":
+            armed.clear()
+            seen.append(call.args[0])
+            call()  # applied; the reply is lost
+            raise pymongo.errors.AutoReconnect("injected: the reply is lost")
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        connect()
+        box = PrBox(name="b").save()
+        items = [PrScoped(kind="a"), PrScoped(kind="a"), PrScoped(kind="b")]
+        query = PrBox.objects(id=box.id)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            query.update_one(push_all__scoped=items)
+        with pytest.raises(me.errors.NotUniqueError, match="earlier attempt of this update"):
+            query.update_one(push_all__scoped=items)  # it landed: not pushed again
+        (stored,) = _stored()
+        assert stored["scoped"] == [
+            {"kind": "a", "code": 1},
+            {"kind": "a", "code": 2},
+            {"kind": "b", "code": 1},
+        ]
+        clauses = seen[0]["$and"]
+        assert {
+            "scoped": {"$not": {"$elemMatch": {"kind": "a", "code": {"$in": [1, 2]}}}}
+        } in clauses
+        assert {"scoped": {"$not": {"$elemMatch": {"kind": "b", "code": 1}}}} in clauses

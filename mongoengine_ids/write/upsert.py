@@ -558,8 +558,9 @@ def _not_added_yet(
     one: no one condition reaches it there). None if the update adds no such item, or adds it
     at a positional ``$`` place (a condition on that list would change which item ``$`` is).
     (A path through a list of lists matches no stored value: there it guards nothing.)"""
-    conditions: list[dict[str, Any]] = []
     absent: dict[str, list[Any]] = {}  # by path: the values none of its items may hold
+    # By list and scope: the scope (db field: stored value), the field and its values there.
+    scoped: dict[tuple[str, str, str], tuple[dict[str, Any], str, list[Any]]] = {}
     for slot, steps, is_item in added.values():
         if slot.value is None or _made_key(slot) not in made or any("$" in s for s in steps):
             continue
@@ -571,19 +572,30 @@ def _not_added_yet(
             continue
         if not is_item:  # inside an item added: no one condition on the item reaches it
             continue
-        item = {field.db_field: field.to_mongo(slot.value)}
+        scope = {}
         for name in field.depends_on:
             source = seam.field_of(slot.kind, name)
             value = seam.data(slot.holder).get(name)
-            item[source.db_field] = None if value is None else source.to_mongo(value)
-        conditions.append({_query_path(steps): {"$not": {"$elemMatch": item}}})
-    # One $nin per path (the $ne of each value, in one clause: the server looks each stored
-    # item up in the set once, instead of once per value).
-    conditions += [
+            scope[source.db_field] = None if value is None else source.to_mongo(value)
+        # (By the text of the scope: equal scopes of two types are two groups, as before.)
+        key = (_query_path(steps), field.db_field, repr(sorted(scope.items())))
+        scoped.setdefault(key, (scope, field.db_field, []))[2].append(field.to_mongo(slot.value))
+    # One clause per list (and scope), not one per value: the $ne, or the item matched, of each
+    # value in one set, which the server looks each stored item up in once.
+    conditions = [
         {path: {"$ne": found[0]} if len(found) == 1 else {"$nin": found}}
         for path, found in absent.items()
     ]
+    conditions += [
+        {path: {"$not": {"$elemMatch": {**scope, db_field: _one_of(found)}}}}
+        for (path, _, _), (scope, db_field, found) in scoped.items()
+    ]
     return {"$and": conditions} if conditions else None
+
+
+def _one_of(found: list[Any]) -> Any:
+    """A query value matching any of ``found``: the value itself if it is alone."""
+    return found[0] if len(found) == 1 else {"$in": found}
 
 
 def _idempotent_pushes(
