@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mongoengine as me
+import pytest
 from bson import Binary, ObjectId
 
 from mongoengine_ids import (
@@ -26,6 +27,7 @@ from mongoengine_ids import (
     UUID4Field,
     UUID7Field,
     UUID7Generator,
+    Write,
 )
 
 #: MongoEngine's counter collection, which SequenceField keeps using.
@@ -103,6 +105,8 @@ KINDS = [
     Kind("uuid7", UUID7Field, 7, _sample_uuid7.generate),
 ]
 KIND_IDS = [kind.name for kind in KINDS]
+#: Runs a test once per kind (its ``kind`` argument).
+by_kind = pytest.mark.parametrize("kind", KINDS, ids=KIND_IDS)
 BY_NAME = {kind.name: kind for kind in KINDS}
 NUMERIC_KINDS = [kind for kind in KINDS if kind.numeric]
 
@@ -229,3 +233,29 @@ def first_uuid7() -> uuid.UUID:
 
 def is_object_id(value: Any) -> bool:
     return isinstance(value, ObjectId)
+
+
+class Numbers(GeneratedField):
+    """Hands out 1, 2, 3...; records the count of every call; can fail or run a hook first."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.counts: list[int] = []
+        self.handed = 0
+        self.fail_beyond: int | None = None
+        self.before: Callable[[], None] | None = None
+        super().__init__(**kwargs)
+
+    def new_values(self, write: Write, count: int) -> list[Any]:
+        self.counts.append(count)
+        if self.before is not None:
+            before, self.before = self.before, None
+            before()
+        if self.fail_beyond is not None and self.handed + count > self.fail_beyond:
+            raise RuntimeError("interrupted")
+        start = self.handed
+        self.handed += count
+        return list(range(start + 1, start + count + 1))
+
+    def validate(self, value: Any) -> None:
+        if not isinstance(value, int):
+            self.error(f"{value!r} is not an int")

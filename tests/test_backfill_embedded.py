@@ -13,12 +13,19 @@ from typing import Any
 
 import mongoengine as me
 import pytest
-from _write_support import KIND_IDS, KINDS, Kind, coded_part, distinct, document, raw_docs
+from _write_support import (
+    KINDS,
+    Kind,
+    Numbers,
+    by_kind,
+    coded_part,
+    distinct,
+    document,
+    raw_docs,
+)
 from mongoengine.errors import ValidationError
 
-from mongoengine_ids import GeneratedField, SequenceField, Write, backfill
-
-by_kind = pytest.mark.parametrize("kind", KINDS, ids=KIND_IDS)
+from mongoengine_ids import SequenceField, backfill
 
 
 def _models(kind: Kind) -> tuple[Any, Any, Any]:
@@ -189,26 +196,6 @@ def test_an_embedded_document_lacking_its_scope_is_named_after_the_others_are_fi
         backfill(BfOrder)
     (stored,) = raw_docs(mongoengine_db.bf_orders)
     assert stored["lines"] == [{"tenant": "a", "no": 1}, {}, {"tenant": "a", "no": 2}]
-
-
-class Numbers(GeneratedField):
-    """Hands out 1, 2, 3...; runs ``before`` (once) before making values."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.handed = 0
-        self.before: Any = None
-        super().__init__(**kwargs)
-
-    def new_values(self, write: Write, count: int) -> list[Any]:
-        if self.before is not None:
-            before, self.before = self.before, None
-            before()
-        start, self.handed = self.handed, self.handed + count
-        return list(range(start + 1, start + count + 1))
-
-    def validate(self, value: Any) -> None:
-        if not isinstance(value, int):
-            self.error(f"{value!r} is not an int")
 
 
 def test_a_list_changed_meanwhile_is_read_again_never_written_over(mongoengine_db: Any) -> None:

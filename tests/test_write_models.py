@@ -18,9 +18,9 @@ from typing import Any
 import mongoengine as me
 import pytest
 from _write_support import (
-    KIND_IDS,
     KINDS,
     Kind,
+    by_kind,
     counters,
     distinct,
     document,
@@ -32,7 +32,6 @@ from mongoengine.context_managers import switch_collection, switch_db
 from mongoengine_ids import RandomUniqueField
 from mongoengine_ids.testing import Connect
 
-by_kind = pytest.mark.parametrize("kind", KINDS, ids=KIND_IDS)
 #: A RandomUniqueField in an embedded document needs reserve_in (no unique index can make its
 #: values unique across documents): refused otherwise, see test_embedded_random_needs_a_proxy.
 EMBEDDABLE = [kind for kind in KINDS if kind.name != "random"]

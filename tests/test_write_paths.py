@@ -24,11 +24,11 @@ import pytest
 from _write_support import (
     BY_NAME,
     COUNTERS,
-    KIND_IDS,
-    KINDS,
     ROLES,
     Indexes,
     Kind,
+    Numbers,
+    by_kind,
     coded,
     coded_part,
     counters,
@@ -56,10 +56,8 @@ from mongoengine_ids import (
     SequenceField,
     UUID4Field,
     UUID7Field,
-    Write,
 )
 
-by_kind = pytest.mark.parametrize("kind", KINDS, ids=KIND_IDS)
 by_role = pytest.mark.parametrize("role", ROLES)
 
 
@@ -795,32 +793,6 @@ def test_backfill_of_named_fields_only(mongoengine_db: Any, kind: Kind) -> None:
         kind.check(doc["ref"])
     assert distinct([doc["ref"] for doc in after])
     assert backfill(Model, "code", "ref") == 0
-
-
-class Numbers(GeneratedField):
-    """Hands out 1, 2, 3...; records the count of every call; can fail or run a hook first."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.counts: list[int] = []
-        self.handed = 0
-        self.fail_beyond: int | None = None
-        self.before: Callable[[], None] | None = None
-        super().__init__(**kwargs)
-
-    def new_values(self, write: Write, count: int) -> list[Any]:
-        self.counts.append(count)
-        if self.before is not None:
-            before, self.before = self.before, None
-            before()
-        if self.fail_beyond is not None and self.handed + count > self.fail_beyond:
-            raise RuntimeError("interrupted")
-        start = self.handed
-        self.handed += count
-        return list(range(start + 1, start + count + 1))
-
-    def validate(self, value: Any) -> None:
-        if not isinstance(value, int):
-            self.error(f"{value!r} is not an int")
 
 
 class BackfilledAnimal(me.Document):

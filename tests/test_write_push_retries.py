@@ -268,17 +268,17 @@ def test_an_upsert_pushing_at_a_position_keeps_the_position(
     assert [item["label"] for item in items] == ["new", "old"]
 
 
-def test_several_items_pushed_at_once_are_stored_once_by_the_retry_of_a_lost_reply() -> None:
-    """The filter keeping the retry from pushing again names every value made for the items
-    of one path in one ``$nin`` (probe S: one ``$ne`` each made the server check each stored
-    item once per item pushed)."""
-    seen: list[dict[str, Any]] = []
+def _pushed_again_after_a_lost_reply(field: str, items: list[Any]) -> tuple[Any, Any]:
+    """``push_all__<field>=items`` applied with its reply lost, then the application's retry,
+    refused as a duplicate (the first landed); returns the stored list and the filter the
+    first attempt sent."""
+    sent: list[dict[str, Any]] = []
     armed = [True]
 
     def hook(collection: str, method: str, call: Any) -> Any:
         if armed and collection == "pr_boxes" and method == "update_one":
             armed.clear()
-            seen.append(call.args[0])
+            sent.append(call.args[0])
             call()  # applied; the reply is lost
             raise pymongo.errors.AutoReconnect("injected: the reply is lost")
         return call()
@@ -286,53 +286,40 @@ def test_several_items_pushed_at_once_are_stored_once_by_the_retry_of_a_lost_rep
     with connected_threadsafe(hook=hook) as connect:
         connect()
         box = PrBox(name="b").save()
-        items = [PrNumbered(label=label) for label in "xyz"]
         query = PrBox.objects(id=box.id)
         with pytest.raises(pymongo.errors.AutoReconnect):
-            query.update_one(push_all__numbered=items)
+            query.update_one(**{f"push_all__{field}": items})
         with pytest.raises(me.errors.NotUniqueError, match="earlier attempt of this update"):
-            query.update_one(push_all__numbered=items)  # it landed: not pushed again
+            query.update_one(**{f"push_all__{field}": items})  # it landed: not pushed again
         (stored,) = _stored()
-        assert stored["numbered"] == [
-            {"code": 1, "label": "x"},
-            {"code": 2, "label": "y"},
-            {"code": 3, "label": "z"},
-        ]
-        assert {"numbered.code": {"$nin": [1, 2, 3]}} in seen[0]["$and"]
+    return stored[field], sent[0]
+
+
+def test_several_items_pushed_at_once_are_stored_once_by_the_retry_of_a_lost_reply() -> None:
+    """The filter keeping the retry from pushing again names every value made for the items
+    of one path in one ``$nin`` (probe S: one ``$ne`` each made the server check each stored
+    item once per item pushed)."""
+    items = [PrNumbered(label=label) for label in "xyz"]
+    stored, sent = _pushed_again_after_a_lost_reply("numbered", items)
+    assert stored == [
+        {"code": 1, "label": "x"},
+        {"code": 2, "label": "y"},
+        {"code": 3, "label": "z"},
+    ]
+    assert {"numbered.code": {"$nin": [1, 2, 3]}} in sent["$and"]
 
 
 def test_scoped_items_pushed_at_once_are_matched_by_scope_in_one_clause() -> None:
     """A scoped counter's numbers are matched with their scope: one ``$elemMatch`` per list and
     scope, its numbers in one ``$in`` (second review: one per item, each stored item checked
     once per item pushed)."""
-    seen: list[dict[str, Any]] = []
-    armed = [True]
-
-    def hook(collection: str, method: str, call: Any) -> Any:
-        if armed and collection == "pr_boxes" and method == "update_one":
-            armed.clear()
-            seen.append(call.args[0])
-            call()  # applied; the reply is lost
-            raise pymongo.errors.AutoReconnect("injected: the reply is lost")
-        return call()
-
-    with connected_threadsafe(hook=hook) as connect:
-        connect()
-        box = PrBox(name="b").save()
-        items = [PrScoped(kind="a"), PrScoped(kind="a"), PrScoped(kind="b")]
-        query = PrBox.objects(id=box.id)
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            query.update_one(push_all__scoped=items)
-        with pytest.raises(me.errors.NotUniqueError, match="earlier attempt of this update"):
-            query.update_one(push_all__scoped=items)  # it landed: not pushed again
-        (stored,) = _stored()
-        assert stored["scoped"] == [
-            {"kind": "a", "code": 1},
-            {"kind": "a", "code": 2},
-            {"kind": "b", "code": 1},
-        ]
-        clauses = seen[0]["$and"]
-        assert {
-            "scoped": {"$not": {"$elemMatch": {"kind": "a", "code": {"$in": [1, 2]}}}}
-        } in clauses
-        assert {"scoped": {"$not": {"$elemMatch": {"kind": "b", "code": 1}}}} in clauses
+    items = [PrScoped(kind="a"), PrScoped(kind="a"), PrScoped(kind="b")]
+    stored, sent = _pushed_again_after_a_lost_reply("scoped", items)
+    assert stored == [
+        {"kind": "a", "code": 1},
+        {"kind": "a", "code": 2},
+        {"kind": "b", "code": 1},
+    ]
+    clauses = sent["$and"]
+    assert {"scoped": {"$not": {"$elemMatch": {"kind": "a", "code": {"$in": [1, 2]}}}}} in clauses
+    assert {"scoped": {"$not": {"$elemMatch": {"kind": "b", "code": 1}}}} in clauses

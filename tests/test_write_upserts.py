@@ -18,11 +18,11 @@ import pytest
 from _write_support import (
     BY_NAME,
     COUNTERS,
-    KIND_IDS,
     KINDS,
     ROLES,
     Indexes,
     Kind,
+    by_kind,
     counters,
     document,
     field_of,
@@ -40,7 +40,6 @@ from mongoengine_ids.testing import Connect
 
 OPERATIONS = ["update", "update_one", "upsert_one", "modify"]
 
-by_kind = pytest.mark.parametrize("kind", KINDS, ids=KIND_IDS)
 by_role = pytest.mark.parametrize("role", ROLES)
 by_operation = pytest.mark.parametrize("operation", OPERATIONS)
 

@@ -250,16 +250,14 @@ def _lacking_slots(
     ):
         if wanted is not None and dotted not in wanted:
             continue
-        read = {dep: seam.field_of(kind, dep) for dep in generated.depends_on}
-        data = values.python_values(holder, read)
-        if len(data) < len(read):
+        held = values.holder_of(kind, inner, generated, holder)
+        if any(seam.data(held).get(name) is None for name in generated.depends_on):
             unready.append(
-                f"{generated._label} is made from {sorted(read)!r}, which the embedded "
-                f"document at {path!r} of _id {doc_id!r} lacks"
+                f"{generated._label} is made from {sorted(generated.depends_on)!r}, which the "
+                f"embedded document at {path!r} of _id {doc_id!r} lacks"
             )
             continue
-        data_holder = values.Holder(data)
-        slots.append(Slot(data_holder, data_holder, inner, generated, kind))
+        slots.append(Slot(held, held, inner, generated, kind))
         paths.append(path)
     return slots, paths
 

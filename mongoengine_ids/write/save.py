@@ -660,8 +660,9 @@ def _sort(
     empty: list[Slot] = []
     missing: list[Slot] = []
     rewritten = _Rewritten(document, changed)
-    _refuse_left_out_inside(document, rewritten)
-    for slot in _of_subclasses(document):
+    left_out = _left_out(document)
+    _refuse_left_out_inside(document, left_out, rewritten)
+    for slot in _of_subclasses(document, left_out):
         _refuse_unloaded(document, slot, changed, rewritten)
     whole = seam.writes_whole(document)
     for slot in others:
@@ -704,16 +705,26 @@ def _sort(
     return assigned, empty, missing
 
 
-def _of_subclasses(document: Document) -> list[Slot]:
+def _left_out(document: Document) -> list[tuple[str, BaseDocument, seam.State]]:
+    """The embedded documents of ``document`` a projection left fields out of (see
+    :func:`.seam.note_loaded`), with their paths and records."""
+    found = []
+    for path, _, inner in seam.embedded_places(document):
+        record = seam.state(inner, create=False)
+        if record is not None and record.unloaded:
+            found.append((path, inner, record))
+    return found
+
+
+def _of_subclasses(
+    document: Document, left_out: list[tuple[str, BaseDocument, seam.State]]
+) -> list[Slot]:
     """Slots of the generated fields a subclass of an embedded document's class declares, which
     a projection left out of it (loaded without its ``_cls``, it is of its field's declared
     class, but may be stored as such a subclass: see :func:`.seam.note_loaded`). They hold no
     value here; the save must not clear or move the stored one (:func:`_refuse_unloaded`)."""
     found: list[Slot] = []
-    for _, _, inner in seam.embedded_places(document):
-        record = seam.state(inner, create=False)
-        if record is None or not record.unloaded:
-            continue
+    for _, inner, record in left_out:
         declared = seam.fields(type(inner))
         for kind in seam.with_subclasses(type(inner))[1:]:
             for name, field in seam.generated_fields(kind):
@@ -762,7 +773,11 @@ def _refuse_unloaded(
     )
 
 
-def _refuse_left_out_inside(document: Document, rewritten: _Rewritten) -> None:
+def _refuse_left_out_inside(
+    document: Document,
+    left_out: list[tuple[str, BaseDocument, seam.State]],
+    rewritten: _Rewritten,
+) -> None:
     """Refuse a save that makes MongoEngine write whole an embedded document a projection
     loaded without a field that may hold generated values (``only("parts.label")`` leaves
     ``parts.boxes`` out, and an append writes ``parts`` whole): the values stored in it would
@@ -772,10 +787,7 @@ def _refuse_left_out_inside(document: Document, rewritten: _Rewritten) -> None:
     Raises:
         OperationError: so; nothing is written.
     """
-    for path, _, inner in seam.embedded_places(document):
-        record = seam.state(inner, create=False)
-        if record is None or not record.unloaded:
-            continue
+    for path, inner, record in left_out:
         here = set(seam.changed_here(inner))
         for name in sorted(record.unloaded):
             field = next(

@@ -1782,7 +1782,7 @@ def _hook_embedded_copies() -> None:
     anew from its data, and its copy would lose what a projection left out of it and of the
     embedded documents inside it (a save writing it whole would then clear the stored values)."""
     for name, wrap in (("__getstate__", _wrap_getstate), ("__setstate__", _wrap_setstate)):
-        own = vars(EmbeddedDocument).get(name) or getattr(EmbeddedDocument, name)
+        own = getattr(EmbeddedDocument, name)  # its own, or BaseDocument's
         if not getattr(own, _WRAPPER, False):
             wrapper = wrap(EmbeddedDocument, own)
             setattr(wrapper, _WRAPPER, True)

@@ -559,8 +559,8 @@ def _not_added_yet(
     at a positional ``$`` place (a condition on that list would change which item ``$`` is).
     (A path through a list of lists matches no stored value: there it guards nothing.)"""
     absent: dict[str, list[Any]] = {}  # by path: the values none of its items may hold
-    # By list and scope: the scope (db field: stored value), the field and its values there.
-    scoped: dict[tuple[str, str, str], tuple[dict[str, Any], str, list[Any]]] = {}
+    # By list, field and scope: the scope (db field: stored value) and the values there.
+    scoped: dict[tuple[str, str, str], tuple[dict[str, Any], list[Any]]] = {}
     for slot, steps, is_item in added.values():
         if slot.value is None or _made_key(slot) not in made or any("$" in s for s in steps):
             continue
@@ -579,7 +579,7 @@ def _not_added_yet(
             scope[source.db_field] = None if value is None else source.to_mongo(value)
         # (By the text of the scope: equal scopes of two types are two groups, as before.)
         key = (_query_path(steps), field.db_field, repr(sorted(scope.items())))
-        scoped.setdefault(key, (scope, field.db_field, []))[2].append(field.to_mongo(slot.value))
+        scoped.setdefault(key, (scope, []))[1].append(field.to_mongo(slot.value))
     # One clause per list (and scope), not one per value: the $ne, or the item matched, of each
     # value in one set, which the server looks each stored item up in once.
     conditions = [
@@ -588,7 +588,7 @@ def _not_added_yet(
     ]
     conditions += [
         {path: {"$not": {"$elemMatch": {**scope, db_field: _one_of(found)}}}}
-        for (path, _, _), (scope, db_field, found) in scoped.items()
+        for (path, db_field, _), (scope, found) in scoped.items()
     ]
     return {"$and": conditions} if conditions else None
 
@@ -792,7 +792,7 @@ def _moves(document_class: type[BaseDocument], operations: dict[str, Any]) -> li
                         f"again; set the scope with $set and give {name} with $set (or leave "
                         "it as it is), or load the document and save() it"
                     )
-                read = _reads(kind, name, field)
+                read = values.reads(kind, name, field)
                 moves.append(_Move(kind, name, field, path, steps, read, fields[path]))
     return moves
 
@@ -964,25 +964,11 @@ def _stored_slots(
                 "a value: two documents holding it collide); leave the field out, or give a value"
             )
         _check_stored_form(field, given, f"the update writes at {path!r}", query.collection)
-        holder = _holder_of(kind, name, field, embedded)
+        holder = values.holder_of(kind, name, field, embedded)
         slots.append(
             (Slot(holder, holder, name, field, kind), _any_item(steps, len(path.split("."))))
         )
     return slots
-
-
-def _reads(kind: Any, name: str, field: GeneratedField) -> dict[str, Any]:
-    """The fields of ``kind`` a slot of its generated field ``name`` reads: itself and its
-    scope (``depends_on``), by name."""
-    return {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
-
-
-def _holder_of(
-    kind: Any, name: str, field: GeneratedField, stored: dict[str, Any], owner: str | None = None
-) -> values.Holder:
-    """A holder of the values of the stored embedded document ``stored`` (of ``kind``) that a
-    slot of its generated field ``name`` reads (:func:`_reads`), in Python form."""
-    return values.Holder(values.python_values(stored, _reads(kind, name, field)), owner)
 
 
 def _own_slots(
@@ -1329,7 +1315,7 @@ class _Places:
                     given = embedded.get(field.db_field)
                     if given is None:
                         continue
-                    holder = _holder_of(kind, name, field, embedded, self.owner)
+                    holder = values.holder_of(kind, name, field, embedded, self.owner)
                     self.inserted.append((field, given, path))
                     if field.tracks_assigned:
                         self.given.append(Slot(holder, holder, name, field, kind))

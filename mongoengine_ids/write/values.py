@@ -196,6 +196,20 @@ def python_values(stored: dict[str, Any], fields: dict[str, Any]) -> dict[str, A
     }
 
 
+def reads(kind: Any, name: str, field: GeneratedField) -> dict[str, Any]:
+    """The fields of ``kind`` a slot of its generated field ``name`` reads: itself and its
+    scope (``depends_on``), by name."""
+    return {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
+
+
+def holder_of(
+    kind: Any, name: str, field: GeneratedField, stored: dict[str, Any], owner: str | None = None
+) -> Holder:
+    """A holder of the values of the stored embedded document ``stored`` (of ``kind``) that a
+    slot of its generated field ``name`` reads (:func:`reads`), in Python form."""
+    return Holder(python_values(stored, reads(kind, name, field)), owner)
+
+
 def _collect(
     document: BaseDocument, root: BaseDocument, embedded_new_only: bool, found: list[Slot]
 ) -> None:
