@@ -66,6 +66,23 @@ def check_int(name: str, value: object, low: int | None = None, high: int | None
     return value
 
 
+def check_room(name: str, count: int) -> None:
+    """Check that a list of ``count`` values can be held in memory, before any is made (a
+    counter moved, a lock held while they are made).
+
+    Raises:
+        ValueError: it cannot (the list could not be allocated).
+    """
+    try:
+        room = [None] * count
+    except (MemoryError, OverflowError):
+        raise ValueError(
+            f"{name}={count:,}: a list of that many values does not fit in memory; ask for "
+            "fewer at a time"
+        ) from None
+    del room
+
+
 def check_bool(name: str, value: object) -> bool:
     """``value`` if it is a bool.
 

@@ -1579,6 +1579,25 @@ def test_generate_many_checks_its_count(count: Any, error: type[Exception]) -> N
         UUID7Generator().generate_many(count)
 
 
+def test_more_values_than_memory_holds_are_refused_before_any_is_made(
+    mongoengine_db: Any,
+) -> None:
+    """Probe V: next_values(2**62) moved the counter by 2**62 (half its space, for good), then
+    raised an empty MemoryError; LocalityUUIDGenerator.generate_many(2**70) held its lock,
+    every other save waiting, until memory ran out."""
+    sequence = Sequence("huge", database=mongoengine_db)
+    assert sequence.next() == 1
+    locality = LocalityUUIDGenerator(clock=time_ms, mode="sequential")
+    uuid7 = UUID7Generator()
+    before = locality.generate()
+    for ask in (sequence.next_values, locality.generate_many, uuid7.generate_many):
+        with pytest.raises(ValueError, match=r"count=4,611,686,018,427,387,904: a list of"):
+            ask(2**62)
+    assert mongoengine_db["mongoengine.counters"].find_one({"_id": "huge"})["next"] == 1
+    assert sequence.next() == 2
+    assert locality.generate().sequential_counter == before.sequential_counter + 1
+
+
 class IntScoped(Document):
     tenant = mongoengine.IntField()
     number = SequenceField(scope="tenant")

@@ -481,6 +481,143 @@ def test_missing_index_without_auto_create_is_an_error(mongoengine_db: Any) -> N
     assert codes(mongoengine_db.manual) == [1]
 
 
+def test_a_declared_unique_index_partial_on_the_fields_existence_serves_it(
+    mongoengine_db: Any,
+) -> None:
+    # A unique index skipping the documents that lack the field, declared with a partial
+    # filter instead of sparse (MongoDB refuses both on one index: the field is not sparse).
+    class Partial(me.Document):
+        code = RandomUniqueField(digits=1, rng=Script(2, 2, 5), sparse=False)
+        meta = {
+            "collection": "partial",
+            "indexes": [
+                {
+                    "fields": ["code"],
+                    "unique": True,
+                    "partialFilterExpression": {"code": {"$exists": True}},
+                }
+            ],
+        }
+
+    Partial().save()
+    Partial().save()  # 3 taken: drawn again
+    assert codes(mongoengine_db.partial) == [3, 6]
+    (index,) = [
+        spec
+        for spec in mongoengine_db.partial.index_information().values()
+        if spec["key"] == [("code", 1)]
+    ]
+    assert index.get("sparse") is None  # the declared index, not one of the field's beside it
+
+
+def test_a_declared_partial_index_on_a_sparse_field_is_refused_before_any_write(
+    mongoengine_db: Any,
+) -> None:
+    # MongoEngine merges the field's unique=True, sparse=True into the declared index, which
+    # MongoDB refuses (mongomock creates it): refused on mongomock too.
+    class Merged(me.Document):
+        code = RandomUniqueField(digits=6)
+        meta = {
+            "collection": "merged",
+            "indexes": [
+                {"fields": ["code"], "partialFilterExpression": {"code": {"$exists": True}}}
+            ],
+        }
+
+    for write in (lambda: Merged().save(), lambda: Merged.objects.insert([Merged()])):
+        with pytest.raises(UniqueIndexMissingError) as raised:
+            write()
+        message = str(raised.value)
+        assert "Merged.code" in message
+        assert "partialFilterExpression={'code': {'$exists': True}}" in message
+        assert "sparse=False" in message
+    assert mongoengine_db.merged.count_documents({}) == 0
+
+
+def test_an_index_on_the_field_that_does_not_make_it_unique_is_named(
+    mongoengine_db: Any,
+) -> None:
+    # A unique index partial on another field leaves values free to repeat outside it; the
+    # field's own index (code_1) cannot be created beside one of the same keys.
+    mongoengine_db.filtered.create_index(
+        [("code", pymongo.ASCENDING)],
+        unique=True,
+        partialFilterExpression={"active": True},
+    )
+
+    class Filtered(me.Document):
+        code = RandomUniqueField(digits=6)
+        active = me.BooleanField()
+        meta = {"collection": "filtered", "auto_create_index": False}
+
+    with pytest.raises(UniqueIndexMissingError) as raised:
+        Filtered(active=False).save()
+    message = str(raised.value)
+    assert "its index 'code_1'" in message
+    assert "'partialFilterExpression': {'active': True}" in message
+    assert mongoengine_db.filtered.count_documents({}) == 0
+
+
+def test_the_index_the_missing_index_error_advises_takes_a_populated_collection(
+    mongoengine_db: Any,
+) -> None:
+    mongoengine_db.advised.insert_many([{"name": "old 1"}, {"name": "old 2"}])  # lack code
+
+    class Advised(me.Document):
+        code = RandomUniqueField(digits=6)
+        name = me.StringField()
+        meta = {"collection": "advised", "auto_create_index": False}
+
+    with pytest.raises(UniqueIndexMissingError) as raised:
+        Advised(name="new").save()
+    advice = "create_index([('code', 1)], unique=True, sparse=True)"
+    assert advice in str(raised.value)
+    mongoengine_db.advised.create_index([("code", pymongo.ASCENDING)], unique=True, sparse=True)
+    Advised(name="new").save()
+    assert sorted(doc["name"] for doc in mongoengine_db.advised.find()) == [
+        "new",
+        "old 1",
+        "old 2",
+    ]
+
+
+def test_string_operators_on_a_space_of_strings_match_as_a_string_fields(
+    mongoengine_db: Any,
+) -> None:
+    """Probe U: code__startswith="T-4" was sent as {code: "T-4"}, an equality matching
+    nothing, with no error."""
+
+    class Ticket(me.Document):
+        code = RandomUniqueField(length=8, prefix="T-")
+
+    class Plain(me.Document):
+        code = me.StringField()
+
+    codes_made = [Ticket().save().code for _ in range(6)]
+    for code in codes_made:
+        Plain(code=code).save()
+    first = codes_made[0]
+    asked = {
+        "startswith": first[:4],
+        "istartswith": first[:4].lower(),
+        "contains": first[2:6],
+        "icontains": first[2:6].lower(),
+        "endswith": first[-3:],
+        "exact": first,
+        "regex": f"^{first[:5]}",
+        "not__startswith": first[:4],
+    }
+    for op, value in asked.items():
+        ours = sorted(t.code for t in Ticket.objects(**{f"code__{op}": value}))
+        theirs = sorted(p.code for p in Plain.objects(**{f"code__{op}": value}))
+        assert ours == theirs, op
+    assert [t.code for t in Ticket.objects(code__startswith=first[:4])] == [
+        c for c in codes_made if c.startswith(first[:4])
+    ]
+    with pytest.raises(ValidationError, match=r"Ticket.code by startswith 5: expected a str"):
+        Ticket.objects(code__startswith=5).count()
+
+
 def test_the_index_check_is_made_again_after_drop_collection(mongoengine_db: Any) -> None:
     class Dropped(me.Document):
         code = RandomUniqueField(digits=1, rng=Script(4, 4, 4), max_retries=1)

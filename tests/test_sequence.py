@@ -10,14 +10,16 @@ from typing import Any
 
 import bson.json_util
 import mongoengine
+import mongoengine as me
 import mongomock
 import pymongo.errors
 import pytest
 from mongoengine import Document, IntField, StringField
 from mongoengine import fields as me_fields
 from mongoengine.errors import NotUniqueError, ValidationError
+from test_random_unique import Script
 
-from mongoengine_ids import LocalityUUIDField, UUID4Field
+from mongoengine_ids import LocalityUUIDField, RandomUniqueField, UUID4Field
 from mongoengine_ids.errors import IdSpaceExhaustedError, InvalidIdError, RetriesExhaustedError
 from mongoengine_ids.resets import reset_process_state
 from mongoengine_ids.sequence import admin
@@ -1236,6 +1238,91 @@ def test_a_float_scope_of_zero_is_one_scope_whatever_its_sign(mongoengine_db: An
     numbers = sorted(doc["number"] for doc in Reading.objects(level=0.0).as_pymongo())
     assert numbers == [1, 2, 3, 4]
     assert [c["_id"] for c in counters(mongoengine_db)] == ["reading.number@0.0"]
+
+
+class _Place(me.EmbeddedDocument):
+    city = StringField()
+    ref = UUID4Field()
+
+
+def test_a_scope_holding_generated_values_is_numbered_as_stored(mongoengine_db: Any) -> None:
+    """Probe V: the scope was read before the values inside it were made: the first document's
+    counter was named by its place without the ref it was stored with, the second (the same
+    place, its ref given) by the whole place: one number twice in one stored scope."""
+
+    class Visit(Document):
+        place = me_fields.EmbeddedDocumentField(_Place)
+        number = SequenceField(scope="place")
+        label = StringField()
+
+    first = Visit(place=_Place(city="Oslo"), label="save").save()
+    same = _Place(city="Oslo", ref=first.place.ref)
+    Visit(place=same, label="same place").save()
+    Visit.objects.insert(
+        [Visit(place=_Place(city="Oslo", ref=first.place.ref), label="insert")], load_bulk=False
+    )
+    Visit(place=_Place(city="Oslo"), label="another ref").save()
+    stored = {doc["label"]: doc for doc in mongoengine_db["visit"].find()}
+    assert {label: doc["number"] for label, doc in stored.items()} == {
+        "save": 1,
+        "same place": 2,
+        "insert": 3,
+        "another ref": 1,
+    }
+    assert stored["save"]["place"] == stored["insert"]["place"]
+    names = sorted(c["_id"] for c in counters(mongoengine_db))
+    assert len(names) == 2
+    assert all("ref" in name for name in names)
+
+
+def test_a_scope_made_on_the_same_write_is_made_first(mongoengine_db: Any) -> None:
+    """Probe V: a generated scope declared after the field numbered per it was still None
+    when the number was made: every write was refused, saying to set it."""
+
+    class Ticket(Document):
+        number = SequenceField(scope="code")
+        code = SequenceField(sequence_name="ticket_codes")
+
+    Ticket().save()
+    Ticket.objects.insert([Ticket(), Ticket()], load_bulk=False)
+    stored = sorted((doc["code"], doc["number"]) for doc in mongoengine_db["ticket"].find())
+    assert stored == [(1, 1), (2, 1), (3, 1)]
+
+
+def test_a_number_follows_its_scope_drawn_again_after_a_collision(mongoengine_db: Any) -> None:
+    """Probe V: the scope, a random value, collided and was drawn again; the number made from
+    the first draw was kept, from the counter of a scope the document is not in."""
+
+    class Seat(Document):
+        number = SequenceField(scope="row")
+        row = RandomUniqueField(digits=1, rng=Script(0, 0, 1, 1, 2))
+        label = StringField()
+
+    Seat(label="a").save()  # row 1
+    Seat(label="b").save()  # row 1 taken: row 2
+    Seat.objects.insert([Seat(label="c")], load_bulk=False)  # row 2 taken: row 3
+    stored = {doc["label"]: (doc["row"], doc["number"]) for doc in mongoengine_db["seat"].find()}
+    assert stored == {"a": (1, 1), "b": (2, 1), "c": (3, 1)}
+
+
+def test_scopes_that_cannot_be_made_first_are_refused_before_any_write(
+    mongoengine_db: Any,
+) -> None:
+    class Itself(Document):
+        number = SequenceField(scope="number")
+
+    class Crossed(Document):
+        first = SequenceField(scope="second")
+        second = SequenceField(scope="first")
+
+    with pytest.raises(ValueError, match=r"Itself.number has scope='number', itself"):
+        Itself().save()
+    for write in (lambda: Crossed().save(), lambda: Crossed.objects.insert([Crossed()])):
+        with pytest.raises(ValueError, match=r"Crossed.first, Crossed.second are each made"):
+            write()
+    assert mongoengine_db["itself"].count_documents({}) == 0
+    assert mongoengine_db["crossed"].count_documents({}) == 0
+    assert counters(mongoengine_db) == []
 
 
 # -- explicit values ----------------------------------------------------------------------------

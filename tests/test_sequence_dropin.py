@@ -455,6 +455,55 @@ def test_value_decorator_behaves_as_mongoengines(mongoengine_db: Any, batch_size
         assert ours == [*theirs[:5], [{"_id": "person.id", "next": 5}], *theirs[6:]]
 
 
+def decorated_bulk_script(field: Field, db: Any) -> list[Any]:
+    Ticket = model(
+        "Ticket",
+        id=field(primary_key=True, value_decorator=lambda n: n + 1000),
+        title=me.StringField(),
+    )
+    inserted = Ticket.objects.insert([Ticket(title="a"), Ticket(title="b")])
+    found = Ticket.objects.in_bulk([1001, 1002])
+    return [
+        [(ticket.id, ticket.title) for ticket in inserted],
+        sorted((key, ticket.title) for key, ticket in found.items()),
+        list(db["ticket"].find()),
+    ]
+
+
+def test_a_numeric_value_decorator_inserts_and_finds_in_bulk_as_mongoengines(
+    mongoengine_db: Any,
+) -> None:
+    """Probe V: a decorator returning a number (n + 1000) was applied again to the keys
+    in_bulk() looks up: insert() wrote the documents, then returned None for each."""
+    theirs = decorated_bulk_script(me_fields.SequenceField, mongoengine_db)
+    drop_all(mongoengine_db)
+    ours = decorated_bulk_script(SequenceField, mongoengine_db)
+    assert theirs == [
+        [(1001, "a"), (1002, "b")],
+        [(1001, "a"), (1002, "b")],
+        [{"_id": 1001, "title": "a"}, {"_id": 1002, "title": "b"}],
+    ]
+    assert ours == theirs
+
+
+def test_a_value_decorator_returning_none_is_refused_before_any_write(
+    mongoengine_db: Any,
+) -> None:
+    """Probe V: save() refused None as "not a sequence value (a document not saved has no
+    key)", while a bulk insert stored the documents without the field."""
+
+    class Blank(me.Document):
+        number = SequenceField(value_decorator=lambda n: None)
+        size = me.IntField()
+
+    message = r"Blank.number: value_decorator returned None for number \d+: it must return"
+    with pytest.raises(ValueError, match=message):
+        Blank(size=1).save()
+    with pytest.raises(ValueError, match=message):
+        Blank.objects.insert([Blank(size=2), Blank(size=3)])
+    assert mongoengine_db["blank"].count_documents({}) == 0
+
+
 def test_queries_by_the_number_and_by_the_decorated_value(mongoengine_db: Any) -> None:
     class Ticket(me.Document):
         id = SequenceField(primary_key=True, value_decorator=hex, batch_size=10)

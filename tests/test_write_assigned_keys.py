@@ -48,6 +48,7 @@ class KeyedByObjectId(me.Document):
 
 
 GENERATED_KEYS = [KeyedBySequence, KeyedByRandom, KeyedByUUID]
+RELAXED = json_util.RELAXED_JSON_OPTIONS
 
 
 def _stored(model: type[me.Document]) -> list[dict[str, Any]]:
@@ -85,6 +86,41 @@ def test_a_generated_key_assigned_after_building_is_inserted_with_its_values(
     other.owner = "Bo 2"
     other.save()
     assert model.objects(owner="Bo 2").count() == 1
+
+
+@pytest.mark.parametrize("build", ["from_json", "_from_son"])
+@pytest.mark.parametrize("model", GENERATED_KEYS, ids=lambda m: m.__name__)
+def test_a_document_built_new_from_its_data_is_inserted_under_a_key_assigned_after(
+    mongoengine_db: Any, model: type[me.Document], build: str
+) -> None:
+    # from_json(created=True) and _from_son(created=True) build a new document, as the
+    # constructor does (save() inserts it); a key assigned after makes MongoEngine take it as
+    # stored, and its update would write only the key.
+    first = model(owner="Ada").save()
+    data = model(owner="Bo").to_mongo()
+    built = (
+        model.from_json(
+            json_util.dumps(data, json_options=RELAXED),
+            created=True,
+            json_options=RELAXED,
+        )
+        if build == "from_json"
+        else model._from_son(data, created=True)
+    )
+    built.id = model(owner="spare").save().id  # a key the field made
+    model.objects(id=built.id).delete()
+    built.save()
+    (stored,) = [doc for doc in _stored(model) if doc["owner"] == "Bo"]
+    generated = [name for name in ("code", "number") if name in model._fields]
+    assert all(stored.get(name) is not None for name in generated)
+    assert built.to_mongo().to_dict() == stored
+    # And a key another document holds is refused, never written over it.
+    intruder = model._from_son(model(owner="Mallory").to_mongo(), created=True)
+    intruder.id = first.id
+    before = _stored(model)
+    with pytest.raises(NotUniqueError):
+        intruder.save()
+    assert _stored(model) == before
 
 
 def test_a_sequence_key_assigned_after_building_moves_the_counter_past_it(

@@ -25,7 +25,14 @@ from typing import Final, Literal
 from bson.binary import Binary
 
 from .. import constants as C
-from .._checks import check_callable, check_int, is_int, suggest_keywords, user_stacklevel
+from .._checks import (
+    check_callable,
+    check_int,
+    check_room,
+    is_int,
+    suggest_keywords,
+    user_stacklevel,
+)
 from ..errors import IdSpaceExhaustedError, InvalidIdError, invalid_id
 
 Mode = Literal["spread", "sequential"]
@@ -628,11 +635,12 @@ class LocalityUUIDGenerator:
 
         Raises:
             TypeError: ``count`` is not an int.
-            ValueError: ``count`` is negative.
+            ValueError: ``count`` is negative, or more ids than memory holds.
             IdSpaceExhaustedError: as :meth:`generate` (no id is made).
         """
         if not is_int(count) or count < 0:
             check_int("count", count, 0)
+        check_room("count", count)  # before the lock, which other threads wait for
         made: list[tuple[int, int]] = []
         self._acquire()
         try:

@@ -201,9 +201,15 @@ os.register_at_fork(after_in_child=_new_locks_in_child)
 
 
 def _unique_on(spec: dict[str, Any], db_field: str) -> bool:
-    """Whether an ``index_information()`` entry makes ``db_field`` unique on its own."""
-    keys = [key for key, _direction in spec.get("key", [])]
-    return bool(spec.get("unique")) and keys == [db_field] and "partialFilterExpression" not in spec
+    """Whether an ``index_information()`` entry makes ``db_field`` unique on its own: a unique
+    index on it alone, over every document or over those holding it (sparse, or a partial
+    filter on its existence: each value the field writes is in it)."""
+    partial = spec.get("partialFilterExpression")
+    return (
+        bool(spec.get("unique"))
+        and [key for key, _direction in spec.get("key", [])] == [db_field]
+        and partial in (None, {db_field: {"$exists": True}})
+    )
 
 
 def _release(proxy: Any, values: list[Any]) -> None:
@@ -509,19 +515,18 @@ class RandomUniqueField(GeneratedField):
         names = _index_names.get(database.client, key)
         if names is not None:
             return names
+        self._check_declared_index(document_class)
         info = collection.index_information()
         names = frozenset(name for name, spec in info.items() if _unique_on(spec, self.db_field))
         if not names:
             if not create:
                 return names
+            ours = [(self.db_field, pymongo.ASCENDING)]
+            for name, spec in info.items():
+                if [tuple(pair) for pair in spec.get("key", [])] == ours:  # would clash
+                    raise self._index_missing(collection, f"its index {name!r} is {spec!r}")
             if not seam.auto_create_index(document_class):
-                raise UniqueIndexMissingError(
-                    f"{self._label}: collection {collection.name!r} has no unique index on "
-                    f"{self.db_field!r} and meta['auto_create_index'] is False; without it "
-                    "random collisions would be written silently. Create it with "
-                    f"create_index([({self.db_field!r}, 1)], unique=True) or call "
-                    f"{document_class.__name__}.ensure_indexes()"
-                )
+                raise self._index_missing(collection, "meta['auto_create_index'] is False")
             names = frozenset(
                 {
                     collection.create_index(
@@ -531,6 +536,35 @@ class RandomUniqueField(GeneratedField):
             )
         _index_names.set(database.client, key, names)
         return names
+
+    def _index_missing(self, collection: Any, why: str) -> UniqueIndexMissingError:
+        create = f"create_index([({self.db_field!r}, 1)], unique=True"
+        create += ", sparse=True)" if self.sparse else ")"
+        return UniqueIndexMissingError(
+            f"{self._label}: collection {collection.name!r} has no unique index on "
+            f"{self.db_field!r} alone, and {why}; without one, random collisions would be "
+            f"written silently. It may be sparse, or partial on "
+            f"{{{self.db_field!r}: {{'$exists': True}}}}; none other makes every value "
+            f"unique. Create it with {create}, or through the model's ensure_indexes()"
+        )
+
+    def _check_declared_index(self, document_class: type[BaseDocument]) -> None:
+        """Refuse an index the model declares on this field with a partial filter while the
+        field is sparse: MongoEngine merges the field's ``unique`` and ``sparse`` into it, and
+        MongoDB refuses an index both sparse and partial (mongomock makes it)."""
+        for spec in seam.index_specs(document_class):
+            if [key for key, _ in spec.get("fields", [])] != [self.db_field]:
+                continue
+            if spec.get("sparse") and "partialFilterExpression" in spec:
+                raise UniqueIndexMissingError(
+                    f"{self._label}: meta['indexes'] declares an index on "
+                    f"{self.db_field!r} with partialFilterExpression="
+                    f"{spec['partialFilterExpression']!r}, and the field is sparse: MongoEngine "
+                    "merges the field's unique index into it, and MongoDB refuses an index "
+                    "both sparse and partial. Declare the field with sparse=False (a partial "
+                    f"filter {{{self.db_field!r}: {{'$exists': True}}}} skips the documents "
+                    "lacking it, as sparse does)"
+                )
 
     # -- the proxy collection -------------------------------------------------------------------
 
@@ -603,6 +637,16 @@ class RandomUniqueField(GeneratedField):
                 f"{value!r} is not a valid id for {self._label}: {problem}; expected "
                 f"{self._space.description}"
             )
+
+    def prepare_query_value(self, op: str, value: Any) -> Any:
+        """As every generated field's; in a space of strings, a string operator
+        (``code__startswith="T-4"``, ``icontains``, ``regex``...) makes a regex, as a
+        ``StringField``'s does (a part of a value is no value of the space)."""
+        if op in seam.STRING_OPERATORS and isinstance(self._space, StringSpace):
+            if not isinstance(value, str):
+                self.error(f"cannot query {self._label} by {op} {value!r}: expected a str")
+            return seam.text_query(op, value)
+        return super().prepare_query_value(op, value)
 
     def query_value(self, value: Any) -> Any:
         """A query value in stored form.

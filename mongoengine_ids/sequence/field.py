@@ -47,6 +47,7 @@ from .._checks import (
     check_callable,
     check_collection_name,
     check_int,
+    check_room,
     is_int,
     suggest_keywords,
     user_stacklevel,
@@ -927,12 +928,13 @@ class Sequence:
 
         Raises:
             TypeError: ``count`` is not an int.
-            ValueError: ``count`` is negative or beyond an int64.
+            ValueError: ``count`` is negative, beyond an int64, or more values than memory holds.
             IdSpaceExhaustedError: the space cannot supply ``count`` values: none are handed
                 out, and those this process holds stay its own for later calls (fewer at a
                 time), as after any failure of the lease.
         """
         check_int("count", count, 0, INT64_MAX)
+        check_room("count", count)  # before the counter moves for them
         if self._source is not None:
             self.store()
         raises_done = self._raises_done  # before any value is taken out
@@ -1692,10 +1694,15 @@ class SequenceField(GeneratedField):
         """The field of ``document_class`` named by ``scope`` (which is set).
 
         Raises:
-            ValueError: ``document_class`` has no such field.
+            ValueError: ``document_class`` has no such field, or it is this field.
         """
         assert self.scope is not None
         source = seam.field_of(document_class, self.scope)
+        if source is self:
+            raise ValueError(
+                f"{document_class.__name__}.{self.name} has scope={self.scope!r}, itself: a "
+                "number cannot pick its own counter; scope it by another field"
+            )
         if source is None:
             name = document_class.__name__
             raise ValueError(
@@ -1847,10 +1854,23 @@ class SequenceField(GeneratedField):
             )
 
     def _present(self, numbers: list[int]) -> list[Any]:
+        """The values of counter ``numbers``: decorated by ``value_decorator``.
+
+        Raises:
+            ValueError: the decorator returned None (no value to store) for one of them.
+        """
         decorate = self.value_decorator
         if decorate is int:
             return numbers
-        return [decorate(number) for number in numbers]
+        values = [decorate(number) for number in numbers]
+        missing = [number for number, value in zip(numbers, values, strict=True) if value is None]
+        if missing:
+            number = missing[0]
+            raise ValueError(
+                f"{self._label}: value_decorator returned None for number {number}: it must "
+                "return the value to store"
+            )
+        return values
 
     @property
     def tracks_assigned(self) -> bool:

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
-from .._checks import check_callable, check_int, is_int, suggest_keywords
+from .._checks import check_callable, check_int, check_room, is_int, suggest_keywords
 from ..errors import IdSpaceExhaustedError
 from ..locality.field import UUIDValueField
 from ..locality.generator import Clock, _int_from_uuid_value
@@ -132,11 +132,12 @@ class UUID7Generator:
 
         Raises:
             TypeError: ``count`` is not an int.
-            ValueError: ``count`` is negative.
+            ValueError: ``count`` is negative, or more ids than memory holds.
             IdSpaceExhaustedError: the 48-bit time field is used up (no id is made).
         """
         if not is_int(count) or count < 0:
             check_int("count", count, 0)
+        check_room("count", count)
         clock = self._clock
         now = clock() if clock is not None else time.time_ns() // 1_000_000
         numbers = []

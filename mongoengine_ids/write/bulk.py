@@ -232,7 +232,7 @@ class Batch:
                 BulkNotUniqueError(f"Could not save document ({duplicate})"), tried
             ) from duplicate
         self.attempts[id(slot)] = tried + 1
-        values.refill(self.write, slot)
+        values.refill(self.write, slot, self.filled)
 
     def _written(self, count: int) -> None:
         written = [self.docs[position] for position in self.pending[:count]]

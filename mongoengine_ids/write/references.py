@@ -77,8 +77,9 @@ def wrap_to_mongo(owner: type[Document], own: ToMongo | None) -> ToMongo:
 def wrap_from_son(owner: type[Document], own: Any) -> Any:
     """``_from_son`` for ``owner`` (``own``: the class's own classmethod, or None): a document
     loaded whose key is stored in another form than its field writes is recorded so
-    (:func:`.seam.note_stored_key`), and the embedded documents its dynamic attributes hold are
-    loaded ones (:func:`.seam.note_loaded_dynamic`), unless built as new (``created=True``)."""
+    (:func:`.seam.note_stored_key`); the embedded documents its dynamic attributes hold are
+    loaded ones (:func:`.seam.note_loaded_dynamic`), unless it is built as new
+    (``created=True``): then it is as the constructor makes one (:func:`.seam.built_new`)."""
 
     def _from_son(cls: type[Document], son: Any, *args: Any, **kwargs: Any) -> Any:
         if own is not None:
@@ -86,7 +87,9 @@ def wrap_from_son(owner: type[Document], own: Any) -> Any:
         else:
             document = super(owner, cls)._from_son(son, *args, **kwargs)
         seam.note_stored_key(document, son.get("_id"))
-        if not kwargs.get("created", args[1] if len(args) > 1 else False):
+        if kwargs.get("created", args[1] if len(args) > 1 else False):
+            seam.built_new(document)
+        else:
             seam.note_loaded_dynamic(document)
         return document
 
@@ -335,23 +338,34 @@ def wrap_generic_lazy_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any,
 def in_bulk(
     document_class: type[Document], object_ids: Iterable[Any], load: Callable[[list[Any]], Any]
 ) -> dict[Any, Any]:
-    """MongoEngine's ``in_bulk()`` (``load``) with the ids in stored form, keyed as given."""
+    """MongoEngine's ``in_bulk()`` (``load``) with the ids in stored form, keyed as given.
+
+    An id is a key as a document holds it, or in another form the field takes for one (text,
+    the stored form): never a counter number to decorate (``value_decorator``), which a query
+    by the key takes it for, as MongoEngine's; its ``in_bulk()`` sends the ids as given."""
     field = seam.pk_field(document_class)
     given_for: dict[Any, list[Any]] = {}
     for given in object_ids:
-        try:
-            key = field.prepare_query_value("in", given)
-        except ValidationError:
-            key = given  # no key at all: as MongoEngine, sent as it is, it matches nothing
-        given_for.setdefault(key, []).append(given)
+        given_for.setdefault(_stored_key(field, given), []).append(given)
     found = load(list(given_for))
     # The keys of ``found`` are the stored _id values as the driver decodes them (a uuid.UUID
     # under uuidRepresentation="standard"): back to the stored form to find the ids given.
     return {
         given: document
         for key, document in found.items()
-        for given in given_for.get(field.prepare_query_value("in", key), ())
+        for given in given_for.get(_stored_key(field, key), ())
     }
+
+
+def _stored_key(field: Any, given: Any) -> Any:
+    """``given``, a key of ``field`` in any form it takes, in stored form; not a key at all:
+    as it is (as MongoEngine sends it, it matches nothing)."""
+    try:
+        value = field.to_python(given)
+        field.validate(value)
+        return field.to_mongo(value)
+    except ValidationError:
+        return given
 
 
 def distinct_values(document_class: type[Document], path: str, values: list[Any]) -> list[Any]:

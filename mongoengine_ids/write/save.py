@@ -616,8 +616,9 @@ class _Existing:
         self.noted = values.note_assigned(write, assigned)
         self.made: list[Slot] = []  # values made by this attempt
         try:
-            self.made += values.fill(write, empty)
-            self.made += values.fill(write, [slot for slot in self.missing if slot.value is None])
+            self.made += values.fill(
+                write, [*empty, *(slot for slot in self.missing if slot.value is None)]
+            )
         except BaseException:
             values.give_back(write, self.made)
             values.release(write, self.noted)

@@ -345,6 +345,16 @@ def never_stored(document: BaseDocument) -> bool:
     return writes_whole(document) and not getattr(document, _WRITTEN, False)
 
 
+def built_new(document: BaseDocument) -> None:
+    """``document`` was built as new by MongoEngine's ``_from_son(created=True)`` (as
+    ``from_json(created=True)`` does), which records changes from the start as for a loaded one:
+    it is made as the constructor makes a new one, which records none until it is saved. A key
+    assigned after it then reads as it does on the constructor's (:func:`never_stored`), and
+    MongoEngine's update of it would write all it holds, not the key alone."""
+    if hasattr(document, "_changed_fields"):
+        del document._changed_fields
+
+
 def mark_new(document: BaseDocument) -> None:
     """The document is not in the database (any more): ``save()`` and ``insert()`` insert it."""
     object.__setattr__(document, "_created", True)
@@ -592,6 +602,23 @@ def default_database(owner: type[BaseDocument]) -> Any:
     if issubclass(owner, Document):
         return owner._get_db()
     return get_db(DEFAULT_CONNECTION_NAME)
+
+
+def index_specs(document_class: type[BaseDocument]) -> list[dict[str, Any]]:
+    """The indexes MongoEngine creates for ``document_class``: ``meta["indexes"]`` with the
+    unique indexes of its fields merged in (``{"fields": [(name, direction)], ...options}``)."""
+    return list(document_class._meta.get("index_specs") or [])
+
+
+#: MongoEngine's query operators that match text (``startswith``, ``icontains``, ``regex``...).
+STRING_OPERATORS: frozenset[str] = frozenset(transform.STRING_OPERATORS)
+_TEXT = StringField()
+
+
+def text_query(op: str, value: str) -> Any:
+    """The query value of a string operator (:data:`STRING_OPERATORS`) as a ``StringField``
+    makes it: a regex (``startswith`` escapes ``value``; ``regex`` takes it as a pattern)."""
+    return _TEXT.prepare_query_value(op, value)
 
 
 def auto_create_index(document_class: type[BaseDocument]) -> bool:

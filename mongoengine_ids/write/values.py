@@ -441,18 +441,71 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
         NotUniqueError: one embedded object is placed more than once in the write (see
             :func:`_once_each`) with a field whose values no two documents may share.
     """
-    empty = _once_each(empty)
     filled: list[Slot] = []
     try:
-        for (klass, field), group in _by_field(empty).items():
-            values = field.new_values(write.of(klass, [slot.holder for slot in group]), len(group))
-            for slot, value in zip(group, values, strict=True):
-                slot.value = value
-                filled.append(slot)
+        for ready in _in_order(_once_each(empty)):
+            for (klass, field), group in _by_field(ready).items():
+                holders = [slot.holder for slot in group]
+                values = field.new_values(write.of(klass, holders), len(group))
+                for slot, value in zip(group, values, strict=True):
+                    slot.value = value
+                    filled.append(slot)
     except BaseException:
         give_back(write, filled)
         raise
     return filled
+
+
+def _in_order(empty: list[Slot]) -> Iterator[list[Slot]]:
+    """``empty`` in rounds: a slot whose field reads other values (``depends_on``: a counter's
+    scope) after the slots it reads (:func:`_waits`), whose values are made first.
+
+    Raises:
+        ValueError: fields that read one another (none can be made first).
+    """
+    pending = empty
+    while pending:
+        holders = {id(s.holder) for s in pending}
+        places = {(id(s.holder), s.name) for s in pending}
+        waiting = {id(s) for s in pending if _waits(s, holders, places)}
+        ready = [s for s in pending if id(s) not in waiting]
+        if not ready:
+            names = sorted({f"{s.kind.__name__}.{s.name}" for s in pending})
+            raise ValueError(
+                f"{', '.join(names)} are each made from another's value (scope=): none can be "
+                "made first; scope each by a field that is not numbered per it"
+            )
+        yield ready
+        pending = [s for s in pending if id(s) in waiting]
+
+
+def _waits(slot: Slot, holders: set[int], places: set[tuple[int, str]]) -> bool:
+    """Whether ``slot`` reads a value still to be made: of another of its holder's fields
+    (``places``: (holder id, name) of those to be made), or inside an embedded document its
+    field reads (``holders``: the ids of those with values to be made)."""
+    names = slot.field.depends_on
+    return any(name != slot.name and (id(slot.holder), name) in places for name in names) or any(
+        id(inner) in holders for inner in _read_inside(slot)
+    )
+
+
+def _read_inside(slot: Slot) -> Iterator[BaseDocument]:
+    """The embedded documents inside the values ``slot``'s field reads (its scope), at any
+    depth: their values are part of what it reads."""
+    for name in slot.field.depends_on:
+        for inner in seam.embedded_documents(slot._data.get(name)):
+            yield inner
+            yield from embedded(inner)
+
+
+def _reads(slot: Slot, other: Slot) -> bool:
+    """Whether ``slot``'s field reads ``other``'s value to make its own: ``other`` is a field
+    it reads (its scope) of the same holder, or a field of an embedded document inside one."""
+    if other is slot or not slot.field.depends_on:
+        return False
+    if other.holder is slot.holder:
+        return other.name in slot.field.depends_on
+    return any(inner is other.holder for inner in _read_inside(slot))
 
 
 def _once_each(empty: list[Slot]) -> list[Slot]:
@@ -553,7 +606,7 @@ def send(
                         raise
                     raise exhausted from error
                 attempts[id(slot)] = tried + 1
-                refill(write, slot)
+                refill(write, slot, filled)
             except BaseException as failure:
                 if failure is not error and (may_land or outcome_unknown(failure)):
                     # The write failed; its look-up did not answer (or failed).
@@ -594,10 +647,16 @@ def collided(
     return None
 
 
-def refill(write: Write, slot: Slot) -> None:
-    """A fresh value for ``slot``, whose value collided (so it is not released)."""
+def refill(write: Write, slot: Slot, filled: list[Slot]) -> None:
+    """A fresh value for ``slot``, whose value collided (so it is not released); the values of
+    ``filled`` made from it (a number of its scope: :func:`_reads`) are made again from the
+    fresh one, the others given back."""
     slot.value = None
     (slot.value,) = slot.field.new_values(write.of(slot.kind, [slot.holder]), 1)
+    made_from = [other for other in filled if _reads(other, slot)]
+    if made_from:
+        give_back(write, made_from)
+        fill(write, made_from)
 
 
 def _by_field(
