@@ -610,8 +610,6 @@ def index_specs(document_class: type[BaseDocument]) -> list[dict[str, Any]]:
     return list(document_class._meta.get("index_specs") or [])
 
 
-#: MongoEngine's query operators that match text (``startswith``, ``icontains``, ``regex``...).
-STRING_OPERATORS: frozenset[str] = frozenset(transform.STRING_OPERATORS)
 _TEXT = StringField()
 
 
