@@ -90,6 +90,53 @@ def test_failed_missing_fill_gives_back_embedded_values(mongoengine_db: Any) -> 
     assert stored["tags"][0]["code"] is not None
 
 
+# -- save(save_condition=...) reading a field the stored copy lacks -----------------------------
+
+
+class EdgeAdopted(me.Document):
+    name = me.StringField()
+    num = SequenceField()
+    code = RandomUniqueField(digits=6)
+    meta = {"collection": "edge_adopted"}
+
+
+@pytest.mark.parametrize(
+    "condition", [{"num": None}, {"num__exists": False}, {"__raw__": {"$or": [{"name": "a"}]}}]
+)
+def test_a_save_condition_reading_a_lacking_field_sees_the_document_as_read(
+    mongoengine_db: Any, condition: dict[str, Any]
+) -> None:
+    """Probe W: the fill of the field (its own write, first) made the condition false: the
+    value was stored, the change was not, and SaveConditionError blamed a race."""
+    collection = EdgeAdopted._get_collection()
+    key = collection.insert_one({"name": "a"}).inserted_id  # stored before the fields
+    adopted = EdgeAdopted.objects.get(pk=key)
+    adopted.name = "b"
+    adopted.save(save_condition=condition)
+    stored = collection.find_one({"_id": key})
+    named_all = "__raw__" in condition  # an operator: it may read any field
+    assert stored["name"] == "b"
+    assert "num" not in stored
+    assert ("code" in stored) is not named_all
+    # The next save without a condition fills what is lacking.
+    adopted.name = "c"
+    adopted.save()
+    stored = collection.find_one({"_id": key})
+    assert stored["name"] == "c"
+    assert stored["num"] == 1
+    assert stored["code"] == adopted.code
+
+
+def test_a_failing_save_condition_on_a_lacking_field_writes_nothing(mongoengine_db: Any) -> None:
+    collection = EdgeAdopted._get_collection()
+    key = collection.insert_one({"name": "a"}).inserted_id
+    adopted = EdgeAdopted.objects.get(pk=key)
+    adopted.name = "b"
+    with pytest.raises(me.errors.SaveConditionError):
+        adopted.save(save_condition={"num__exists": True})
+    assert collection.find_one({"_id": key}) == {"_id": key, "name": "a"}
+
+
 # -- Sequence.raise_to(): a block leased before it, queued after it, is handed out ---------
 
 

@@ -431,7 +431,7 @@ def save_update(
     """
     write = Write(type(document), seam.collection_of(document), [document])
     _tell_untold(write, document)
-    plan = _Existing(write, document)
+    plan = _Existing(write, document, _named_by(type(document), save_condition))
     try:
         for slot in plan.missing:
             if _fill_missing(write, document, slot, save_condition, plan.updating):
@@ -588,10 +588,16 @@ def _tell_untold(write: Write, document: Document) -> None:
         state.untold.remove(slot)
 
 
+def _named_by(document_class: type[Document], save_condition: Any) -> frozenset[str]:
+    """The top-level db fields ``save_condition`` reads (``"$"``: any, through an operator)."""
+    found = seam.condition_filter(document_class, save_condition)
+    return frozenset("$" if key.startswith("$") else key.partition(".")[0] for key in found)
+
+
 class _Existing:
     """The generated values of one ``save()`` of an existing document."""
 
-    def __init__(self, write: Write, document: Document) -> None:
+    def __init__(self, write: Write, document: Document, conditioned: frozenset[str]) -> None:
         self.write = write
         self.document = document
         state = seam.state(document, create=False)
@@ -611,7 +617,14 @@ class _Existing:
         #: The values kept of embedded documents and of cleared fields.
         self.kept = [s for s in kept if s.holder is not document or s in cleared]
         assigned, empty, missing = _sort(document, others, changed, unloaded)
-        self.missing += missing
+        # A field the stored copy lacks that the save's condition reads is not filled by this
+        # save: its write, made first, would change what the condition then reads (the next
+        # save without one fills it, as backfill() does).
+        self.missing += [
+            slot
+            for slot in missing
+            if "$" not in conditioned and slot.field.db_field not in conditioned
+        ]
         assigned = _new_values(write, document, assigned)
         self.noted = values.note_assigned(write, assigned)
         self.made: list[Slot] = []  # values made by this attempt
