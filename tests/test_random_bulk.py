@@ -23,22 +23,23 @@ from mongoengine_ids.random_unique import RandomFieldStats, RandomUniqueField
 def test_forced_collisions_every_document_exactly_once(mongoengine_db: Any) -> None:
     script = Script(0)
     Thing = model(script)
-    Thing(name="old").save()  # value 1
-    # Round 1 draws for the four documents: 1 (taken by "old"), 2, 2 (taken by document 1 of
-    # this very batch), 3. Round 2 regenerates documents 0 and 2 only, in one call: 4, 5.
-    script.then(0, 1, 1, 2, 3, 4)
+    Thing(name="old").save()  # value 1 (the object is gone: only the index holds it)
+    # The draws for the four documents: 1, 2, 2 (held by document 1 of this very batch: drawn
+    # again at once) 3, 3 (held by document 2: again) 4. The insert: document 0 collides with
+    # "old" and is drawn again, 5.
+    script.then(0, 1, 1, 2, 2, 3, 4)
     batch = [Thing(name=f"n{i}") for i in range(4)]
     inserted = Thing.objects.insert(batch)
 
     assert [doc.name for doc in inserted] == ["n0", "n1", "n2", "n3"]
-    assert [doc.code for doc in inserted] == [4, 2, 5, 3]
-    assert [doc.code for doc in batch] == [4, 2, 5, 3]
+    assert [doc.code for doc in inserted] == [5, 2, 3, 4]
+    assert [doc.code for doc in batch] == [5, 2, 3, 4]
     assert len({doc.pk for doc in inserted}) == 4
     assert [doc.pk for doc in inserted] == [doc.pk for doc in batch]
-    assert script.draws == 7
-    assert Thing.code.stats() == RandomFieldStats(attempts=7, collisions=2, exhausted=0)
+    assert script.draws == 8
+    assert Thing.code.stats() == RandomFieldStats(attempts=8, collisions=3, exhausted=0)
     raw = {doc["name"]: doc["code"] for doc in mongoengine_db.things.find()}
-    assert raw == {"old": 1, "n0": 4, "n1": 2, "n2": 5, "n3": 3}
+    assert raw == {"old": 1, "n0": 5, "n1": 2, "n2": 3, "n3": 4}
     assert mongoengine_db.things.count_documents({}) == 5
 
 

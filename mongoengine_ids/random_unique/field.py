@@ -23,6 +23,7 @@ assigned" (``shared/seeds/001_...``). What this module adds to the naive loop:
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import logging
 import os
 import re
@@ -195,9 +196,78 @@ def _new_locks_in_child() -> None:
     # A lock held by another thread at fork time would stay held forever in the child.
     for counters in list(_all_counters):
         counters._lock = threading.Lock()
+    _CLAIMS.after_fork()
 
 
 os.register_at_fork(after_in_child=_new_locks_in_child)
+
+
+class _Claims:
+    """The value each document of this process holds of each random field without
+    ``reserve_in``, from its draw for as long as the document lives (or until it draws another
+    or gives the value back): a draw another document holds in the same collection is drawn
+    again.
+
+    The unique index keeps two stored documents from one value, not a document that has not
+    reached the server: when the insert of one fails before it is sent, the application's retry
+    finds the value stored by another document of the process (drawn meanwhile, or before) and,
+    the two holding the same data, takes it for its own insert landed (see
+    :mod:`..write.landed`): two objects for one stored document.
+    """
+
+    def __init__(self) -> None:
+        #: (field id, client id, collection, value) -> the holder; (field id, holder id) -> its
+        #: key there.
+        self._holder: dict[tuple[int, int, str, Any], weakref.ref[Any]] = {}
+        self._key: dict[tuple[int, int], tuple[int, int, str, Any]] = {}
+        self._lock = threading.RLock()  # a weak reference's callback may run inside claim()
+
+    def claim(self, field: Any, collection: Any, value: Any, holder: Any) -> bool:
+        """Claim ``value`` of ``field`` in ``collection`` for ``holder``, instead of what it
+        held; False if another document holds it."""
+        where = (id(field), id(collection.database.client), collection.full_name)
+        key = (*where, value)
+        try:
+            hash(key)
+        except TypeError:  # a value of a space of the user's that cannot be hashed
+            return True
+        with self._lock:
+            held = self._holder.get(key)
+            holding = None if held is None else held()
+            if holding is not None and holding is not holder:
+                return False
+            mine = (id(field), id(holder))
+            self._drop(mine)
+            self._key[mine] = key
+            self._holder[key] = weakref.ref(holder, functools.partial(self._gone, key, mine))
+            return True
+
+    def release(self, field: Any, holders: Iterable[Any]) -> None:
+        """``holders`` no longer hold their values of ``field`` (given back, not written)."""
+        if self._key:
+            with self._lock:
+                for holder in holders:
+                    self._drop((id(field), id(holder)))
+
+    def _drop(self, mine: tuple[int, int]) -> None:
+        key = self._key.pop(mine, None)
+        if key is not None:
+            self._holder.pop(key, None)
+
+    def _gone(
+        self, key: tuple[int, int, str, Any], mine: tuple[int, int], ended: weakref.ref[Any]
+    ) -> None:
+        with self._lock:
+            if self._holder.get(key) is ended:
+                del self._holder[key]
+                if self._key.get(mine) == key:
+                    del self._key[mine]
+
+    def after_fork(self) -> None:
+        self._lock = threading.RLock()
+
+
+_CLAIMS = _Claims()
 
 
 def _unique_on(spec: dict[str, Any], db_field: str) -> bool:
@@ -387,8 +457,30 @@ class RandomUniqueField(GeneratedField):
         self.check_embedded_in(write.document_class, self.name)
         if self._has_own_index:
             self._index_names(write.collection, write.document_class, create=True)
-        self._record(count, 0)
-        return [self._draw() for _ in range(count)]
+        holders = list(write.documents)
+        collection = write.collection
+        return [
+            self._draw_for(collection, holders[i] if i < len(holders) else None)
+            for i in range(count)
+        ]
+
+    def _draw_for(self, collection: Any, holder: Any) -> Any:
+        """A value for ``holder`` that no other live document of this process holds in
+        ``collection`` (:class:`_Claims`): one it holds is drawn again, counted as a collision.
+
+        Raises:
+            RetriesExhaustedError: every draw was such a value.
+        """
+        for _ in range(self.collision_retries + 1):
+            value = self._draw()
+            if holder is None or _CLAIMS.claim(self, collection, value, holder):
+                self._record(1, 0)
+                return value
+            self._record(1, 1)
+        raise self.retries_exhausted(
+            NotUniqueError(f"{self._label}: every value drawn is held by another document"),
+            self.collision_retries + 1,
+        )
 
     @property
     def values_unique(self) -> bool:
@@ -433,9 +525,12 @@ class RandomUniqueField(GeneratedField):
             )
 
     def release_values(self, write: Write, values: list[Any]) -> None:
-        """With ``reserve_in``, release the reservations of values that were not written."""
+        """Release values that were not written: their reservations with ``reserve_in``, else
+        the documents' claims of them (:class:`_Claims`)."""
         if self.reserve_in is not None and values:
             _release(self._proxy(write), [self.to_mongo(value) for value in values])
+        else:
+            _CLAIMS.release(self, write.documents)
 
     def is_collision(
         self, write: Write, error: pymongo.errors.DuplicateKeyError, value: Any

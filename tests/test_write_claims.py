@@ -1,0 +1,156 @@
+"""A value a random field draws is held by one document of the process at a time.
+
+A unique index keeps two stored documents from one value, but not two documents in flight:
+when the insert of one fails before it is sent (its outcome unknown to the application, which
+saves it again), another document of the process could draw and store the same value; the
+retry then found it stored, and, holding the same data, took it for its own insert landed:
+two objects for one document, and the retry's later edits written over the other's (probe X).
+Each test checks the raw stored documents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import random
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import mongoengine as me
+import pymongo.errors
+import pytest
+from _support import CLIENT_OPTIONS, TEST_URI
+
+from mongoengine_ids import RandomUniqueField
+from mongoengine_ids.testing import connected_threadsafe
+
+#: The draws of the tests' field: each test sets its own (digits=1: a draw d is d + 1).
+DRAWS: list[int] = []
+
+
+def _draw(_: int) -> int:
+    return DRAWS.pop(0)
+
+
+class Vote(me.Document):
+    id = RandomUniqueField(digits=1, primary_key=True, rng=_draw)
+    poll = me.StringField()
+    meta = {"collection": "claimed_votes"}
+
+
+class Ticket(me.Document):
+    id = RandomUniqueField(digits=2, primary_key=True, max_retries=200)
+    label = me.StringField()
+    meta = {"collection": "claimed_tickets"}
+
+
+class LostBefore:
+    """A hook failing the next ``insert_one``/``insert_many`` once armed, before it is sent."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if self.armed and method in ("insert_one", "insert_many"):
+            self.armed = False
+            raise pymongo.errors.AutoReconnect("injected before the call")
+        return call()
+
+
+@contextlib.contextmanager
+def _connected(hook: Any) -> Iterator[Any]:
+    with connected_threadsafe(TEST_URI, hook=hook, **CLIENT_OPTIONS) as connect:
+        database = connect()
+        for model in (Vote, Ticket):
+            model.drop_collection()
+            model.ensure_indexes()
+        yield database
+
+
+@pytest.mark.parametrize("write", ["save", "insert"])
+def test_a_value_held_for_a_retry_is_not_drawn_for_another_document(write: str) -> None:
+    lost = LostBefore()
+    with _connected(lost) as database:
+        DRAWS[:] = [4, 4, 5]
+        first = Vote(poll="p")
+        send: Callable[[Vote], Any] = (
+            (lambda vote: vote.save())
+            if write == "save"
+            else (lambda vote: Vote.objects.insert([vote]))
+        )
+        lost.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            send(first)
+        assert first.id == 5  # kept for the retry
+        second = send(Vote(poll="p"))  # the same data, drawing 5 then 6
+        second = second[0] if write == "insert" else second
+        assert second.id == 6
+        send(first)  # the application's retry: inserted, not taken for the other
+        assert sorted(database.claimed_votes.find(), key=lambda doc: doc["_id"]) == [
+            {"_id": 5, "poll": "p"},
+            {"_id": 6, "poll": "p"},
+        ]
+
+
+def test_a_value_is_drawn_again_once_its_document_is_gone() -> None:
+    # A claim ends with its document: the value is the index's to guard (a collision, retried).
+    with _connected(LostBefore()) as database:
+        DRAWS[:] = [4, 4, 5]
+        collisions = Vote.id.stats().collisions
+        Vote(poll="a").save()  # not kept: its claim ends with it
+        gc.collect()
+        Vote(poll="b").save()  # draws 5: taken in the database, drawn again
+        assert Vote.id.stats().collisions == collisions + 1
+        assert sorted((doc["_id"], doc["poll"]) for doc in database.claimed_votes.find()) == [
+            (5, "a"),
+            (6, "b"),
+        ]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_threads_retrying_lost_inserts_never_share_a_stored_document(seed: int) -> None:
+    """Probe X's run: 6 threads saving documents of one content in a 90-value key space, a
+    fifth of the inserts failing (before they are sent, or with the reply lost), each retried
+    up to 5 times. Two saves that returned never hold one key."""
+    local = threading.local()
+
+    def hook(collection: str, method: str, call: Callable[[], Any]) -> Any:
+        rng = getattr(local, "rng", None)
+        if rng is None:
+            rng = local.rng = random.Random(f"{seed}/{threading.current_thread().name}")
+        if collection == "claimed_tickets" and method == "insert_one" and rng.random() < 0.2:
+            if rng.random() < 0.5:
+                call()  # applied, its reply lost
+            raise pymongo.errors.AutoReconnect("injected")
+        return call()
+
+    returned: list[Ticket] = []
+    unsure: list[Ticket] = []
+
+    def worker() -> None:
+        for _ in range(8):
+            ticket = Ticket(label="same")
+            for _ in range(5):
+                try:
+                    ticket.save()
+                except pymongo.errors.ConnectionFailure:
+                    continue
+                returned.append(ticket)
+                break
+            else:
+                unsure.append(ticket)
+
+    with _connected(hook) as database:
+        threads = [threading.Thread(target=worker) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        stored = [doc["_id"] for doc in database.claimed_tickets.find()]
+    keys = [ticket.id for ticket in returned]
+    assert len(set(keys)) == len(keys)  # no stored document is two saves'
+    assert set(keys) <= set(stored)
+    # Anything else stored is a document whose every attempt failed.
+    assert len(stored) - len(keys) <= len(unsure)
+    assert set(stored) - set(keys) <= {ticket.id for ticket in unsure}
