@@ -12,6 +12,7 @@ The helpers here (:class:`Script`, :func:`stored`) are also used by the other
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import threading
 from typing import Any
@@ -555,6 +556,7 @@ def test_an_index_on_the_field_that_does_not_make_it_unique_is_named(
     message = str(raised.value)
     assert "its index 'code_1'" in message
     assert "'partialFilterExpression': {'active': True}" in message
+    assert "Drop 'code_1' (and its declaration in meta['indexes'], if any)" in message
     assert mongoengine_db.filtered.count_documents({}) == 0
 
 
@@ -616,6 +618,37 @@ def test_string_operators_on_a_space_of_strings_match_as_a_string_fields(
     ]
     with pytest.raises(ValidationError, match=r"Ticket.code by startswith 5: expected a str"):
         Ticket.objects(code__startswith=5).count()
+    # A compiled pattern is sent as it is; exact is the query by the value, read leniently.
+    pattern = re.compile(f"^{re.escape(first[:4])}")
+    assert sorted(t.code for t in Ticket.objects(code__regex=pattern)) == sorted(
+        p.code for p in Plain.objects(code__regex=pattern)
+    )
+    lenient = first[:2] + first[2:].lower()  # the prefix as it is, the id in lower case
+    assert [t.code for t in Ticket.objects(code__exact=lenient)] == [first]
+
+
+def test_string_operators_on_a_space_of_the_users_match_its_text(mongoengine_db: Any) -> None:
+    class Hexes:
+        size = 4096
+        description = "3 hex digits"
+
+        def value(self, index: int) -> str:
+            return f"{index:03x}"
+
+        def coerce(self, value: Any) -> Any:
+            return value.lower() if isinstance(value, str) else value
+
+        def problem(self, value: Any) -> str | None:
+            ok = isinstance(value, str) and re.fullmatch("[0-9a-f]{3}", value)
+            return None if ok else "not 3 hex digits"
+
+    class Tagged(me.Document):
+        code = RandomUniqueField(space=Hexes())
+
+    made = [Tagged().save().code for _ in range(20)]
+    prefix = made[0][:2]
+    found = sorted(t.code for t in Tagged.objects(code__startswith=prefix))
+    assert found == sorted(code for code in made if code.startswith(prefix))
 
 
 def test_the_index_check_is_made_again_after_drop_collection(mongoengine_db: Any) -> None:

@@ -19,7 +19,7 @@ from mongoengine import fields as me_fields
 from mongoengine.errors import NotUniqueError, ValidationError
 from test_random_unique import Script
 
-from mongoengine_ids import LocalityUUIDField, RandomUniqueField, UUID4Field
+from mongoengine_ids import LocalityUUIDField, RandomUniqueField, UUID4Field, backfill
 from mongoengine_ids.errors import IdSpaceExhaustedError, InvalidIdError, RetriesExhaustedError
 from mongoengine_ids.resets import reset_process_state
 from mongoengine_ids.sequence import admin
@@ -1303,6 +1303,76 @@ def test_a_number_follows_its_scope_drawn_again_after_a_collision(mongoengine_db
     Seat.objects.insert([Seat(label="c")], load_bulk=False)  # row 2 taken: row 3
     stored = {doc["label"]: (doc["row"], doc["number"]) for doc in mongoengine_db["seat"].find()}
     assert stored == {"a": (1, 1), "b": (2, 1), "c": (3, 1)}
+
+
+def test_numbers_made_from_a_scope_drawn_again_are_all_made_again(
+    mongoengine_db: Any,
+) -> None:
+    """Review: a chain of scopes (row -> number -> sub): after row collided, number was made
+    again but sub, made from number, was not: one (number, sub) pair held three times."""
+
+    class Seat(Document):
+        row = RandomUniqueField(digits=1, rng=Script(0, 0, 1, 0, 2, 3))
+        number = SequenceField(scope="row")
+        sub = SequenceField(scope="number", sequence_name="seat_sub")
+        label = StringField()
+
+    Seat(label="a").save()  # row 1
+    Seat(label="b").save()  # row 1 taken: row 2
+    Seat.objects.insert([Seat(label="c")], load_bulk=False)  # row 1 taken: row 3
+    Seat(label="d").save()  # row 4
+    stored = sorted(
+        (doc["label"], doc["row"], doc["number"], doc["sub"]) for doc in mongoengine_db.seat.find()
+    )
+    assert [(label, row, number) for label, row, number, _ in stored] == [
+        ("a", 1, 1),
+        ("b", 2, 1),
+        ("c", 3, 1),
+        ("d", 4, 1),
+    ]
+    assert sorted(sub for *_, sub in stored) == [1, 2, 3, 4]  # one scope (number 1): distinct
+
+
+def test_a_number_assigned_is_told_to_the_counter_of_its_scope_as_stored(
+    mongoengine_db: Any,
+) -> None:
+    """Review: an assigned number was told to its counter before the values inside its scope
+    were made: the counter named by the place without its ref moved, the stored place's did
+    not, and it handed the number out again."""
+
+    class Visit(Document):
+        place = me_fields.EmbeddedDocumentField(_Place)
+        number = SequenceField(scope="place")
+
+    first = Visit(number=3, place=_Place(city="Oslo")).save()
+    for _ in range(3):
+        Visit(place=_Place(city="Oslo", ref=first.place.ref)).save()
+    assert sorted(doc["number"] for doc in mongoengine_db.visit.find()) == [3, 4, 5, 6]
+    assert len(counters(mongoengine_db)) == 1
+
+    class Ticket(Document):
+        number = SequenceField(scope="code")
+        code = SequenceField(sequence_name="ticket_codes")
+
+    Ticket(number=5).save()  # its scope is made in the same write, then the number told
+    assert [(doc["code"], doc["number"]) for doc in mongoengine_db.ticket.find()] == [(1, 5)]
+    assert counter(mongoengine_db, "ticket.number@1")["next"] == 5
+
+
+def test_backfill_fills_a_scope_before_the_numbers_made_from_it(mongoengine_db: Any) -> None:
+    """Review: backfill() filled the fields in their declared order, so a number declared
+    before its generated scope was refused as lacking it."""
+    mongoengine_db.ticket.insert_many([{"label": "a"}, {"label": "b"}])
+
+    class Ticket(Document):
+        number = SequenceField(scope="code")
+        code = SequenceField(sequence_name="ticket_codes")
+        label = StringField()
+
+    assert backfill(Ticket) == 4
+    stored = sorted((doc["code"], doc["number"]) for doc in mongoengine_db.ticket.find())
+    assert stored == [(1, 1), (2, 1)]
+    assert backfill(Ticket) == 0
 
 
 def test_scopes_that_cannot_be_made_first_are_refused_before_any_write(

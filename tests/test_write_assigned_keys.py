@@ -123,6 +123,31 @@ def test_a_document_built_new_from_its_data_is_inserted_under_a_key_assigned_aft
     assert _stored(model) == before
 
 
+def test_a_document_built_new_from_its_data_records_its_changes_as_mongoengines(
+    mongoengine_db: Any,
+) -> None:
+    # Review: the first fix made it as the constructor makes one, which records no changes: a
+    # pre_save handler saw none, as it does for MongoEngine's own models.
+    class Plain(me.Document):
+        owner = me.StringField()
+
+    seen: list[list[str]] = []
+
+    def on_pre_save(sender: Any, document: me.Document, **kwargs: Any) -> None:
+        seen.append(sorted(document._get_changed_fields()))
+
+    signals.pre_save.connect(on_pre_save)
+    try:
+        for model in (KeyedBySequence, Plain):
+            built = model._from_son(model(owner="Ada").to_mongo(), created=True)
+            built.owner = "Bo"
+            built.save()
+    finally:
+        signals.pre_save.disconnect(on_pre_save)
+    assert seen == [["owner"], ["owner"]]
+    assert [doc["owner"] for doc in _stored(KeyedBySequence)] == ["Bo"]
+
+
 def test_a_sequence_key_assigned_after_building_moves_the_counter_past_it(
     mongoengine_db: Any,
 ) -> None:

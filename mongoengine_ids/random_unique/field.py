@@ -619,7 +619,9 @@ class RandomUniqueField(GeneratedField):
             ours = [(self.db_field, pymongo.ASCENDING)]
             for name, spec in info.items():
                 if [tuple(pair) for pair in spec.get("key", [])] == ours:  # would clash
-                    raise self._index_missing(collection, f"its index {name!r} is {spec!r}")
+                    raise self._index_missing(
+                        collection, f"its index {name!r} is {spec!r}", clashing=name
+                    )
             if not seam.auto_create_index(document_class):
                 raise self._index_missing(collection, "meta['auto_create_index'] is False")
             names = frozenset(
@@ -632,15 +634,25 @@ class RandomUniqueField(GeneratedField):
         _index_names.set(database.client, key, names)
         return names
 
-    def _index_missing(self, collection: Any, why: str) -> UniqueIndexMissingError:
+    def _index_missing(
+        self, collection: Any, why: str, *, clashing: str | None = None
+    ) -> UniqueIndexMissingError:
+        """The error for a missing unique index; ``clashing``: the name of an index on the same
+        keys, which the one needed cannot be created beside."""
         create = f"create_index([({self.db_field!r}, 1)], unique=True"
         create += ", sparse=True)" if self.sparse else ")"
+        fix = (
+            f"Create it with {create}, or through the model's ensure_indexes()"
+            if clashing is None
+            else f"Drop {clashing!r} (and its declaration in meta['indexes'], if any), then "
+            f"create it with {create}, or through the model's ensure_indexes()"
+        )
         return UniqueIndexMissingError(
             f"{self._label}: collection {collection.name!r} has no unique index on "
             f"{self.db_field!r} alone, and {why}; without one, random collisions would be "
             f"written silently. It may be sparse, or partial on "
             f"{{{self.db_field!r}: {{'$exists': True}}}}; none other makes every value "
-            f"unique. Create it with {create}, or through the model's ensure_indexes()"
+            f"unique. {fix}"
         )
 
     def _check_declared_index(self, document_class: type[BaseDocument]) -> None:
@@ -734,12 +746,23 @@ class RandomUniqueField(GeneratedField):
             )
 
     def prepare_query_value(self, op: str, value: Any) -> Any:
-        """As every generated field's; in a space of strings, a string operator
-        (``code__startswith="T-4"``, ``icontains``, ``regex``...) makes a regex, as a
-        ``StringField``'s does (a part of a value is no value of the space)."""
-        if op in seam.STRING_OPERATORS and isinstance(self._space, StringSpace):
+        """As every generated field's; in a space that is not of integers, a string operator
+        but ``exact`` (``code__startswith="T-4"``, ``icontains``, ``regex``...) given text makes
+        a regex of it as it is, as a ``StringField``'s does (a part of a value is no value of
+        the space, to read leniently), and a compiled pattern is sent as it is. ``exact`` is
+        the query by the value (read leniently)."""
+        if (
+            op in seam.STRING_OPERATORS
+            and op != "exact"
+            and not isinstance(self._space, IntegerSpace)
+        ):
+            if isinstance(value, (re.Pattern, Regex)):
+                return value
             if not isinstance(value, str):
-                self.error(f"cannot query {self._label} by {op} {value!r}: expected a str")
+                self.error(
+                    f"cannot query {self._label} by {op} {value!r}: expected a str or a "
+                    "compiled pattern"
+                )
             return seam.text_query(op, value)
         return super().prepare_query_value(op, value)
 

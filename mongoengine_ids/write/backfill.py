@@ -99,7 +99,14 @@ def _targets(
         for name, field in seam.generated_fields(kind):
             if all(field is not other for _, _, other, _ in found):
                 found.append((kind, name, field, _holding(kind, name, field)))
-    return found
+    # A field another's values are made from (its scope) is filled first, whatever their order.
+    ordered: list[tuple[type[BaseDocument], str, Any, dict[str, Any]]] = []
+    while found:
+        pending = {name for _, name, _, _ in found}
+        ready = [t for t in found if not pending & (set(t[2].depends_on) - {t[1]})] or found
+        ordered += ready
+        found = [t for t in found if t not in ready]
+    return ordered
 
 
 def _holding(kind: type[BaseDocument], name: str, field: Any) -> dict[str, Any]:

@@ -626,16 +626,10 @@ class _Existing:
             if "$" not in conditioned and slot.field.db_field not in conditioned
         ]
         assigned = _new_values(write, document, assigned)
-        self.noted = values.note_assigned(write, assigned)
-        self.made: list[Slot] = []  # values made by this attempt
-        try:
-            self.made += values.fill(
-                write, [*empty, *(slot for slot in self.missing if slot.value is None)]
-            )
-        except BaseException:
-            values.give_back(write, self.made)
-            values.release(write, self.noted)
-            raise
+        #: Values assigned, told to their fields; values made by this attempt.
+        self.noted, self.made = values.note_and_fill(
+            write, assigned, [*empty, *(slot for slot in self.missing if slot.value is None)]
+        )
         #: Values written by the update: of new embedded documents, and of fields cleared.
         self.embedded = [*self.kept, *(slot for slot in self.made if slot not in self.missing)]
         _mark_written_by_update(document, self.embedded, changed)

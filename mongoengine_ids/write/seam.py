@@ -333,26 +333,34 @@ def key_changed(document: BaseDocument) -> bool:
     """Whether the key of ``document``, a stored one, is not the one it was loaded or stored
     with: its update would write it under another key. (A document that records no changes,
     which ``insert()`` wrote, is compared with the key it was written under.)"""
-    if not writes_whole(document):
-        return "_id" in changed(document)
     written = getattr(document, _WRITTEN, None)
+    if not writes_whole(document) and not (written is None and _built_new(document)):
+        return "_id" in changed(document)
     return isinstance(written, tuple) and written[0] != key(document)
 
 
 def never_stored(document: BaseDocument) -> bool:
     """Whether ``document`` was never loaded nor stored: MongoEngine takes it as stored only
     because its key was assigned after it was built (or it was made with ``_created=False``)."""
-    return writes_whole(document) and not getattr(document, _WRITTEN, False)
+    return (writes_whole(document) or _built_new(document)) and not getattr(
+        document, _WRITTEN, False
+    )
+
+
+def _built_new(document: BaseDocument) -> bool:
+    return bool(getattr(document, _BUILT_NEW, False))
+
+
+#: Set on a document MongoEngine's ``_from_son(created=True)`` built (see :func:`built_new`).
+_BUILT_NEW = "_mongoengine_ids_built_new"
 
 
 def built_new(document: BaseDocument) -> None:
     """``document`` was built as new by MongoEngine's ``_from_son(created=True)`` (as
-    ``from_json(created=True)`` does), which records changes from the start as for a loaded one:
-    it is made as the constructor makes a new one, which records none until it is saved. A key
-    assigned after it then reads as it does on the constructor's (:func:`never_stored`), and
-    MongoEngine's update of it would write all it holds, not the key alone."""
-    if hasattr(document, "_changed_fields"):
-        del document._changed_fields
+    ``from_json(created=True)`` does), which records its changes from the start, as a loaded
+    one's: a key assigned to it after is no change of a stored document's key, and it was
+    never stored (:func:`never_stored`), as one the constructor built."""
+    object.__setattr__(document, _BUILT_NEW, True)
 
 
 def mark_new(document: BaseDocument) -> None:

@@ -149,10 +149,8 @@ def _upsert(
     write = Write(document_class, collection)
     if earlier_may_have_landed:
         _refuse_held(collection, assigned)
-    noted: list[tuple[Slot, Any]] = []
+    noted, filled = values.note_and_fill(write, assigned, empty)
     try:
-        noted = values.note_assigned(write, assigned)
-        filled = values.fill(write, empty)
 
         def attempt() -> _T:
             made = {inside.get(slot, slot.name): slot.field.to_mongo(slot.value) for slot in filled}

@@ -330,13 +330,32 @@ def prepare(
     empty: list[Slot] = []
     for slot in others:
         (empty if slot.value is None else assigned).append(slot)
-    noted = note_assigned(write, assigned)
+    noted, filled = note_and_fill(write, assigned, empty)
+    return [*kept_noted, *noted], [*kept, *filled]
+
+
+def note_and_fill(
+    write: Write, assigned: list[Slot], empty: list[Slot]
+) -> tuple[list[tuple[Slot, Any]], list[Slot]]:
+    """Tell the fields the values of ``assigned`` (:func:`note_assigned`) and fill ``empty``
+    (:func:`fill`); returns (noted, filled). An assigned value is told before the values are
+    made (a counter moves past an assigned number before it hands out the next), unless its
+    field reads a value still to be made (its scope, or one inside it): then once they are, to
+    the counter of its scope as stored. On an error, nothing is left noted or filled."""
+    holders = {id(slot.holder) for slot in empty}
+    places = {(id(slot.holder), slot.name) for slot in empty}
+    waiting = {id(slot) for slot in assigned if _waits(slot, holders, places)}
+    later = [slot for slot in assigned if id(slot) in waiting]
+    noted = note_assigned(write, [slot for slot in assigned if id(slot) not in waiting])
+    filled: list[Slot] = []
     try:
         filled = fill(write, empty)
+        noted += note_assigned(write, later)
     except BaseException:
+        give_back(write, filled)
         release(write, noted)
         raise
-    return [*kept_noted, *noted], [*kept, *filled]
+    return noted, filled
 
 
 def split_kept(
@@ -649,11 +668,19 @@ def collided(
 
 def refill(write: Write, slot: Slot, filled: list[Slot]) -> None:
     """A fresh value for ``slot``, whose value collided (so it is not released); the values of
-    ``filled`` made from it (a number of its scope: :func:`_reads`) are made again from the
-    fresh one, the others given back."""
+    ``filled`` made from it (a number of its scope: :func:`_reads`), and from those, are made
+    again from the fresh one, theirs given back."""
     slot.value = None
     (slot.value,) = slot.field.new_values(write.of(slot.kind, [slot.holder]), 1)
-    made_from = [other for other in filled if _reads(other, slot)]
+    made_from: list[Slot] = []
+    reading = [slot]
+    while reading:  # those made from it, and those made from them (a scope of a scope)
+        reading = [
+            other
+            for other in filled
+            if other not in made_from and any(_reads(other, read) for read in reading)
+        ]
+        made_from += reading
     if made_from:
         give_back(write, made_from)
         fill(write, made_from)
