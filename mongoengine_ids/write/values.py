@@ -342,9 +342,11 @@ def note_and_fill(
     made (a counter moves past an assigned number before it hands out the next), unless its
     field reads a value still to be made (its scope, or one inside it): then once they are, to
     the counter of its scope as stored. On an error, nothing is left noted or filled."""
-    holders = {id(slot.holder) for slot in empty}
-    places = {(id(slot.holder), slot.name) for slot in empty}
-    waiting = {id(slot) for slot in assigned if _waits(slot, holders, places)}
+    waiting: set[int] = set()
+    if empty and _any_reads(assigned):
+        holders = {id(slot.holder) for slot in empty}
+        places = {(id(slot.holder), slot.name) for slot in empty}
+        waiting = {id(slot) for slot in assigned if _waits(slot, holders, places)}
     later = [slot for slot in assigned if id(slot) in waiting]
     noted = note_assigned(write, [slot for slot in assigned if id(slot) not in waiting])
     filled: list[Slot] = []
@@ -482,6 +484,9 @@ def _in_order(empty: list[Slot]) -> Iterator[list[Slot]]:
     Raises:
         ValueError: fields that read one another (none can be made first).
     """
+    if not _any_reads(empty):
+        yield empty
+        return
     pending = empty
     while pending:
         holders = {id(s.holder) for s in pending}
@@ -496,6 +501,11 @@ def _in_order(empty: list[Slot]) -> Iterator[list[Slot]]:
             )
         yield ready
         pending = [s for s in pending if id(s) in waiting]
+
+
+def _any_reads(slots: list[Slot]) -> bool:
+    """Whether the field of any of ``slots`` reads other values (``depends_on``)."""
+    return any(field.depends_on for field in {id(s.field): s.field for s in slots}.values())
 
 
 def _waits(slot: Slot, holders: set[int], places: set[tuple[int, str]]) -> bool:
