@@ -6,6 +6,8 @@ values. Each test checks the stored documents."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -121,6 +123,21 @@ def test_a_document_built_new_from_its_data_is_inserted_under_a_key_assigned_aft
     with pytest.raises(NotUniqueError):
         intruder.save()
     assert _stored(model) == before
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_a_copy_of_a_document_built_new_is_new(mongoengine_db: Any, how: str) -> None:
+    built = KeyedBySequence._from_son(KeyedBySequence(owner="Ada").to_mongo(), created=True)
+    copied = {
+        "copy": copy.copy,
+        "deepcopy": copy.deepcopy,
+        "pickle": lambda doc: pickle.loads(pickle.dumps(doc)),
+    }[how](built)
+    copied.id = 100
+    copied.save()
+    (stored,) = _stored(KeyedBySequence)
+    assert stored == {"_id": 100, "owner": "Ada", "code": copied.code}
+    assert copied.code is not None
 
 
 def test_a_document_built_new_from_its_data_records_its_changes_as_mongoengines(

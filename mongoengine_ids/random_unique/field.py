@@ -23,7 +23,6 @@ assigned" (``shared/seeds/001_...``). What this module adds to the naive loop:
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import logging
 import os
 import re
@@ -203,29 +202,35 @@ os.register_at_fork(after_in_child=_new_locks_in_child)
 
 
 class _Claims:
-    """The value each document of this process holds of each random field without
-    ``reserve_in``, from its draw for as long as the document lives (or until it draws another
-    or gives the value back): a draw another document holds in the same collection is drawn
-    again.
+    """The values that random fields without ``reserve_in`` drew for documents of this process
+    whose writes are not settled: each value of a collection's field held by one document, from
+    its draw until the document draws another, gives it back, or its write is settled (stored
+    and confirmed). A draw another document holds is drawn again.
 
-    The unique index keeps two stored documents from one value, not a document that has not
-    reached the server: when the insert of one fails before it is sent, the application's retry
-    finds the value stored by another document of the process (drawn meanwhile, or before) and,
-    the two holding the same data, takes it for its own insert landed (see
-    :mod:`..write.landed`): two objects for one stored document.
+    The unique index keeps two stored documents from one value, not a document whose insert has
+    not reached the server: when the insert of one fails before it is sent, its retry (the
+    application's) would find the value stored by another document drawn meanwhile and, the two
+    holding the same data, take it for its own insert landed (see :mod:`..write.landed`): two
+    objects for one stored document. Keyed by the collection and the stored field name, which
+    the unique index covers (two models of one collection share it). A document that is gone
+    holds nothing (a weak reference, read when its value is drawn again).
     """
 
     def __init__(self) -> None:
-        #: (field id, client id, collection, value) -> the holder; (field id, holder id) -> its
-        #: key there.
-        self._holder: dict[tuple[int, int, str, Any], weakref.ref[Any]] = {}
-        self._key: dict[tuple[int, int], tuple[int, int, str, Any]] = {}
-        self._lock = threading.RLock()  # a weak reference's callback may run inside claim()
+        #: (client id, collection, db field, value) -> the holder.
+        self._holder: dict[tuple[int, str, str, Any], weakref.ref[Any]] = {}
+        #: holder id -> {(client id, collection, db field): the key it holds there}.
+        self._of: dict[int, dict[tuple[int, str, str], tuple[int, str, str, Any]]] = {}
+        self._lock = threading.Lock()
 
-    def claim(self, field: Any, collection: Any, value: Any, holder: Any) -> bool:
-        """Claim ``value`` of ``field`` in ``collection`` for ``holder``, instead of what it
-        held; False if another document holds it."""
-        where = (id(field), id(collection.database.client), collection.full_name)
+    @staticmethod
+    def where(field: Any, collection: Any) -> tuple[int, str, str]:
+        """What a claim of ``field``'s values in ``collection`` is keyed by."""
+        return (id(collection.database.client), collection.full_name, field.db_field)
+
+    def claim(self, where: tuple[int, str, str], value: Any, holder: Any) -> bool:
+        """Claim ``value`` for ``holder`` at ``where`` (:meth:`where`), instead of the one it
+        held there; False if another document holds it."""
         key = (*where, value)
         try:
             hash(key)
@@ -236,35 +241,36 @@ class _Claims:
             holding = None if held is None else held()
             if holding is not None and holding is not holder:
                 return False
-            mine = (id(field), id(holder))
-            self._drop(mine)
-            self._key[mine] = key
-            self._holder[key] = weakref.ref(holder, functools.partial(self._gone, key, mine))
+            mine = self._of.setdefault(id(holder), {})
+            before = mine.get(where)
+            if before is not None and before != key:
+                self._drop(before, holder)
+            mine[where] = key
+            self._holder[key] = weakref.ref(holder)
             return True
 
     def release(self, field: Any, holders: Iterable[Any]) -> None:
-        """``holders`` no longer hold their values of ``field`` (given back, not written)."""
-        if self._key:
-            with self._lock:
-                for holder in holders:
-                    self._drop((id(field), id(holder)))
-
-    def _drop(self, mine: tuple[int, int]) -> None:
-        key = self._key.pop(mine, None)
-        if key is not None:
-            self._holder.pop(key, None)
-
-    def _gone(
-        self, key: tuple[int, int, str, Any], mine: tuple[int, int], ended: weakref.ref[Any]
-    ) -> None:
+        """``holders`` no longer hold values of ``field`` that need a claim (given back, or
+        stored: their write is settled)."""
+        if not self._of:
+            return
         with self._lock:
-            if self._holder.get(key) is ended:
-                del self._holder[key]
-                if self._key.get(mine) == key:
-                    del self._key[mine]
+            for holder in holders:
+                mine = self._of.get(id(holder))
+                if mine is None:
+                    continue
+                for where in [w for w in mine if w[2] == field.db_field]:
+                    self._drop(mine.pop(where), holder)
+                if not mine:
+                    del self._of[id(holder)]
+
+    def _drop(self, key: tuple[int, str, str, Any], holder: Any) -> None:
+        held = self._holder.get(key)
+        if held is not None and held() in (holder, None):
+            del self._holder[key]
 
     def after_fork(self) -> None:
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
 
 
 _CLAIMS = _Claims()
@@ -458,29 +464,30 @@ class RandomUniqueField(GeneratedField):
         if self._has_own_index:
             self._index_names(write.collection, write.document_class, create=True)
         holders = list(write.documents)
-        collection = write.collection
-        return [
-            self._draw_for(collection, holders[i] if i < len(holders) else None)
-            for i in range(count)
-        ]
-
-    def _draw_for(self, collection: Any, holder: Any) -> Any:
-        """A value for ``holder`` that no other live document of this process holds in
-        ``collection`` (:class:`_Claims`): one it holds is drawn again, counted as a collision.
-
-        Raises:
-            RetriesExhaustedError: every draw was such a value.
-        """
-        for _ in range(self.collision_retries + 1):
-            value = self._draw()
-            if holder is None or _CLAIMS.claim(self, collection, value, holder):
-                self._record(1, 0)
-                return value
-            self._record(1, 1)
-        raise self.retries_exhausted(
-            NotUniqueError(f"{self._label}: every value drawn is held by another document"),
-            self.collision_retries + 1,
-        )
+        where = _Claims.where(self, write.collection)
+        values: list[Any] = []
+        held = 0  # draws another document of the process holds (:class:`_Claims`)
+        try:
+            for position in range(count):
+                holder = holders[position] if position < len(holders) else None
+                claims = isinstance(holder, BaseDocument)  # a document saved or inserted
+                for _ in range(self.collision_retries + 1):
+                    value = self._draw()
+                    if not claims or _CLAIMS.claim(where, value, holder):
+                        values.append(value)
+                        break
+                    held += 1
+                else:
+                    raise self.retries_exhausted(
+                        NotUniqueError(
+                            f"{self._label}: every value drawn is held by another document "
+                            "of this process"
+                        ),
+                        self.collision_retries + 1,
+                    )
+        finally:
+            self._record(len(values) + held, held)  # a held draw counts as a collision
+        return values
 
     @property
     def values_unique(self) -> bool:
@@ -525,12 +532,15 @@ class RandomUniqueField(GeneratedField):
             )
 
     def release_values(self, write: Write, values: list[Any]) -> None:
-        """Release values that were not written: their reservations with ``reserve_in``, else
-        the documents' claims of them (:class:`_Claims`)."""
+        """With ``reserve_in``, release the reservations of values that were not written."""
         if self.reserve_in is not None and values:
             _release(self._proxy(write), [self.to_mongo(value) for value in values])
-        else:
-            _CLAIMS.release(self, write.documents)
+
+    def settled(self, holders: list[Any]) -> None:
+        """The writes of ``holders`` are settled, or their values given back: the values they
+        held are stored (the index's to guard) or nobody's (:class:`_Claims`)."""
+        if self.reserve_in is None:
+            _CLAIMS.release(self, holders)
 
     def is_collision(
         self, write: Write, error: pymongo.errors.DuplicateKeyError, value: Any

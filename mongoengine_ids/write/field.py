@@ -288,6 +288,11 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     def release_values(self, write: Write, values: list[Any]) -> None:
         """Values of this field that were not written (the write failed). Default: nothing."""
 
+    def settled(self, holders: list[Any]) -> None:
+        """The writes of ``holders`` (documents or embedded documents holding this field) are
+        settled, or the values this field gave them given back: nothing of them is pending.
+        Default: nothing."""
+
     def reference_key(self, value: Any) -> Any:
         """``value``, as a key of this field, in the form MongoEngine's references (DBRefs) hold
         and send back to the database. Default: the Python value, which is also the stored one

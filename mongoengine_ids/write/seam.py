@@ -1249,6 +1249,8 @@ def _wrap_getstate(owner: type[BaseDocument], own: Callable[[Any], Any] | None) 
         written = getattr(self, _WRITTEN, None)
         if written:
             data[_WRITTEN] = written  # a copy of a stored document is one (see never_stored)
+        if _built_new(self):
+            data[_BUILT_NEW] = True  # and a copy of one built new is new
         if found is not None and found.stored_key is not None:
             data[_STORED_KEY] = found.stored_key
         return data
@@ -1277,6 +1279,8 @@ def _wrap_setstate(owner: type[BaseDocument], own: Callable[[Any, Any], None] | 
                     state(embedded).unloaded = frozenset(inside[path])
         if data.get(_WRITTEN):
             object.__setattr__(self, _WRITTEN, data[_WRITTEN])
+        if data.get(_BUILT_NEW):
+            built_new(self)
         if data.get(_STORED_KEY) is not None:
             state(self).stored_key = data[_STORED_KEY]
 

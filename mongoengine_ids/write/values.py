@@ -247,7 +247,21 @@ def confirm(documents: list[BaseDocument]) -> None:
     """The documents are known to be stored: nothing of an earlier lost reply is pending, and
     the values assigned to them (and to their embedded documents) are theirs by being stored,
     no longer by a reservation made for their write (:func:`_owner`)."""
-    seam.mark_written(_with_embedded(documents), settle=True)
+    holders = _with_embedded(documents)
+    seam.mark_written(holders, settle=True)
+    _settled(holders)
+
+
+def _settled(holders: Iterable[Any]) -> None:
+    """Tell the generated fields of ``holders`` that nothing of them is pending
+    (:meth:`.GeneratedField.settled`)."""
+    by_kind: dict[type, list[Any]] = {}
+    for holder in holders:
+        by_kind.setdefault(type(holder), []).append(holder)
+    for kind, group in by_kind.items():
+        if issubclass(kind, BaseDocument):
+            for _, field in seam.shape(kind).generated:
+                field.settled(group)
 
 
 def settle(holders: Iterable[Any]) -> None:
@@ -340,8 +354,9 @@ def note_and_fill(
     """Tell the fields the values of ``assigned`` (:func:`note_assigned`) and fill ``empty``
     (:func:`fill`); returns (noted, filled). An assigned value is told before the values are
     made (a counter moves past an assigned number before it hands out the next), unless its
-    field reads a value still to be made (its scope, or one inside it): then once they are, to
-    the counter of its scope as stored. On an error, nothing is left noted or filled."""
+    field reads a value still to be made (its scope, or one inside it): then once that is made,
+    to the counter of its scope as stored, before any value of its field is made. On an error,
+    nothing is left noted or filled."""
     waiting: set[int] = set()
     if empty and _any_reads(assigned):
         holders = {id(slot.holder) for slot in empty}
@@ -349,12 +364,11 @@ def note_and_fill(
         waiting = {id(slot) for slot in assigned if _waits(slot, holders, places)}
     later = [slot for slot in assigned if id(slot) in waiting]
     noted = note_assigned(write, [slot for slot in assigned if id(slot) not in waiting])
-    filled: list[Slot] = []
     try:
-        filled = fill(write, empty)
-        noted += note_assigned(write, later)
+        filled = fill(
+            write, empty, untold=later, tell=lambda told: noted.extend(note_assigned(write, told))
+        )
     except BaseException:
-        give_back(write, filled)
         release(write, noted)
         raise
     return noted, filled
@@ -453,8 +467,15 @@ def new_again(document: BaseDocument, collection: Any) -> None:
             state.generated = held
 
 
-def fill(write: Write, empty: list[Slot]) -> list[Slot]:
-    """Give every slot a new value, one ``new_values()`` call per field and document class.
+def fill(
+    write: Write,
+    empty: list[Slot],
+    *,
+    untold: list[Slot] | None = None,
+    tell: Callable[[list[Slot]], None] | None = None,
+) -> list[Slot]:
+    """Give every slot a new value, one ``new_values()`` call per field and document class (per
+    round: see :func:`_in_order`, to which ``untold`` and ``tell`` go).
 
     On an error, the slots already filled are given back and the error propagates.
 
@@ -464,7 +485,7 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
     """
     filled: list[Slot] = []
     try:
-        for ready in _in_order(_once_each(empty)):
+        for ready in _in_order(_once_each(empty), untold or [], tell):
             for (klass, field), group in _by_field(ready).items():
                 holders = [slot.holder for slot in group]
                 values = field.new_values(write.of(klass, holders), len(group))
@@ -477,21 +498,34 @@ def fill(write: Write, empty: list[Slot]) -> list[Slot]:
     return filled
 
 
-def _in_order(empty: list[Slot]) -> Iterator[list[Slot]]:
+def _in_order(
+    empty: list[Slot],
+    untold: list[Slot],
+    tell: Callable[[list[Slot]], None] | None,
+) -> Iterator[list[Slot]]:
     """``empty`` in rounds: a slot whose field reads other values (``depends_on``: a counter's
     scope) after the slots it reads (:func:`_waits`), whose values are made first.
+
+    ``untold``: values assigned that read values still to be made (their scope); each is given
+    to ``tell`` once those are made, and before any value of its field is made (a number
+    assigned in a scope made in this write moves its counter before that counter hands out).
 
     Raises:
         ValueError: fields that read one another (none can be made first).
     """
-    if not _any_reads(empty):
+    if not untold and not _any_reads(empty):
         yield empty
         return
     pending = empty
     while pending:
         holders = {id(s.holder) for s in pending}
         places = {(id(s.holder), s.name) for s in pending}
-        waiting = {id(s) for s in pending if _waits(s, holders, places)}
+        now = [s for s in untold if not _waits(s, holders, places)]
+        if now and tell is not None:
+            tell(now)
+            untold = [s for s in untold if not any(s is t for t in now)]
+        blocked = {id(s.field) for s in untold}
+        waiting = {id(s) for s in pending if id(s.field) in blocked or _waits(s, holders, places)}
         ready = [s for s in pending if id(s) not in waiting]
         if not ready:
             names = sorted({f"{s.kind.__name__}.{s.name}" for s in pending})
@@ -501,6 +535,8 @@ def _in_order(empty: list[Slot]) -> Iterator[list[Slot]]:
             )
         yield ready
         pending = [s for s in pending if id(s) in waiting]
+    if untold and tell is not None:
+        tell(untold)
 
 
 def _any_reads(slots: list[Slot]) -> bool:
@@ -560,7 +596,10 @@ def give_back(write: Write, filled: Iterable[Slot], *, taken: Slot | None = None
 
     ``taken`` collided: its value is someone else's, so it is cleared but not released.
     """
+    filled = list(filled)
     released = [(slot, slot.value) for slot in filled if slot is not taken]
+    for (_, field), group in _by_field(filled).items():
+        field.settled([slot.holder for slot in group])
     for slot in filled:
         slot.value = None
     release(write, released)
