@@ -523,7 +523,8 @@ def _in_order(
         now = [s for s in untold if not _waits(s, holders, places)]
         if now and tell is not None:
             tell(now)
-            untold = [s for s in untold if not any(s is t for t in now)]
+            told = {id(s) for s in now}
+            untold = [s for s in untold if id(s) not in told]
         blocked = {id(s.field) for s in untold}
         waiting = {id(s) for s in pending if id(s.field) in blocked or _waits(s, holders, places)}
         ready = [s for s in pending if id(s) not in waiting]
