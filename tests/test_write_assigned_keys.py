@@ -57,6 +57,20 @@ def _stored(model: type[me.Document]) -> list[dict[str, Any]]:
     return list(model._get_collection().find())
 
 
+def _saved_under_a_key_the_field_made(
+    model: type[me.Document], document: me.Document
+) -> dict[str, Any]:
+    """Assign ``document`` a key the field made (no longer held), save it; its stored copy,
+    checked to hold the other generated values."""
+    document.id = model(owner="spare").save().id
+    model.objects(id=document.id).delete()
+    document.save()
+    (stored,) = [doc for doc in _stored(model) if doc["owner"] == document.owner]
+    generated = [name for name in ("code", "number") if name in model._fields]
+    assert all(stored.get(name) is not None for name in generated)
+    return stored
+
+
 @pytest.mark.parametrize("model", GENERATED_KEYS, ids=lambda m: m.__name__)
 def test_a_generated_key_assigned_after_building_is_not_written_over_its_holder(
     mongoengine_db: Any, model: type[me.Document]
@@ -76,12 +90,7 @@ def test_a_generated_key_assigned_after_building_is_inserted_with_its_values(
 ) -> None:
     first = model(owner="Ada").save()
     other = model(owner="Bo")
-    other.id = model(owner="spare").save().id  # a key the field made
-    model.objects(id=other.id).delete()
-    other.save()
-    (stored,) = [doc for doc in _stored(model) if doc["owner"] == "Bo"]
-    generated = [name for name in ("code", "number") if name in model._fields]
-    assert all(stored.get(name) is not None for name in generated)
+    stored = _saved_under_a_key_the_field_made(model, other)
     assert stored["_id"] != model._fields["id"].to_mongo(first.id)
     assert other.to_mongo().to_dict() == stored
     # Saved: the next save() updates it.
@@ -109,12 +118,7 @@ def test_a_document_built_new_from_its_data_is_inserted_under_a_key_assigned_aft
         if build == "from_json"
         else model._from_son(data, created=True)
     )
-    built.id = model(owner="spare").save().id  # a key the field made
-    model.objects(id=built.id).delete()
-    built.save()
-    (stored,) = [doc for doc in _stored(model) if doc["owner"] == "Bo"]
-    generated = [name for name in ("code", "number") if name in model._fields]
-    assert all(stored.get(name) is not None for name in generated)
+    stored = _saved_under_a_key_the_field_made(model, built)
     assert built.to_mongo().to_dict() == stored
     # And a key another document holds is refused, never written over it.
     intruder = model._from_son(model(owner="Mallory").to_mongo(), created=True)

@@ -252,16 +252,15 @@ def confirm(documents: list[BaseDocument]) -> None:
     _settled(holders)
 
 
-def _settled(holders: Iterable[Any]) -> None:
+def _settled(holders: Iterable[BaseDocument]) -> None:
     """Tell the generated fields of ``holders`` that nothing of them is pending
     (:meth:`.GeneratedField.settled`)."""
-    by_kind: dict[type, list[Any]] = {}
+    by_kind: dict[type[BaseDocument], list[BaseDocument]] = {}
     for holder in holders:
         by_kind.setdefault(type(holder), []).append(holder)
     for kind, group in by_kind.items():
-        if issubclass(kind, BaseDocument):
-            for _, field in seam.shape(kind).generated:
-                field.settled(group)
+        for _, field in seam.shape(kind).generated:
+            field.settled(group)
 
 
 def settle(holders: Iterable[Any]) -> None:
@@ -357,16 +356,13 @@ def note_and_fill(
     field reads a value still to be made (its scope, or one inside it): then once that is made,
     to the counter of its scope as stored, before any value of its field is made. On an error,
     nothing is left noted or filled."""
-    waiting: set[int] = set()
-    if empty and _any_reads(assigned):
-        holders = {id(slot.holder) for slot in empty}
-        places = {(id(slot.holder), slot.name) for slot in empty}
-        waiting = {id(slot) for slot in assigned if _waits(slot, holders, places)}
-    later = [slot for slot in assigned if id(slot) in waiting]
-    noted = note_assigned(write, [slot for slot in assigned if id(slot) not in waiting])
+    noted: list[tuple[Slot, Any]] = []
     try:
         filled = fill(
-            write, empty, untold=later, tell=lambda told: noted.extend(note_assigned(write, told))
+            write,
+            empty,
+            untold=assigned,
+            tell=lambda told: noted.extend(note_assigned(write, told)),
         )
     except BaseException:
         release(write, noted)
@@ -485,7 +481,7 @@ def fill(
     """
     filled: list[Slot] = []
     try:
-        for ready in _in_order(_once_each(empty), untold or [], tell):
+        for ready in _in_order(empty, untold or [], tell):
             for (klass, field), group in _by_field(ready).items():
                 holders = [slot.holder for slot in group]
                 values = field.new_values(write.of(klass, holders), len(group))
@@ -503,18 +499,22 @@ def _in_order(
     untold: list[Slot],
     tell: Callable[[list[Slot]], None] | None,
 ) -> Iterator[list[Slot]]:
-    """``empty`` in rounds: a slot whose field reads other values (``depends_on``: a counter's
-    scope) after the slots it reads (:func:`_waits`), whose values are made first.
+    """``empty`` (one slot per embedded object: :func:`_once_each`) in rounds: a slot whose
+    field reads other values (``depends_on``: a counter's scope) after the slots it reads
+    (:func:`_waits`), whose values are made first.
 
-    ``untold``: values assigned that read values still to be made (their scope); each is given
-    to ``tell`` once those are made, and before any value of its field is made (a number
-    assigned in a scope made in this write moves its counter before that counter hands out).
+    ``untold``: values assigned, given to ``tell`` before any value is made, but those that read
+    values still to be made (their scope): once those are made, and before any value of their
+    field is made (a number assigned in a scope made in this write moves its counter before
+    that counter hands out).
 
     Raises:
         ValueError: fields that read one another (none can be made first).
     """
-    if not untold and not _any_reads(empty):
-        yield empty
+    if not _any_reads(untold) and not _any_reads(empty):
+        if untold and tell is not None:
+            tell(untold)
+        yield _once_each(empty)
         return
     pending = empty
     while pending:
@@ -525,6 +525,7 @@ def _in_order(
             tell(now)
             told = {id(s) for s in now}
             untold = [s for s in untold if id(s) not in told]
+        pending = _once_each(pending)  # (after the values assigned are told, as they were)
         blocked = {id(s.field) for s in untold}
         waiting = {id(s) for s in pending if id(s.field) in blocked or _waits(s, holders, places)}
         ready = [s for s in pending if id(s) not in waiting]
