@@ -4,7 +4,12 @@ cannot be enforced); a failed write releases its reservation."""
 
 from __future__ import annotations
 
+import json
+import os
+import uuid
+from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import mongoengine as me
 import pymongo.errors
@@ -16,6 +21,7 @@ from test_write_upserts import OPERATIONS, upsert
 from mongoengine_ids.errors import BulkNotUniqueError, RetriesExhaustedError
 from mongoengine_ids.random_unique import RandomFieldStats, RandomUniqueField
 from mongoengine_ids.random_unique import field as field_module
+from mongoengine_ids.write.values import new_owner
 
 
 def proxied(script: Script, **options: Any) -> type[me.Document]:
@@ -458,3 +464,54 @@ def test_two_classes_of_one_name_sharing_a_proxy_cannot_take_one_value(
         Lobby(name="s", staff=Staff(code=50), visitor=Visitor(code=50)).save()
     assert mongoengine_db.lobbies.count_documents({}) == 0
     assert _shared(mongoengine_db) == []
+
+
+class PinnedVoucher(me.Document):
+    code = RandomUniqueField(digits=6, reserve_in="pinned_voucher_codes")
+    name = me.StringField()
+    meta = {"collection": "pinned_vouchers"}
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda name: PinnedVoucher(code=123456, name=name).save(),
+        lambda name: PinnedVoucher.objects(name=name).upsert_one(set__code=123456),
+        lambda name: PinnedVoucher.objects.insert([PinnedVoucher(code=123456, name=name)]),
+    ],
+    ids=["save", "upsert_one", "insert"],
+)
+def test_an_application_pinning_uuid4_changes_nothing(
+    mongoengine_db: Any, write: Callable[[str], Any]
+) -> None:
+    """Probe Z: a test pinning ``uuid.uuid4`` (for its own ids) made every write one owner, so
+    a value another document held was taken for the write's own reservation: stored twice.
+    The package draws nothing from ``uuid4`` now, and the value stays refused."""
+    with mock.patch("uuid.uuid4", return_value=uuid.UUID(int=1)) as pinned:
+        write("a")
+        with pytest.raises(NotUniqueError, match=r"\[123456\] already reserved"):
+            write("b")
+    assert pinned.call_count == 0
+    stored_docs = list(mongoengine_db.pinned_vouchers.find({}, {"_id": 0}))
+    assert stored_docs == [{"code": 123456, "name": "a"}]
+    assert [doc["_id"] for doc in mongoengine_db.pinned_voucher_codes.find()] == [123456]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_names_other_owners_than_its_parent() -> None:
+    """Owners are counted per process: a child counting on from its parent's count would name
+    the parent's next owners, and take a value reserved for one as its own."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(write, json.dumps([new_owner() for _ in range(8)]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    parent = [new_owner() for _ in range(8)]
+    assert len(set(child)) == len(set(parent)) == 8
+    assert set(child).isdisjoint(parent)

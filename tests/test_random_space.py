@@ -129,6 +129,23 @@ def test_system_randomness_rejects_the_biased_tail() -> None:
     assert pool._words == [5]
 
 
+@pytest.mark.parametrize(
+    ("pinned", "problem"),
+    [
+        # Probe Z: a test pinning os.urandom (to make uuid.uuid4() predictable) hung save().
+        (lambda n: b"\xff" * 16, r"os\.urandom\(4096\) returned 16 bytes, not 4096"),
+        (lambda n: b"\xff" * n, r"gave 128 words in a row at or above 0xffffffffffffffff"),
+    ],
+)
+def test_system_randomness_names_an_os_urandom_that_is_not_random(
+    monkeypatch: pytest.MonkeyPatch, pinned: object, problem: str
+) -> None:
+    pool = SystemRandomness()
+    monkeypatch.setattr(os, "urandom", pinned)
+    with pytest.raises(RuntimeError, match=problem):
+        pool.randbelow(3)
+
+
 def test_system_randomness_covers_the_space_evenly() -> None:
     pool = SystemRandomness()
     draws = [pool.randbelow(10) for _ in range(100_000)]

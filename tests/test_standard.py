@@ -15,6 +15,7 @@ from bson.binary import Binary
 from mongoengine.errors import ValidationError
 
 from mongoengine_ids import LocalityUUIDField
+from mongoengine_ids.resets import reset_process_state
 from mongoengine_ids.standard import UUID4Field, UUID7Field, UUID7Generator, uuid7_timestamp_ms
 from mongoengine_ids.testing import Connect
 
@@ -90,6 +91,23 @@ def test_strictly_increasing_when_the_clock_stands_still_or_steps_back() -> None
     assert len(set(made)) == len(made)
     assert {uuid7_timestamp_ms(v) for v in made[:2000]} == {T}
     assert uuid7_timestamp_ms(made[-1]) == T + 1
+
+
+def test_a_reset_reads_the_clock_afresh() -> None:
+    """Probe Z: a test that froze the clock in the future dated the ids of every later test
+    then. The fixtures' reset after a test forgets the latest millisecond made; the ids stay
+    distinct."""
+    now = [T + 10_000_000]  # a clock frozen in the future
+    generator = UUID7Generator(clock=lambda: now[0])
+    made = [generator.generate() for _ in range(100)]
+    now[0] = T
+    made.append(generator.generate())
+    assert uuid7_timestamp_ms(made[-1]) == T + 10_000_000  # never before the latest, until
+    reset_process_state()
+    made += [generator.generate() for _ in range(100)]
+    assert {uuid7_timestamp_ms(v) for v in made[-100:]} == {T}
+    assert made[-100:] == sorted(made[-100:])
+    assert len(set(made)) == len(made)
 
 
 def test_counter_overflow_moves_to_the_next_millisecond() -> None:

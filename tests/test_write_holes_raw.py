@@ -8,6 +8,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from mongoengine.errors import InvalidQueryError
 
 from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
 
@@ -336,3 +337,75 @@ def test_a_value_that_may_repeat_may_be_written_into_every_item(mongoengine_db: 
     assert sent == [{"$set": {"slips.$[].number": 7}}]
     Tray(name="next", slips=[Slip(label="c")]).save()  # 7 was told: never handed out
     assert mongoengine_db.trays.find_one({"name": "next"})["slips"][0]["number"] == 8
+
+
+# -- update pipelines (__raw__=[...]) ----------------------------------------------------------
+
+
+class PipeLine(me.EmbeddedDocument):
+    label = me.StringField()
+    code = RandomUniqueField(digits=4, reserve_in="pipe_line_codes")
+
+
+class PipeTicket(me.Document):
+    number = SequenceField(sequence_name="pipe_ticket")
+    name = me.StringField()
+    note = me.StringField()
+    lines = me.ListField(me.EmbeddedDocumentField(PipeLine))
+    meta = {"collection": "pipe_tickets"}
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "written"),
+    [
+        # a number the counter would hand out again
+        ([{"$set": {"number": 5}}], "'number', where PipeTicket.number"),
+        ([{"$addFields": {"number": {"$add": ["$number", 1]}}}], "'number'"),
+        ([{"$project": {"number": {"$literal": 3}}}], "'number'"),
+        # a copy of the embedded documents: each reserved code stored twice
+        ([{"$set": {"lines": {"$concatArrays": ["$lines", "$lines"]}}}], "'lines'"),
+        ([{"$set": {"lines.code": 7}}], "'lines.code', where PipeLine.code"),
+        ([{"$set": {"name": "b"}}, {"$replaceWith": {"name": "z"}}], "the whole document"),
+        ([{"$replaceRoot": {"newRoot": {"name": "z"}}}], "the whole document"),
+    ],
+)
+@pytest.mark.parametrize("how", ["update_one", "update", "document"])
+def test_a_pipeline_writing_generated_values_is_refused_before_anything_is_written(
+    mongoengine_db: Any, pipeline: list[dict[str, Any]], written: str, how: str
+) -> None:
+    """A pipeline computes on the server what it writes: the field neither made nor checked
+    it. Refused, as ``inc__number`` is; the same values given by an update document are told."""
+    ticket = PipeTicket(name="a", lines=[PipeLine(label="x")]).save()
+    before = list(mongoengine_db.pipe_tickets.find())
+    counters = list(mongoengine_db["mongoengine.counters"].find())
+    updates = {
+        "update_one": lambda: PipeTicket.objects(id=ticket.id).update_one(__raw__=pipeline),
+        "update": lambda: PipeTicket.objects.update(__raw__=pipeline),
+        "document": lambda: ticket.update(__raw__=pipeline),
+    }
+    with pytest.raises(
+        InvalidQueryError, match=rf"the \$\w+ stage of an update pipeline.*{written}"
+    ):
+        updates[how]()
+    assert list(mongoengine_db.pipe_tickets.find()) == before
+    assert list(mongoengine_db["mongoengine.counters"].find()) == counters
+
+
+def test_a_pipeline_writing_other_fields_runs_as_in_plain_mongoengine(mongoengine_db: Any) -> None:
+    """Stages that write no generated value (other fields, a copy of one into another field,
+    a removal) are sent as given: the next number is the counter's next."""
+    ticket = PipeTicket(name="a", lines=[PipeLine(label="x")]).save()
+    assert PipeTicket.objects(id=ticket.id).update_one(
+        __raw__=[{"$set": {"note": {"$concat": ["$name", "!"]}}}, {"$project": {"lines": 0}}]
+    )
+    PipeTicket.objects(id=ticket.id).update_one(__raw__=[{"$addFields": {"name": "$note"}}])
+    stored = mongoengine_db.pipe_tickets.find_one({"_id": ticket.id})
+    assert stored == {"_id": ticket.id, "number": 1, "name": "a!", "note": "a!"}
+    assert PipeTicket(name="b").save().number == 2
+
+
+def test_a_pipeline_upsert_writing_a_generated_value_is_refused(mongoengine_db: Any) -> None:
+    """The filter fixes the number (so the upsert may insert), the pipeline would write it."""
+    with pytest.raises(InvalidQueryError, match=r"\$set stage.*'number'"):
+        PipeTicket.objects(number=3).update_one(upsert=True, __raw__=[{"$set": {"number": 4}}])
+    assert list(mongoengine_db.pipe_tickets.find()) == []

@@ -6,6 +6,7 @@ the stored documents (found by review Y)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import mongoengine as me
@@ -1393,6 +1394,13 @@ def test_a_number_given_by_a_path_needs_its_scope_beside_it(mongoengine_db: Any)
             AmInvoice.objects(id=doc.id).update_one(**given)
     with pytest.raises(me.errors.InvalidQueryError, match=r"'lines\.\$\.no'.*set__lines__S__kind"):
         AmInvoice.objects(id=doc.id, lines__kind="a").update_one(set__lines__S__no=70)
+    # No keyword reaches a filtered place (probe AA: it named set__lines__S[e]__kind).
+    for place in ("$[e]", "$[]"):
+        remedy = re.escape(f"('lines.{place}.kind' in the same $set)")
+        with pytest.raises(me.errors.InvalidQueryError, match=remedy):
+            AmInvoice.objects(id=doc.id).update_one(
+                __raw__={"$set": {f"lines.{place}.no": 70}}, array_filters=[{"e.kind": "a"}]
+            )
     assert list(AmInvoice._get_collection().find()) == before
     AmInvoice.objects(id=doc.id).update_one(set__lines__0__no=70, set__lines__0__kind="a")
     other = AmInvoice(tenant="B", lines=[AmLine(kind="a")]).save()

@@ -578,7 +578,8 @@ class RandomUniqueField(GeneratedField):
             f"{where} (max_retries={self.max_retries}); the space holds "
             f"{self._space.size:,} values ({self._space.description}) and "
             f"{stats.collision_rate:.1%} of this process's {stats.attempts:,} attempts "
-            "collided: it is close to full, widen it (more digits, a longer length)"
+            "collided: it is close to full, widen it (more digits, a longer length); or its "
+            "randomness repeats itself (rng=, or os.urandom, patched in a test?)"
         )
 
     def _record(self, attempts: int, collisions: int) -> None:

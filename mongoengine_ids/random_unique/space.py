@@ -507,16 +507,41 @@ class SystemRandomness:
 
         def draw() -> int:
             words = self._words
-            while True:
+            for _ in range(_MAX_THROWN):
                 try:
                     word = words.pop()
                 except IndexError:
-                    words = self._words = list(memoryview(os.urandom(POOL_BYTES)).cast("Q"))
-                    continue
+                    words = self._words = _read_words()
+                    word = words.pop()
                 if word < limit:
                     return word % n
+            raise RuntimeError(
+                f"os.urandom gave {_MAX_THROWN} words in a row at or above {limit:#x} (each one "
+                "is below it with probability 1/2 at least): it is not random; is it patched "
+                "(a test pinning it)? Give the field rng= instead"
+            )
 
         return draw
+
+
+#: Words thrown away in a row before the source is taken for broken: 2**-128 by chance.
+_MAX_THROWN: Final = 128
+
+
+def _read_words() -> list[int]:
+    """:data:`POOL_BYTES` bytes of :func:`os.urandom` as 64-bit words.
+
+    Raises:
+        RuntimeError: it returned another number of bytes (it is patched).
+    """
+    read = os.urandom(POOL_BYTES)
+    if not isinstance(read, bytes) or len(read) != POOL_BYTES:
+        got = f"{len(read)} bytes" if isinstance(read, bytes) else repr(read)
+        raise RuntimeError(
+            f"os.urandom({POOL_BYTES}) returned {got}, not {POOL_BYTES} random bytes: is it "
+            "patched (a test pinning it)? Give the field rng= instead"
+        )
+    return list(memoryview(read).cast("Q"))
 
 
 #: The randomness of every field built without ``rng``.

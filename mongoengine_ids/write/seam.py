@@ -788,6 +788,24 @@ def embedded_field_at(document_class: type[BaseDocument], path: str) -> bool:
     )
 
 
+def generated_under(document_class: type[BaseDocument], path: str) -> list[str]:
+    """The generated values a value written whole at the dotted db ``path`` may replace or
+    copy (an update pipeline's stage writes so; ``""``: the whole document): each field there
+    that is generated (or holds a list or map of generated values), or that may hold embedded
+    documents with generated fields, as ``Class.name``; [] if none (a path no class declares,
+    a dynamic attribute, is not known: see docs/guarantees.md)."""
+    if not path:
+        kinds = with_subclasses(document_class)
+        if any(shape(kind).generated for kind in kinds) or _embeds_generated(document_class, set()):
+            return [document_class.__name__]
+        return []
+    return [
+        f"{kind.__name__}.{name}"
+        for kind, name, field, _ in _fields_at(document_class, path)
+        if holds_generated(field) or embeds_generated(field)
+    ]
+
+
 def shares_path(document_class: type[BaseDocument], path: str) -> bool:
     """Whether a dotted db path that leads to a generated field (see :func:`generated_at`) may
     also lead to another field (two classes a value there may be declare the name each)."""

@@ -71,7 +71,7 @@ class _Attempt:
     the application's retry, which takes it over."""
 
     #: Whom the values it assigns are for (see ``Write.owners``): its retry's too.
-    owner: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
+    owner: str = dataclasses.field(default_factory=values.new_owner)
     #: The values it made (see :func:`_made_key`): its retry's own, not values given to it.
     made: set[tuple[int, str, str]] = dataclasses.field(default_factory=set)
     #: It is the retry of one whose outcome is unknown (which may have landed).
@@ -668,7 +668,10 @@ def _operations(document_class: Any, update: dict[str, Any]) -> dict[str, Any]:
             document): the value written would be none the field made or was told of (a
             counter would hand it out again).
     """
-    if not update or isinstance(update.get("__raw__"), list):
+    if not update:
+        return {}
+    if isinstance(update.get("__raw__"), list):
+        _refuse_pipeline_writes(document_class, update["__raw__"])
         return {}
     operations: dict[str, Any] = seam.update_operations(document_class, **update)
     for operator, fields in operations.items():
@@ -693,6 +696,49 @@ def _operations(document_class: Any, update: dict[str, Any]) -> dict[str, Any]:
                 )
             raise InvalidQueryError(f"{kind.__name__}.{name} is generated: {why}")
     return operations
+
+
+#: The stages of an update pipeline that only remove what they name (``$project`` of 0s too).
+_PIPELINE_REMOVING = frozenset({"$unset"})
+
+
+def _refuse_pipeline_writes(document_class: Any, pipeline: list[Any]) -> None:
+    """Refuse an update pipeline (``__raw__=[...]``) with a stage that writes a generated field,
+    or a field that may hold embedded documents with generated fields: what it computes is no
+    value the field made or was told of, nor checked (a counter would hand a number out again,
+    a unique value could be copied). A stage that only removes values is let through, as
+    ``unset__`` is.
+
+    Raises:
+        InvalidQueryError: such a stage (nothing written).
+    """
+    for stage in pipeline:
+        for operator, spec in stage.items() if isinstance(stage, dict) else ():
+            for path in _pipeline_paths(operator, spec):
+                found = seam.generated_under(document_class, path)
+                if not found:
+                    continue
+                what = "the whole document" if not path else repr(path)
+                raise InvalidQueryError(
+                    f"{document_class.__name__}: the {operator} stage of an update pipeline "
+                    f"(__raw__=[...]) writes {what}, where {', '.join(found)} "
+                    f"hold{'s' if len(found) == 1 else ''} generated values: a value computed "
+                    "there is neither made nor checked by its field; give it with an update "
+                    "document (set__..., or __raw__={'$set': ...}), which the field checks and "
+                    "is told of, or leave it to save()"
+                )
+
+
+def _pipeline_paths(operator: str, spec: Any) -> list[str]:
+    """The dotted paths a pipeline stage writes (``""``: the whole document)."""
+    if operator in _PIPELINE_REMOVING:
+        return []
+    if operator in ("$set", "$addFields") and isinstance(spec, dict):
+        return [str(path) for path in spec]
+    if operator == "$project" and isinstance(spec, dict):
+        # 1 or True keeps a field, 0 or False removes it; anything else computes a value.
+        return [str(path) for path, kept in spec.items() if kept not in (0, 1)]
+    return [""]  # $replaceRoot, $replaceWith (and any other): the whole document
 
 
 def _moved_scope(
@@ -809,12 +855,16 @@ def _refuse_without_scope(slots: list[Slot], told: list[tuple[Slot, tuple[str, .
         if steps and missing and isinstance(slot.holder, values.Holder):
             source = seam.field_of(slot.kind, missing[0]).db_field
             path = ".".join((*steps, slot.field.db_field))
-            keyword = "__".join((*steps, source)).replace("$", "S")
+            beside = ".".join((*steps, source))
+            if any(step.startswith("$[") for step in steps):  # no keyword reaches $[] or $[e]
+                how = f"{beside!r} in the same $set"
+            else:
+                how = f"set__{'__'.join((*steps, source)).replace('$', 'S')}=..."
             raise InvalidQueryError(
                 f"{slot.kind.__name__}.{slot.name} is numbered per {missing[0]!r}: an update "
                 f"giving it a new number by a path ({path!r}) must also set {missing[0]!r} "
-                f"there (set__{keyword}=...), whose counter is then told of it; or set the "
-                "whole embedded document"
+                f"there ({how}), whose counter is then told of it; or set the whole embedded "
+                "document"
             )
 
 

@@ -8,8 +8,9 @@ its own value colliding, gives that slot a fresh value and sends again.
 
 from __future__ import annotations
 
+import itertools
 import logging
-import uuid
+import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar, cast
 
@@ -320,12 +321,34 @@ def _owner(slot: Slot) -> str:
 def _token(holder: Any) -> str:
     if isinstance(holder, Holder):
         if holder.owner is None:
-            holder.owner = uuid.uuid4().hex
+            holder.owner = new_owner()
         return holder.owner
     state = seam.state(holder)
     if state.owner is None:
-        state.owner = uuid.uuid4().hex
+        state.owner = new_owner()
     return state.owner
+
+
+# Owners are told apart by a number counted in this process, after random bytes read once per
+# process (again in a forked child): never by a draw per write from something an application's
+# tests patch. With uuid.uuid4 pinned, every write was one owner, and a reserve_in value another
+# document held was taken for its own (probe Z).
+_owners = itertools.count()  # next() of it is atomic
+_process: list[str] = []
+
+
+def _new_process() -> None:
+    _process[:] = [os.urandom(8).hex()]
+
+
+_new_process()
+os.register_at_fork(after_in_child=_new_process)
+
+
+def new_owner() -> str:
+    """A token for whom values are assigned in one write (see :func:`_owner`): unique in this
+    process, and among processes (its random prefix)."""
+    return f"{_process[0]}-{next(_owners):x}"
 
 
 def prepare(
