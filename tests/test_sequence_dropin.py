@@ -722,6 +722,22 @@ def test_assigning_none_then_saving_gives_a_new_value_as_mongoengines(
     assert Animal(name="Next").save().counter == 3
 
 
+def test_a_string_of_digits_assigned_reads_as_the_number_at_once(mongoengine_db: Any) -> None:
+    """Probe Y: MongoEngine's field keeps "12345" on the attribute and stores the string, which
+    reload() then misses; ours holds and stores the number (sequence.md's migration table)."""
+
+    class Parcel(me.Document):
+        id = SequenceField(primary_key=True)
+        name = me.StringField()
+
+    parcel = Parcel(name="a")
+    parcel.id = "12345"
+    assert parcel.id == 12345
+    parcel.save()
+    assert mongoengine_db["parcel"].find_one() == {"_id": 12345, "name": "a"}
+    assert parcel.reload().id == 12345
+
+
 # -- numbers written as doubles (the mongo shell's) ------------------------------------------------
 
 
