@@ -409,3 +409,30 @@ def test_a_pipeline_upsert_writing_a_generated_value_is_refused(mongoengine_db: 
     with pytest.raises(InvalidQueryError, match=r"\$set stage.*'number'"):
         PipeTicket.objects(number=3).update_one(upsert=True, __raw__=[{"$set": {"number": 4}}])
     assert list(mongoengine_db.pipe_tickets.find()) == []
+
+
+class PipeBase(me.Document):
+    name = me.StringField()
+    meta = {"collection": "pipe_bases", "allow_inheritance": True}
+
+
+class PipeSub(PipeBase):
+    lines = me.ListField(me.EmbeddedDocumentField(PipeLine))
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "written"),
+    [
+        ([{"$replaceWith": {"name": "z"}}], "the whole document, where PipeBase holds"),
+        ([{"$set": {"lines": {"$concatArrays": ["$lines", "$lines"]}}}], "where PipeSub.lines"),
+    ],
+)
+def test_a_pipeline_through_a_base_class_reaches_its_subclasses_values(
+    mongoengine_db: Any, pipeline: list[dict[str, Any]], written: str
+) -> None:
+    """The base declares no generated field; the documents its queryset matches may."""
+    sub = PipeSub(name="a", lines=[PipeLine(label="x")]).save()
+    before = list(mongoengine_db.pipe_bases.find())
+    with pytest.raises(InvalidQueryError, match=written):
+        PipeBase.objects(id=sub.id).update_one(__raw__=pipeline)
+    assert list(mongoengine_db.pipe_bases.find()) == before

@@ -795,8 +795,8 @@ def generated_under(document_class: type[BaseDocument], path: str) -> list[str]:
     documents with generated fields, as ``Class.name``; [] if none (a path no class declares,
     a dynamic attribute, is not known: see docs/guarantees.md)."""
     if not path:
-        kinds = with_subclasses(document_class)
-        if any(shape(kind).generated for kind in kinds) or _embeds_generated(document_class, set()):
+        kinds = with_subclasses(document_class)  # the documents its queryset matches
+        if any(shape(kind).generated or _embeds_generated(kind, set()) for kind in kinds):
             return [document_class.__name__]
         return []
     return [
