@@ -20,6 +20,7 @@ from bson.binary import Binary
 from mongoengine import Document, StringField, ValidationError
 
 from mongoengine_ids import (
+    InvalidQueryValueError,
     LocalityUUID,
     LocalityUUIDField,
     LocalityUUIDGenerator,
@@ -1525,6 +1526,25 @@ def test_a_query_keeps_values_outside_the_space_and_operators(mongoengine_db: An
     assert [d.id for d in Queried.objects(seq__gt=-1)] == [stored.id]
     assert [d.id for d in Queried.objects(seq__exists=True)] == [stored.id]
     assert [d.id for d in Queried.objects(ri__in=[stored.ri, 5])] == [stored.id]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("seq", "abc"), ("luhn", -5), ("ri", "x5"), ("rs", 5), ("u4", "1"), ("u7", 7), ("loc", "no")],
+)
+def test_a_query_by_a_value_the_field_never_holds_is_a_value_error_too(
+    mongoengine_db: Any, field: str, value: Any
+) -> None:
+    """Probe AD: MongoEngine's SequenceField and UUIDField raise ValueError here (a view's
+    ``except ValueError`` answers 404); an ObjectId key raises ValidationError: both catch it."""
+    Queried().save()
+    with pytest.raises(
+        ValueError, match=rf"cannot query Queried\.{field} by {re.escape(repr(value))}"
+    ) as caught:
+        list(Queried.objects(**{field: value}))
+    assert isinstance(caught.value, ValidationError)
+    assert isinstance(caught.value, InvalidQueryValueError)
+    assert caught.value.field_name == field
 
 
 def test_a_formatted_sequence_queried_by_a_negative_number_names_the_field(

@@ -77,6 +77,16 @@ def test_public_names_are_importable() -> None:
         assert getattr(mongoengine_ids, name) is not None
 
 
+def test_the_admin_api_is_importable_from_mongoengine_ids_sequence() -> None:
+    """sequence.md says so (probe AD: has_scoped_counters was not)."""
+    from mongoengine_ids import sequence
+    from mongoengine_ids.sequence import admin
+
+    missing = [name for name in admin.__all__ if getattr(sequence, name, None) is None]
+    assert missing == []
+    assert set(admin.__all__) <= set(sequence.__all__)
+
+
 def test_the_library_never_imports_the_command_line_tools() -> None:
     """Using the fields loads nothing of mongoengine_ids.tools (the command line)."""
     import subprocess

@@ -20,6 +20,7 @@ from mongoengine_ids.random_unique.space import (
     luhn_check_index,
     luhn_valid,
 )
+from mongoengine_ids.resets import reset_process_state
 
 
 @pytest.mark.parametrize(
@@ -134,7 +135,8 @@ def test_system_randomness_rejects_the_biased_tail() -> None:
     [
         # Probe Z: a test pinning os.urandom (to make uuid.uuid4() predictable) hung save().
         (lambda n: b"\xff" * 16, r"os\.urandom\(4096\) returned 16 bytes, not 4096"),
-        (lambda n: b"\xff" * n, r"gave 128 words in a row at or above 0xffffffffffffffff"),
+        (lambda n: b"\x00" * n, r"os\.urandom\(4096\) repeated a 64-bit word"),
+        (lambda n: bytes(range(256)) * (n // 256), r"repeated a 64-bit word"),
     ],
 )
 def test_system_randomness_names_an_os_urandom_that_is_not_random(
@@ -144,6 +146,27 @@ def test_system_randomness_names_an_os_urandom_that_is_not_random(
     monkeypatch.setattr(os, "urandom", pinned)
     with pytest.raises(RuntimeError, match=problem):
         pool.randbelow(3)
+
+
+def test_system_randomness_throws_away_words_at_most_128_times_in_a_row() -> None:
+    """A source of distinct words all past the last full multiple of n (no os.urandom gives
+    such) would have looped forever."""
+    pool = SystemRandomness()
+    # Below 2**64, the last full multiple of 2**63 + 1 is itself: every word above is thrown.
+    pool._words = [2**64 - 1 - k for k in range(200)]
+    with pytest.raises(
+        RuntimeError, match="gave 128 words in a row at or above 0x8000000000000001"
+    ):
+        pool.randbelow(2**63 + 1)
+    assert len(pool._words) == 200 - 128
+
+
+def test_a_reset_drops_the_words_read_under_a_patch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probe AH: words read while a test patched os.urandom stayed for the tests after it."""
+    SYSTEM_RANDOMNESS.randbelow(10)
+    assert SYSTEM_RANDOMNESS._words  # a pool read
+    reset_process_state()
+    assert SYSTEM_RANDOMNESS._words == []
 
 
 def test_system_randomness_covers_the_space_evenly() -> None:

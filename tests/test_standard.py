@@ -14,7 +14,7 @@ import pytest
 from bson.binary import Binary
 from mongoengine.errors import ValidationError
 
-from mongoengine_ids import LocalityUUIDField
+from mongoengine_ids import InvalidIdError, LocalityUUIDField
 from mongoengine_ids.resets import reset_process_state
 from mongoengine_ids.standard import UUID4Field, UUID7Field, UUID7Generator, uuid7_timestamp_ms
 from mongoengine_ids.testing import Connect
@@ -305,6 +305,13 @@ def test_a_malformed_stored_uuid_loads_and_validate_names_it(
         loaded.validate()
 
 
+def test_a_generator_says_its_clock_and_latest_millisecond() -> None:
+    generator = UUID7Generator(clock=lambda: T)
+    assert repr(UUID7Generator()) == "UUID7Generator(clock=time.time_ns, last_ms=-1)"
+    generator.generate()
+    assert re.fullmatch(rf"UUID7Generator\(clock=<function .*>, last_ms={T}\)", repr(generator))
+
+
 def test_generator_arguments_are_checked() -> None:
     with pytest.raises(TypeError, match="clock must be a callable"):
         UUID7Generator(clock=5)  # type: ignore[arg-type]
@@ -312,7 +319,7 @@ def test_generator_arguments_are_checked() -> None:
         UUID7Generator(random_bytes=b"x")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="must be a UUID7Generator"):
         UUID7Field(generator="x")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="not a version 7 UUID"):
+    with pytest.raises(InvalidIdError, match=r"not a valid version 7 UUID \(it is of version 4\)"):
         uuid7_timestamp_ms(uuid.uuid4())
 
 

@@ -13,7 +13,7 @@ import mongoengine as me
 import pymongo.errors
 import pytest
 from _support import real_server
-from mongoengine.errors import NotUniqueError
+from mongoengine.errors import NotUniqueError, ValidationError
 
 from mongoengine_ids import ExplicitValueError, RandomUniqueField, SequenceField
 
@@ -1176,6 +1176,45 @@ def _moved_then_numbered(model: Any, move: Any) -> list[tuple[str, int]]:
     for x in range(10, 13):
         model(tenant="B", x=x).save()
     return sorted((d["tenant"], d["number"]) for d in model._get_collection().find())
+
+
+@pytest.mark.parametrize("where", ["document", "embedded"])
+def test_a_loaded_documents_scope_cleared_is_refused_by_save(
+    mongoengine_db: Any, where: str
+) -> None:
+    """Probe AH: the number, kept, was taken for the stored one (a None scope was read as not
+    known): never told, and two documents held number 1 with no scope. Refused, as for a new
+    document and as an update's set__tenant=None is; nothing written."""
+    for tenant in ("A", "B"):
+        AmInvoice(tenant=tenant, x=1, lines=[AmLine(kind=tenant)]).save()
+    before = list(AmInvoice._get_collection().find())
+    for invoice in AmInvoice.objects:
+        if where == "document":
+            invoice.tenant = None
+        else:
+            invoice.lines[0].kind = None
+        with pytest.raises(
+            ValidationError, match=r"is numbered per '(tenant|kind)', which is None"
+        ):
+            invoice.save()
+    assert list(AmInvoice._get_collection().find()) == before
+
+
+def test_a_scope_stored_as_none_or_not_loaded_is_not_refused(mongoengine_db: Any) -> None:
+    """Saving other changes of a document whose stored scope is absent (written before the
+    scope was), or that a projection left out, keeps the number as stored."""
+    AmInvoice._get_collection().insert_one({"number": 7, "x": 1})
+    AmInvoice(tenant="A", x=2).save()
+    legacy = AmInvoice.objects.get(x=1)
+    legacy.x = 10
+    legacy.save()
+    partial = AmInvoice.objects.only("x", "number").get(x=2)
+    partial.x = 20
+    partial.save()
+    stored = sorted(
+        (d["x"], d.get("tenant"), d["number"]) for d in AmInvoice._get_collection().find()
+    )
+    assert stored == [(10, None, 7), (20, "A", 1)]
 
 
 def test_updates_that_keep_the_scope_are_not_refused(mongoengine_db: Any) -> None:

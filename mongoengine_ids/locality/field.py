@@ -173,7 +173,7 @@ class UUIDValueField(GeneratedField):
         try:
             number = _int_from_uuid_value(value, self.kind)
         except (ValueError, TypeError) as error:
-            self.error(f"cannot query {self._label} by {value!r}: {error}")
+            self.query_error(f"cannot query {self._label} by {value!r}: {error}")
         return self._stored(uuid.UUID(int=number))
 
 

@@ -314,8 +314,8 @@ class RandomUniqueField(GeneratedField):
         prefix: fixed text in front of every string id.
         luhn: end the id with a Luhn check digit (Luhn mod N over the alphabet for strings).
         space: a :class:`~mongoengine_ids.random_unique.space.ValueSpace` of your own.
-        rng: where randomness comes from: ``randbelow(n)`` as a function, or an object with a
-            ``randbelow`` method. Default
+        rng: where randomness comes from: ``randbelow(n)`` as a function, an object with a
+            ``randbelow`` method, or a ``random.Random`` (its ``randrange``). Default
             :data:`~mongoengine_ids.random_unique.space.SYSTEM_RANDOMNESS` (``os.urandom``, read
             in blocks). Inject one in tests.
         max_retries: writes retried with a fresh value after a collision on this field, per
@@ -770,7 +770,7 @@ class RandomUniqueField(GeneratedField):
             if isinstance(value, (re.Pattern, Regex)):
                 return value
             if not isinstance(value, str):
-                self.error(
+                self.query_error(
                     f"cannot query {self._label} by {op} {value!r}: expected a str or a "
                     "compiled pattern"
                 )
@@ -801,7 +801,7 @@ class RandomUniqueField(GeneratedField):
         else:  # a space of the user's: its values may be of any kind
             wrong = False
         if wrong:
-            self.error(
+            self.query_error(
                 f"cannot query {self._label} by {value!r}: expected {accepted} "
                 f"({space.description})"
             )

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import re
 import secrets
 from collections.abc import Callable
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from .._checks import check_bool, check_int, closest, is_int, suggest_keywords
+from ..resets import on_reset
 
 # -- constants (candidates for mongoengine_ids.constants) ---------------------------------------
 
@@ -73,8 +75,9 @@ class RandBelow(Protocol):
         ...
 
 
-#: Where randomness comes from: ``randbelow(n)`` as a function, or an object that has it.
-Randomness = Callable[[int], int] | RandBelow
+#: Where randomness comes from: ``randbelow(n)`` as a function, an object that has it, or a
+#: ``random.Random`` (seeded, for tests: its ``randrange`` is used).
+Randomness = Callable[[int], int] | RandBelow | random.Random
 
 
 @runtime_checkable
@@ -541,11 +544,19 @@ def _read_words() -> list[int]:
             f"os.urandom({POOL_BYTES}) returned {got}, not {POOL_BYTES} random bytes: is it "
             "patched (a test pinning it)? Give the field rng= instead"
         )
-    return list(memoryview(read).cast("Q"))
+    words = list(memoryview(read).cast("Q"))
+    if len(set(words)) < len(words):  # 512 random 64-bit words repeat one: odds about 2**-47
+        raise RuntimeError(
+            f"os.urandom({POOL_BYTES}) repeated a 64-bit word: it is not random; is it patched "
+            "(a test pinning it)? Give the field rng= instead"
+        )
+    return words
 
 
-#: The randomness of every field built without ``rng``.
+#: The randomness of every field built without ``rng``. A reset (the test fixtures', after each
+#: test) drops its unread words, which a test may have read under a patched ``os.urandom``.
 SYSTEM_RANDOMNESS: Final = SystemRandomness()
+on_reset(SYSTEM_RANDOMNESS.forget)
 
 
 def randbelow_of(source: Randomness | None) -> Callable[[int], int]:
@@ -556,6 +567,8 @@ def randbelow_of(source: Randomness | None) -> Callable[[int], int]:
     """
     if source is None:
         return SYSTEM_RANDOMNESS.randbelow
+    if isinstance(source, random.Random):  # random.Random(seed): its randbelow is private
+        return source.randrange
     method = getattr(source, "randbelow", None)
     if callable(method):
         return cast(Callable[[int], int], method)
@@ -563,7 +576,7 @@ def randbelow_of(source: Randomness | None) -> Callable[[int], int]:
         return source
     raise TypeError(
         f"rng={source!r} is not a source of randomness: expected a callable randbelow(n) -> int "
-        "or an object with a randbelow(n) method (e.g. the secrets module)"
+        "or an object with a randbelow(n) method (e.g. the secrets module), or a random.Random"
     )
 
 

@@ -3,7 +3,14 @@ setting the counters (:mod:`.admin`)."""
 
 from __future__ import annotations
 
-from .admin import CounterInfo, ShardInfo, list_counters, set_next_value, show_counter
+from .admin import (
+    CounterInfo,
+    ShardInfo,
+    has_scoped_counters,
+    list_counters,
+    set_next_value,
+    show_counter,
+)
 from .field import DEFAULT_COLLECTION, Sequence, SequenceField
 
 __all__ = [
@@ -12,6 +19,7 @@ __all__ = [
     "Sequence",
     "SequenceField",
     "ShardInfo",
+    "has_scoped_counters",
     "list_counters",
     "set_next_value",
     "show_counter",

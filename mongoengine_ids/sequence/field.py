@@ -2059,8 +2059,7 @@ class SequenceField(GeneratedField):
         number = self.number_of(value)
         if number is None or (self.format.active and number < 0):
             accepted = self.format.describe() if self.format.active else "an int"
-            self.error(f"cannot query {self._label} by {value!r}: expected {accepted}")
-            raise AssertionError("unreachable: self.error() raises")
+            self.query_error(f"cannot query {self._label} by {value!r}: expected {accepted}")
         return self.format.format(number) if self.format.active else number
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .._checks import check_callable, check_int, check_room, is_int, suggest_keywords
-from ..errors import IdSpaceExhaustedError
+from ..errors import IdSpaceExhaustedError, invalid_id
 from ..locality.field import UUIDValueField
 from ..locality.generator import Clock, _int_from_uuid_value
 from ..resets import on_reset
@@ -122,6 +122,10 @@ class UUID7Generator:
         self._lock = threading.Lock()
         self._last_ms = -1
 
+    def __repr__(self) -> str:
+        clock = "time.time_ns" if self._clock is None else repr(self._clock)
+        return f"UUID7Generator(clock={clock}, last_ms={self._last_ms})"
+
     def generate(self) -> uuid.UUID:
         """Make the next id."""
         (value,) = self.generate_many(1)
@@ -192,12 +196,16 @@ def uuid7_timestamp_ms(value: uuid.UUID) -> int:
 
     Raises:
         TypeError: ``value`` is not a :class:`uuid.UUID`.
-        ValueError: ``value`` is not a version 7 RFC 9562 UUID.
+        InvalidIdError: ``value`` is not a version 7 RFC 9562 UUID (a ``ValueError``).
     """
     if not isinstance(value, uuid.UUID):
         raise TypeError(f"value must be a uuid.UUID, not {value!r}")
     if value.variant != uuid.RFC_4122 or value.version != 7:
-        raise ValueError(f"{str(value)!r} is not a version 7 UUID (version {value.version})")
+        raise invalid_id(
+            str(value),
+            f"version 7 UUID (it is of version {value.version})",
+            "a UUID7Field's value, or a uuid.UUID of version 7 and the RFC 9562 variant",
+        )
     return value.int >> 80
 
 

@@ -18,11 +18,12 @@ import copy
 from collections import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NoReturn, overload
 
 from mongoengine.base import BaseDocument, BaseField
 
 from .._checks import check_bool, keyword_names, unexpected_keywords
+from ..errors import InvalidQueryValueError
 from . import seam
 
 if TYPE_CHECKING:
@@ -206,6 +207,15 @@ class GeneratedField(BaseField):  # type: ignore[misc]
     #: duplicate-key error (0: never, the error propagates).
     collision_retries: int = 0
 
+    if TYPE_CHECKING:
+        # For type checkers only: MongoEngine sets both on a field of a model (its source types
+        # them loosely), and stubs of it (mongo-types) declare a BaseField.__new__ taking only
+        # MongoEngine's options, which would refuse each field's own (probe AD).
+        name: str
+        db_field: str
+
+        def __new__(cls, *args: Any, **kwargs: Any) -> Self: ...
+
     def __init__(self, **kwargs: Any) -> None:
         """Check MongoEngine's options, then hand them to ``BaseField``.
 
@@ -234,6 +244,11 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """A value of this field has no members (MongoEngine asks, for a path through a map of
         such values: ``set__codes__x=``, ``codes__x=``): the path ends at the map's key, whose
         value this field, or the map asking it, prepares in stored form."""
+
+    def query_error(self, message: str) -> NoReturn:
+        """Raise :class:`~mongoengine_ids.errors.InvalidQueryValueError` for a query value the
+        field can never hold (``ValidationError`` and ``ValueError`` both catch it)."""
+        raise InvalidQueryValueError(message, field_name=getattr(self, "name", None))
 
     @property
     def _label(self) -> str:

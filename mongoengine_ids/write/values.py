@@ -160,7 +160,10 @@ def read_for(slot: Slot, steps: tuple[str, ...]) -> set[str]:
 def _identity(slot: Slot) -> list[tuple[str, Any]]:
     """What identifies ``slot``'s value in a stored holder, as (db field, value as stored)
     pairs: the value, and the values of the fields its field reads (a scope) that are known
-    (an update giving a value by a path may not say its scope: the stored one, then)."""
+    (an update giving a value by a path may not say its scope: the stored one, then). A
+    document's scope that is None is known, unless a projection left it out: a number whose
+    scope was cleared is not the stored one of its old scope (probe AH: it was never told,
+    and two documents held one number without a scope)."""
     field = slot.field
     found = [(field.db_field, seam.as_stored(field.to_mongo(slot.value)))]
     for name in field.depends_on:
@@ -168,7 +171,19 @@ def _identity(slot: Slot) -> list[tuple[str, Any]]:
         value = slot._data.get(name)
         if value is not None:
             found.append((source.db_field, seam.as_stored(source.to_mongo(value))))
+        elif _loaded(slot.holder, name):
+            found.append((source.db_field, None))
     return found
+
+
+def _loaded(holder: Any, name: str) -> bool:
+    """Whether field ``name`` of ``holder`` is known: a document's (or embedded document's)
+    that no projection left out; never an upsert's or update's :class:`Holder`, which holds
+    what was given."""
+    if isinstance(holder, Holder):
+        return False
+    state = seam.state(holder, create=False)
+    return state is None or name not in state.unloaded
 
 
 def identity_key(slot: Slot) -> tuple[Any, ...]:
