@@ -37,25 +37,24 @@ class CorruptedCounterError(MongoEngineIdsError, ValueError):
     missing or inconsistent. Nothing is handed out from it until it is repaired."""
 
 
-class ExplicitValueError(ValidationError, MongoEngineIdsError):  # type: ignore[misc]
+class _FieldValidationError(ValidationError, MongoEngineIdsError):  # type: ignore[misc]
+    """A ``ValidationError`` naming the field (MongoEngine's, built as its fields build one)."""
+
+    field_name: str | None  # set by ValidationError (declared for stubs that omit it)
+
+    def __init__(self, message: str, *, field_name: str | None = None) -> None:
+        ValidationError.__init__(self, message, field_name=field_name)
+
+
+class ExplicitValueError(_FieldValidationError):
     """A document was saved with an explicit value for a field that forbids them
     (``allow_explicit=False``); caught as MongoEngine's ``ValidationError`` too."""
 
-    field_name: str | None  # set by ValidationError (declared for stubs that omit it)
 
-    def __init__(self, message: str, *, field_name: str | None = None) -> None:
-        ValidationError.__init__(self, message, field_name=field_name)
-
-
-class InvalidQueryValueError(ValidationError, InvalidIdError):  # type: ignore[misc]
+class InvalidQueryValueError(_FieldValidationError, InvalidIdError):
     """A query by a value the field can never hold (``objects(id="abc")``); caught as
     MongoEngine's ``ValidationError`` (what a query of an ObjectId key by one raises) and as
     ``ValueError`` (what MongoEngine's ``SequenceField`` and ``UUIDField`` raise)."""
-
-    field_name: str | None  # set by ValidationError (declared for stubs that omit it)
-
-    def __init__(self, message: str, *, field_name: str | None = None) -> None:
-        ValidationError.__init__(self, message, field_name=field_name)
 
 
 class UniqueIndexMissingError(MongoEngineIdsError, OperationError):  # type: ignore[misc]

@@ -7,6 +7,7 @@ message quotes the bad value with ``repr()``; some rows also check a suggestion 
 
 from __future__ import annotations
 
+import pickle
 import random
 import re
 import uuid
@@ -1545,6 +1546,12 @@ def test_a_query_by_a_value_the_field_never_holds_is_a_value_error_too(
     assert isinstance(caught.value, ValidationError)
     assert isinstance(caught.value, InvalidQueryValueError)
     assert caught.value.field_name == field
+    copied = pickle.loads(pickle.dumps(caught.value))  # as it travels between processes
+    assert (type(copied), str(copied), copied.field_name) == (
+        InvalidQueryValueError,
+        str(caught.value),
+        field,
+    )
 
 
 def test_a_formatted_sequence_queried_by_a_negative_number_names_the_field(

@@ -497,10 +497,8 @@ def test_an_application_pinning_uuid4_changes_nothing(
     assert [doc["_id"] for doc in mongoengine_db.pinned_voucher_codes.find()] == [123456]
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
-def test_a_forked_child_names_other_owners_than_its_parent() -> None:
-    """Owners are counted per process: a child counting on from its parent's count would name
-    the parent's next owners, and take a value reserved for one as its own."""
+def _owners_of_a_child() -> list[str]:
+    """Eight owners named by a forked child."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
@@ -510,8 +508,20 @@ def test_a_forked_child_names_other_owners_than_its_parent() -> None:
             os._exit(0)
     os.close(write)
     with os.fdopen(read) as pipe:
-        child = json.loads(pipe.read())
+        owners: list[str] = json.loads(pipe.read())
     os.waitpid(pid, 0)
+    return owners
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_forked_children_name_other_owners_than_their_parent_and_each_other() -> None:
+    """Owners are counted per process: a child counting on from its parent's count would name
+    the parent's next owners, and take a value reserved for one as its own; so would two
+    children forked while a test pins os.urandom (review C)."""
+    first = _owners_of_a_child()
+    with mock.patch("os.urandom", return_value=bytes(8)):
+        pinned = [_owners_of_a_child(), _owners_of_a_child()]
     parent = [new_owner() for _ in range(8)]
-    assert len(set(child)) == len(set(parent)) == 8
-    assert set(child).isdisjoint(parent)
+    everyone = [first, *pinned, parent]
+    assert all(len(set(owners)) == 8 for owners in everyone)
+    assert len(set().union(*everyone)) == 8 * len(everyone)

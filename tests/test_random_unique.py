@@ -218,6 +218,19 @@ def test_a_seeded_random_random_is_a_source() -> None:
     assert all(100_000 <= value <= 999_999 for value in drawn)
 
 
+def test_a_random_random_of_its_own_randbelow_draws_from_it() -> None:
+    """Review C: a subclass scripting randbelow (a test forcing collisions) must be read."""
+
+    class Scripted(random.Random):
+        def randbelow(self, n: int) -> int:
+            return script.pop(0)
+
+    script = [3, 3, 0]
+    field = RandomUniqueField(digits=1, rng=Scripted(1))
+    assert [field._draw() for _ in range(3)] == [4, 4, 1]
+    assert script == []
+
+
 @pytest.mark.usefixtures("mongoengine_db")
 def test_assigned_value_is_kept_and_validated() -> None:
     script = Script()

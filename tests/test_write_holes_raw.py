@@ -4,6 +4,7 @@ drop_collection. Plain MongoEngine is the reference."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import mongoengine as me
@@ -359,14 +360,18 @@ class PipeTicket(me.Document):
     ("pipeline", "written"),
     [
         # a number the counter would hand out again
-        ([{"$set": {"number": 5}}], "'number', where PipeTicket.number"),
+        ([{"$set": {"number": 5}}], r"writes 'number' \(PipeTicket.number holds generated"),
         ([{"$addFields": {"number": {"$add": ["$number", 1]}}}], "'number'"),
         ([{"$project": {"number": {"$literal": 3}}}], "'number'"),
         # a copy of the embedded documents: each reserved code stored twice
         ([{"$set": {"lines": {"$concatArrays": ["$lines", "$lines"]}}}], "'lines'"),
-        ([{"$set": {"lines.code": 7}}], "'lines.code', where PipeLine.code"),
-        ([{"$set": {"name": "b"}}, {"$replaceWith": {"name": "z"}}], "the whole document"),
-        ([{"$replaceRoot": {"newRoot": {"name": "z"}}}], "the whole document"),
+        ([{"$set": {"lines.code": 7}}], r"'lines.code' \(PipeLine.code holds"),
+        ([{"$set": {"name": "b"}}, {"$replaceWith": {"name": "z"}}], "writes the whole document"),
+        ([{"$replaceRoot": {"newRoot": {"name": "z"}}}], "writes the whole document"),
+        # an inclusion removes every field it does not name
+        ([{"$project": {"name": 1}}], "removes the whole document"),
+        # a stage given as another mapping than a dict (review C)
+        ([MappingProxyType({"$set": {"number": 5}})], "writes 'number'"),
     ],
 )
 @pytest.mark.parametrize("how", ["update_one", "update", "document"])
@@ -404,6 +409,60 @@ def test_a_pipeline_writing_other_fields_runs_as_in_plain_mongoengine(mongoengin
     assert PipeTicket(name="b").save().number == 2
 
 
+class PipeScopedLine(me.EmbeddedDocument):
+    kind = me.StringField()
+    no = SequenceField(sequence_name="pipe_scoped_line", scope="kind")
+
+
+class PipeScoped(me.Document):
+    id = UUID4Field(primary_key=True)
+    tenant = me.StringField()
+    number = SequenceField(sequence_name="pipe_scoped", scope="tenant")
+    lines = me.ListField(me.EmbeddedDocumentField(PipeScopedLine))
+    name = me.StringField()
+    meta = {"collection": "pipe_scoped"}
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "written"),
+    [
+        # numbers moved to another scope untold: handed out there again (review C)
+        ([{"$set": {"tenant": "D"}}], r"writes 'tenant' \(PipeScoped.number is numbered per it\)"),
+        ([{"$unset": "tenant"}], r"removes 'tenant' \(PipeScoped.number is numbered per it\)"),
+        ([{"$project": {"tenant": 0}}], "removes 'tenant'"),
+        (
+            [{"$set": {"lines.kind": "z"}}],
+            r"writes 'lines.kind' \(PipeScopedLine.no is numbered per it\)",
+        ),
+        ([{"$replaceWith": {"name": "z"}}], r"the whole document \(PipeScoped.tenant"),
+    ],
+)
+def test_a_pipeline_changing_a_scope_is_refused(
+    mongoengine_db: Any, pipeline: list[dict[str, Any]], written: str
+) -> None:
+    scoped = PipeScoped(tenant="A", name="a", lines=[PipeScopedLine(kind="k")]).save()
+    before = list(mongoengine_db.pipe_scoped.find())
+    with pytest.raises(InvalidQueryError, match=written):
+        PipeScoped.objects(id=scoped.id).update_one(__raw__=pipeline)
+    assert list(mongoengine_db.pipe_scoped.find()) == before
+
+
+def test_a_pipeline_leaving_the_key_alone_runs_when_the_key_is_the_only_generated_value(
+    mongoengine_db: Any,
+) -> None:
+    """No update changes a key: a stage projecting the whole document keeps it (review C)."""
+
+    class PipeKeyed(me.Document):
+        id = UUID4Field(primary_key=True)
+        name = me.StringField()
+        other = me.StringField()
+        meta = {"collection": "pipe_keyed"}
+
+    keyed = PipeKeyed(name="a", other="o").save()
+    assert PipeKeyed.objects(id=keyed.id).update_one(__raw__=[{"$project": {"name": 1}}]) == 1
+    assert mongoengine_db.pipe_keyed.find_one() == {"_id": keyed.to_mongo()["_id"], "name": "a"}
+
+
 def test_a_pipeline_upsert_writing_a_generated_value_is_refused(mongoengine_db: Any) -> None:
     """The filter fixes the number (so the upsert may insert), the pipeline would write it."""
     with pytest.raises(InvalidQueryError, match=r"\$set stage.*'number'"):
@@ -423,8 +482,8 @@ class PipeSub(PipeBase):
 @pytest.mark.parametrize(
     ("pipeline", "written"),
     [
-        ([{"$replaceWith": {"name": "z"}}], "the whole document, where PipeBase holds"),
-        ([{"$set": {"lines": {"$concatArrays": ["$lines", "$lines"]}}}], "where PipeSub.lines"),
+        ([{"$replaceWith": {"name": "z"}}], r"the whole document \(PipeSub.lines holds"),
+        ([{"$set": {"lines": {"$concatArrays": ["$lines", "$lines"]}}}], r"\(PipeSub.lines holds"),
     ],
 )
 def test_a_pipeline_through_a_base_class_reaches_its_subclasses_values(

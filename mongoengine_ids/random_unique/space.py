@@ -539,7 +539,7 @@ def _read_words() -> list[int]:
     """
     read = os.urandom(POOL_BYTES)
     if not isinstance(read, bytes) or len(read) != POOL_BYTES:
-        got = f"{len(read)} bytes" if isinstance(read, bytes) else repr(read)
+        got = f"{len(read)} bytes" if isinstance(read, bytes) else f"a {type(read).__name__}"
         raise RuntimeError(
             f"os.urandom({POOL_BYTES}) returned {got}, not {POOL_BYTES} random bytes: is it "
             "patched (a test pinning it)? Give the field rng= instead"
@@ -567,11 +567,11 @@ def randbelow_of(source: Randomness | None) -> Callable[[int], int]:
     """
     if source is None:
         return SYSTEM_RANDOMNESS.randbelow
-    if isinstance(source, random.Random):  # random.Random(seed): its randbelow is private
-        return source.randrange
     method = getattr(source, "randbelow", None)
     if callable(method):
         return cast(Callable[[int], int], method)
+    if isinstance(source, random.Random):  # random.Random(seed): its randbelow is private
+        return source.randrange
     if callable(source):
         return source
     raise TypeError(

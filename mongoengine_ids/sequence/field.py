@@ -1685,7 +1685,7 @@ class SequenceField(GeneratedField):
             raise ValidationError(
                 f"{name}.{self.name} is numbered per {self.scope!r}, which is None: set "
                 f"{self.scope!r} before the document is written (an upsert: in its filter or "
-                "update)",
+                "update; a document loaded without it, by only() or exclude(): load it)",
                 field_name=self.name,
             )
         return seam.as_stored(source.to_mongo(value))

@@ -25,7 +25,6 @@ from .._checks import check_callable, check_int, check_room, is_int, suggest_key
 from ..errors import IdSpaceExhaustedError, invalid_id
 from ..locality.field import UUIDValueField
 from ..locality.generator import Clock, _int_from_uuid_value
-from ..resets import on_reset
 from ..write.field import Write
 
 V7_COUNTER_BITS: Final = 42
@@ -180,17 +179,6 @@ def _reinit_in_child() -> None:
 os.register_at_fork(after_in_child=_reinit_in_child)
 
 
-@on_reset
-def _forget_times() -> None:
-    """``reset_process_state()`` (the test fixtures', after each test): the next id reads the
-    clock afresh instead of following the latest millisecond made, so a test that froze the
-    clock in the future does not date the ids of the tests after it. Unique all the same: an id
-    made again in a millisecond used before draws a new random counter seed and tail."""
-    for generator in list(_generators):
-        with generator._lock:
-            generator._last_ms = -1
-
-
 def uuid7_timestamp_ms(value: uuid.UUID) -> int:
     """The Unix epoch milliseconds embedded in a version 7 UUID.
 
@@ -203,7 +191,7 @@ def uuid7_timestamp_ms(value: uuid.UUID) -> int:
     if value.variant != uuid.RFC_4122 or value.version != 7:
         raise invalid_id(
             str(value),
-            f"version 7 UUID (it is of version {value.version})",
+            f"version 7 UUID (it is of version {value.version or 'none: not RFC 9562'})",
             "a UUID7Field's value, or a uuid.UUID of version 7 and the RFC 9562 variant",
         )
     return value.int >> 80

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, NoReturn, overload
 
 from mongoengine.base import BaseDocument, BaseField
+from mongoengine.errors import ValidationError
 
 from .._checks import check_bool, keyword_names, unexpected_keywords
 from ..errors import InvalidQueryValueError
@@ -354,19 +355,25 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         asks for none with ``__exists``); a query value goes to :meth:`query_value`.
 
         Raises:
-            ValidationError: the value is not one the field accepts, quoted, saying what is.
+            InvalidQueryValueError: the value is not one the field accepts, quoted, saying what
+                is (a ``ValidationError`` and a ``ValueError``: what MongoEngine's fields raise).
         """
         if value is None:
             return value
         if isinstance(value, Stored):
             return value.stored  # the write path's own, in stored form
         if isinstance(value, bool):
-            self.error(f"{self._label}: {value!r} is not a value of this field (a bool)")
-        if op in _WRITING_OPS:
-            self.validate(self.coerce(value))  # as an assignment coerces it, then save() checks
-        elif isinstance(value, dict):
-            return value  # an operator document, given as it is
-        return self.query_value(value)
+            self.query_error(f"{self._label}: {value!r} is not a value of this field (a bool)")
+        try:
+            if op in _WRITING_OPS:
+                self.validate(self.coerce(value))  # as an assignment coerces it, then save()
+            elif isinstance(value, dict):
+                return value  # an operator document, given as it is
+            return self.query_value(value)
+        except InvalidQueryValueError:
+            raise
+        except ValidationError as error:  # a field's own validate() or query_value()
+            raise InvalidQueryValueError(str(error), field_name=error.field_name) from error
 
     def query_value(self, value: Any) -> Any:
         """A query value (not None, not a bool, not a dict) in stored form. Default: its stored

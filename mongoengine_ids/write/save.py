@@ -669,9 +669,9 @@ def _sort(
     missing: list[Slot] = []
     rewritten = _Rewritten(document, changed)
     left_out = _left_out(document)
-    _refuse_left_out_inside(document, left_out, rewritten)
     for slot in _of_subclasses(document, left_out):
         _refuse_unloaded(document, slot, changed, rewritten)
+    _refuse_left_out_inside(document, left_out, rewritten)
     whole = seam.writes_whole(document)
     for slot in others:
         own_field = slot.holder is document
@@ -811,12 +811,16 @@ def _refuse_left_out_inside(
             if field.db_field in here:
                 record.unloaded = record.unloaded - {name}
             elif rewritten.holds(inner):
+                cleared = (
+                    "the generated values stored in it"
+                    if seam.embeds_generated(field)
+                    else "it (a counter's scope: the numbers would move to none)"
+                )
                 raise OperationError(
                     f"{type(inner).__name__}.{name} at {path}.{field.db_field} in a "
                     f"{type(document).__name__} was not loaded (only(), exclude()), and "
-                    "MongoEngine writes its embedded document whole on this save, which would "
-                    "clear the generated values stored in it; load it (reload()) before this "
-                    "change"
+                    f"MongoEngine writes its embedded document whole on this save, which would "
+                    f"clear {cleared}; load it (reload()) before this change"
                 )
 
 

@@ -790,15 +790,20 @@ def embedded_field_at(document_class: type[BaseDocument], path: str) -> bool:
 
 def generated_under(document_class: type[BaseDocument], path: str) -> list[str]:
     """The generated values a value written whole at the dotted db ``path`` may replace or
-    copy (an update pipeline's stage writes so; ``""``: the whole document): each field there
-    that is generated (or holds a list or map of generated values), or that may hold embedded
-    documents with generated fields, as ``Class.name``; [] if none (a path no class declares,
-    a dynamic attribute, is not known: see docs/guarantees.md)."""
+    copy (an update pipeline's stage writes so; ``""``: the whole document, whose key no
+    update changes): each field there that is generated (or holds a list or map of generated
+    values), or that may hold embedded documents with generated fields, as ``Class.name``; []
+    if none (a path no class declares, a dynamic attribute, is not known: see
+    docs/guarantees.md). The whole document also names the fields its generated fields read (a
+    scope); at a path, those are :func:`reading_at`'s."""
     if not path:
-        kinds = with_subclasses(document_class)  # the documents its queryset matches
-        if any(shape(kind).generated or _embeds_generated(kind, set()) for kind in kinds):
-            return [document_class.__name__]
-        return []
+        return [
+            f"{kind.__name__}.{name}"
+            for kind in with_subclasses(document_class)  # the documents its queryset matches
+            for name, field in kind._fields.items()
+            if name in scopes(kind)
+            or (name != shape(kind).pk_name and (holds_generated(field) or embeds_generated(field)))
+        ]
     return [
         f"{kind.__name__}.{name}"
         for kind, name, field, _ in _fields_at(document_class, path)
@@ -1408,16 +1413,20 @@ def stored_key(document: Any, collection: Any = None) -> Any:
 
 
 def note_loaded(document: Any, loaded: QueryFieldList) -> None:
-    """Record which generated fields a projection left out of a document it loaded, and of
-    the embedded documents loaded inside it (``only("parts.kind")`` leaves ``parts.n`` out;
-    one loaded without its ``_cls`` may be a subclass: theirs too). Of an embedded document,
-    also the fields that may hold embedded documents with generated fields, left out whole
-    (``only("parts.label")`` leaves ``parts.boxes`` out): written whole, it would clear them."""
+    """Record which generated fields, and fields they read (a counter's scope), a projection
+    left out of a document it loaded, and of the embedded documents loaded inside it
+    (``only("parts.kind")`` leaves ``parts.n`` out; one loaded without its ``_cls`` may be a
+    subclass: theirs too). Of an embedded document, also the fields that may hold embedded
+    documents with generated fields, left out whole (``only("parts.label")`` leaves
+    ``parts.boxes`` out): written whole, it would clear them."""
     if not isinstance(document, Document) or not loaded:
         return
     present = _Projection(loaded.as_dict())
+    kind = type(document)
     state(document).unloaded = frozenset(
-        name for name, field in generated_fields(type(document)) if not present((field.db_field,))
+        name
+        for name in (*(name for name, _ in generated_fields(kind)), *scopes(kind))
+        if not present((field_of(kind, name).db_field,))
     )
     # Per class: its fields of note, and its subclasses' too (once for the document).
     of_note: dict[tuple[type[BaseDocument], bool], set[tuple[str, str, bool]]] = {}
@@ -1428,10 +1437,10 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
         if family not in of_note:
             kinds = with_subclasses(family[0]) if family[1] else [family[0]]
             of_note[family] = {
-                (name, field.db_field, is_generated(field))
+                (name, field.db_field, is_generated(field) or name in scopes(kind))
                 for kind in kinds
                 for name, field in kind._fields.items()
-                if is_generated(field) or embeds_generated(field)
+                if is_generated(field) or embeds_generated(field) or name in scopes(kind)
             }
         unloaded = frozenset(
             name
@@ -1444,6 +1453,12 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
         )
         if unloaded:
             state(inner).unloaded = unloaded
+
+
+def scopes(kind: type[BaseDocument]) -> frozenset[str]:
+    """The names of the fields of ``kind`` its generated fields read (``depends_on``: a
+    counter's scope)."""
+    return frozenset(name for _, field in shape(kind).generated for name in field.depends_on)
 
 
 class _Projection:

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import re
 import uuid
+from collections import abc
 from collections.abc import Callable, Collection, Iterator
 from typing import Any, Final, NamedTuple, TypeVar
 
@@ -698,47 +699,61 @@ def _operations(document_class: Any, update: dict[str, Any]) -> dict[str, Any]:
     return operations
 
 
-#: The stages of an update pipeline that only remove what they name (``$project`` of 0s too).
-_PIPELINE_REMOVING = frozenset({"$unset"})
-
-
 def _refuse_pipeline_writes(document_class: Any, pipeline: list[Any]) -> None:
     """Refuse an update pipeline (``__raw__=[...]``) with a stage that writes a generated field,
-    or a field that may hold embedded documents with generated fields: what it computes is no
-    value the field made or was told of, nor checked (a counter would hand a number out again,
-    a unique value could be copied). A stage that only removes values is let through, as
-    ``unset__`` is.
+    or a field that may hold embedded documents with generated fields, or that writes or
+    removes a field a generated field reads (a counter's scope): what it computes is no value
+    the field made or was told of, nor checked (a counter would hand a number out again, a
+    unique value could be copied, numbers would move to another scope untold). A stage that
+    only removes generated values is let through, as ``unset__`` is.
 
     Raises:
         InvalidQueryError: such a stage (nothing written).
     """
     for stage in pipeline:
-        for operator, spec in stage.items() if isinstance(stage, dict) else ():
-            for path in _pipeline_paths(operator, spec):
-                found = seam.generated_under(document_class, path)
-                if not found:
-                    continue
-                what = "the whole document" if not path else repr(path)
-                raise InvalidQueryError(
-                    f"{document_class.__name__}: the {operator} stage of an update pipeline "
-                    f"(__raw__=[...]) writes {what}, where {', '.join(found)} "
-                    f"hold{'s' if len(found) == 1 else ''} generated values: a value computed "
-                    "there is neither made nor checked by its field; give it with an update "
-                    "document (set__..., or __raw__={'$set': ...}), which the field checks and "
-                    "is told of, or leave it to save()"
-                )
+        for operator, spec in stage.items() if isinstance(stage, abc.Mapping) else ():
+            for path, removes in _pipeline_paths(operator, spec):
+                # Removing a generated value is let through; the whole document, never.
+                writes = not (removes and path)
+                found = [
+                    f"{name} holds generated values"
+                    for name in (seam.generated_under(document_class, path) if writes else ())
+                ]
+                found += [
+                    f"{kind.__name__}.{name} is numbered per it"
+                    for kind, name, _ in (seam.reading_at(document_class, path) if path else ())
+                ]
+                if found:
+                    what = "the whole document" if not path else repr(path)
+                    raise InvalidQueryError(
+                        f"{document_class.__name__}: the {operator} stage of an update pipeline "
+                        f"(__raw__=[...]) {'removes' if removes else 'writes'} {what} "
+                        f"({'; '.join(found)}): a generated value is made or checked by its "
+                        "field, and a scope's change is told to its counter, never computed "
+                        "on the server; give them with an update document (set__..., unset__..."
+                        ", or __raw__={'$set': ...}), or leave them to save()"
+                    )
 
 
-def _pipeline_paths(operator: str, spec: Any) -> list[str]:
-    """The dotted paths a pipeline stage writes (``""``: the whole document)."""
-    if operator in _PIPELINE_REMOVING:
-        return []
-    if operator in ("$set", "$addFields") and isinstance(spec, dict):
-        return [str(path) for path in spec]
-    if operator == "$project" and isinstance(spec, dict):
-        # 1 or True keeps a field, 0 or False removes it; anything else computes a value.
-        return [str(path) for path, kept in spec.items() if kept not in (0, 1)]
-    return [""]  # $replaceRoot, $replaceWith (and any other): the whole document
+def _pipeline_paths(operator: str, spec: Any) -> list[tuple[str, bool]]:
+    """The dotted paths a pipeline stage writes or removes, as (path, only removes it); ``""``:
+    the whole document."""
+    if operator == "$unset":
+        return [(str(path), True) for path in ([spec] if isinstance(spec, str) else spec)]
+    if operator in ("$set", "$addFields") and isinstance(spec, abc.Mapping):
+        return [(str(path), False) for path in spec]
+    if operator == "$project" and isinstance(spec, abc.Mapping):
+        if any(_included(kept) for kept in spec.values()):
+            return [("", True)]  # inclusion: every field it does not name is removed
+        # 0 or False removes a field; anything else (an expression) computes its value.
+        return [(str(path), kept in (0, False)) for path, kept in spec.items()]
+    return [("", False)]  # $replaceRoot, $replaceWith (and any other): the whole document
+
+
+def _included(kept: Any) -> bool:
+    """Whether a ``$project`` value keeps its field (true, or a non-zero number)."""
+    number = isinstance(kept, (int, float)) and not isinstance(kept, bool)
+    return kept is True or (number and kept != 0)
 
 
 def _moved_scope(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar, cast
 
@@ -178,12 +179,14 @@ def _identity(slot: Slot) -> list[tuple[str, Any]]:
 
 def _loaded(holder: Any, name: str) -> bool:
     """Whether field ``name`` of ``holder`` is known: a document's (or embedded document's)
-    that no projection left out; never an upsert's or update's :class:`Holder`, which holds
-    what was given."""
+    that no projection left out, or that was set since; never an upsert's or update's
+    :class:`Holder`, which holds what was given."""
     if isinstance(holder, Holder):
         return False
     state = seam.state(holder, create=False)
-    return state is None or name not in state.unloaded
+    if state is None or name not in state.unloaded:
+        return True
+    return seam.field_of(type(holder), name).db_field in seam.changed_here(holder)
 
 
 def identity_key(slot: Slot) -> tuple[Any, ...]:
@@ -353,7 +356,9 @@ _process: list[str] = []
 
 
 def _new_process() -> None:
-    _process[:] = [os.urandom(8).hex()]
+    # The process id and the time beside the random bytes: children forked while a test pins
+    # os.urandom still differ.
+    _process[:] = [f"{os.getpid():x}.{time.time_ns():x}.{os.urandom(8).hex()}"]
 
 
 _new_process()
@@ -362,7 +367,7 @@ os.register_at_fork(after_in_child=_new_process)
 
 def new_owner() -> str:
     """A token for whom values are assigned in one write (see :func:`_owner`): unique in this
-    process, and among processes (its random prefix)."""
+    process, and among processes (its prefix: process id, time, random bytes)."""
     return f"{_process[0]}-{next(_owners):x}"
 
 
