@@ -7,6 +7,7 @@ import random
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
+from unittest import mock
 
 import bson.json_util
 import mongoengine
@@ -977,6 +978,65 @@ def test_shards_changed_on_a_live_sequence_are_refused_before_a_value_is_handed_
     with pytest.raises(CorruptedCounterError, match="cannot change on a live sequence"):
         changed.next()
     assert counters(mongoengine_db) == stored  # no counter made, none moved
+
+
+def test_a_scoped_sequences_layout_is_looked_up_by_the_id_index_alone(
+    mongoengine_db: Any,
+) -> None:
+    """Probe AF: the look-up named the shards by their sequence and scope fields, which no
+    index holds: each new scope read every counter document. It names _id keys and ranges
+    only; shards changed in one scope are still refused, other scopes are not confused."""
+    import mongomock
+
+    def sequence(scope: str, shards: int) -> Sequence:
+        return Sequence(
+            "bills",
+            database=mongoengine_db,
+            digits=1,
+            shards=shards,
+            scope=scope,
+            rng=random.Random(3),
+        )
+
+    assert sorted(sequence("acme", 3).next_values(9)) == list(range(1, 10))
+    with mock.patch.object(
+        mongomock.collection.Collection,
+        "find",
+        autospec=True,
+        side_effect=mongomock.collection.Collection.find,
+    ) as find:
+        assert sequence("acme-2", 1).next() == 1  # a name the first one prefixes
+    filters = [call.args[1] for call in find.call_args_list if len(call.args) > 1]
+    layout = [f for f in filters if "$or" in f]
+    assert layout, filters
+    assert all(set(clause) == {"_id"} for f in layout for clause in f["$or"])
+    stored = counters(mongoengine_db)
+    with pytest.raises(CorruptedCounterError, match="cannot change on a live sequence"):
+        sequence("acme", 1).next()
+    assert counters(mongoengine_db) == stored
+
+
+def test_a_field_keeps_a_bounded_number_of_scopes(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Probe AF: each scope's sequence stayed for the connection's life (5.5 KB each, a
+    million tenants: 5.5 GB). Past the bound the one kept longest goes: its block's values
+    are skipped, never handed out again."""
+    from mongoengine_ids.sequence import field as field_module
+
+    monkeypatch.setattr(field_module, "MAX_SEQUENCES", 3)
+
+    class Bill(me.Document):
+        tenant = me.StringField()
+        number = SequenceField(scope="tenant", batch_size=10)
+        meta = {"collection": "bounded_bills"}
+
+    for tenant in "ABCDE":
+        Bill(tenant=tenant).save()
+    assert len(Bill.number._sequences) == 3
+    Bill(tenant="A").save()  # A's sequence went: a new lease
+    stored = sorted((d["tenant"], d["number"]) for d in mongoengine_db.bounded_bills.find())
+    assert stored == [("A", 1), ("A", 11), ("B", 1), ("C", 1), ("D", 1), ("E", 1)]
 
 
 def test_a_new_shard_of_the_same_layout_is_made_beside_the_others(mongoengine_db: Any) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from unittest import mock
 
 import mongoengine as me
 import pytest
@@ -314,3 +315,40 @@ def test_an_embedded_document_the_upsert_creates_by_a_path_keeps_its_values(
     }
     assert "other" not in stored
     assert HeldBox(part=HeldPart(inner=HeldInner())).save().part.inner.serial == 2
+
+
+class ScaledPart(me.EmbeddedDocument):
+    code = SequenceField(sequence_name="scaled_part")
+    label = me.StringField()
+
+
+class Scaled(me.Document):
+    parts = me.ListField(me.EmbeddedDocumentField(ScaledPart))
+    meta = {"collection": "scaled"}
+
+
+@pytest.mark.parametrize("how", ["append", "reorder", "update"])
+def test_a_list_written_whole_is_looked_up_once_not_once_per_item(
+    mongoengine_db: Any, how: str
+) -> None:
+    """Probe AF: each of n items written again was looked for among the n stored ones (2.9 s
+    to append one item to 2,000 on mongomock). The stored items are read once per write:
+    counted by the walks over them, never timed. The numbers are kept, the new one made."""
+    from mongoengine_ids.write import values
+
+    n = 300
+    stored = Scaled(parts=[ScaledPart(label=str(i)) for i in range(n)]).save()
+    loaded = Scaled.objects.get(id=stored.id)
+    with mock.patch.object(values, "holders_at", wraps=values.holders_at) as walked:
+        if how == "append":
+            loaded.parts.append(ScaledPart(label="new"))
+            loaded.save()
+        elif how == "reorder":
+            loaded.parts = list(reversed(loaded.parts))
+            loaded.save()
+        else:
+            Scaled.objects(id=stored.id).update(set__parts=list(reversed(loaded.parts)))
+    assert walked.call_count <= 3 * (n + 2)  # one walk: the list, then each item (was ~n*n)
+    codes = [part["code"] for part in mongoengine_db.scaled.find_one()["parts"]]
+    expected = list(range(1, n + 1)) + ([n + 1] if how == "append" else [])
+    assert sorted(codes) == expected

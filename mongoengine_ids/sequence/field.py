@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast, overload
 
 import pymongo.errors
 from mongoengine.connection import get_db
@@ -80,6 +80,10 @@ INT64_MAX: Final = (1 << 63) - 1
 #: is 1,000 shards of 10**9 values.
 MAX_SHARDS: Final = 1_000_000
 #: Separators of the counter ``_id``: ``<sequence>@<scope>#<shard>``.
+#: The sequences a field keeps per process (one per connection, database and scope): past it,
+#: the one kept longest goes.
+MAX_SEQUENCES: Final = 4096
+
 SCOPE_SEPARATOR: Final = "@"
 SHARD_SEPARATOR: Final = "#"
 #: Write concern of counter updates: an update acknowledged only by a primary that then fails
@@ -276,7 +280,8 @@ class CounterStore:
         self.space = space
         self._scope = scope
         self._retries = retries
-        self._rng = rng or random.Random()
+        # Only a sharded sequence picks (a random.Random holds 2.5 KB, kept per scope).
+        self._rng = rng if rng is not None or space.shards == 1 else random.Random()
         self._sleep = sleep
         self._lock = threading.Lock()
         self._live: list[int] = list(range(space.shards))
@@ -353,7 +358,7 @@ class CounterStore:
             with self._lock:
                 if not self._live:
                     raise self._exhausted()
-                shard = self._rng.choice(self._live)
+                shard = cast(random.Random, self._rng).choice(self._live)
                 if shard not in self._live:
                     # An injected rng is checked: a shard outside the space has no bounds.
                     raise ValueError(
@@ -558,10 +563,14 @@ class CounterStore:
             return
         scope = self._scope
         plain = counter_id(self.name, scope=None if scope is None else scope[0])
-        shards = {"sequence": self.name, "shard": {"$exists": True}}
-        shards["scope"] = {"$exists": False} if scope is None else scope[1]
+        # Its shards' _ids are plain + "#<n>": a range of the _id index, as plain is one key.
+        # (Looked up by their sequence and scope fields, which no index holds, each new scope
+        # read every counter document.) "$" follows "#" in code points.
+        shards = {"$gt": plain + SHARD_SEPARATOR, "$lt": plain + chr(ord(SHARD_SEPARATOR) + 1)}
         collection = self.collection
-        found = self._call(lambda: list(collection.find({"$or": [{"_id": plain}, shards]})))
+        found = self._call(
+            lambda: list(collection.find({"$or": [{"_id": plain}, {"_id": shards}]}))
+        )
         for other in found:
             shard = other.get("shard")
             if other["_id"] == counter.document_id:
@@ -1647,6 +1656,11 @@ class SequenceField(GeneratedField):
             if entry is not None:
                 entry[1].discard()
             self._sequences[key] = (weakref.ref(client), sequence)
+            while len(self._sequences) > MAX_SEQUENCES:
+                # The longest kept goes (probe AF: each scope's stayed for the connection's
+                # life, 5.5 KB each). Its block's values are skipped, as after a restart; a
+                # thread using it leases on from the counter, which never repeats a value.
+                del self._sequences[next(iter(self._sequences))]
             return sequence
 
     def forget_sequences(self) -> None:

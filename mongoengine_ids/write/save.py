@@ -885,11 +885,8 @@ def _held_by_stored_copy(write: Write, document: Document, slots: list[Slot]) ->
     if not tops:
         return set()
     stored = write.collection.find_one({"_id": seam.stored_pk(document)}, dict.fromkeys(tops, 1))
-    return {
-        id(slot)
-        for slot in slots
-        if (steps := steps_of[id(slot)]) is not None and values.holds(stored or {}, steps, slot)
-    }
+    placed = [(steps, slot) for slot in slots if (steps := steps_of[id(slot)]) is not None]
+    return values.held(stored or {}, placed)
 
 
 def _mark_written_by_update(document: Document, filled: list[Slot], changed: list[str]) -> None:

@@ -1116,7 +1116,7 @@ def _new_to_match(
     stored = (
         query.collection.find_one(query.query, dict.fromkeys(tops, 1), sort=sort) if tops else None
     )
-    held = {id(slot) for slot, steps in tracked if values.holds(stored or {}, steps, slot)}
+    held = values.held(stored or {}, [(steps, slot) for slot, steps in tracked])
     return [slot for slot, _ in given if id(slot) not in held]
 
 
