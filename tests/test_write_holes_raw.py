@@ -362,14 +362,15 @@ class PipeTicket(me.Document):
         # a number the counter would hand out again
         ([{"$set": {"number": 5}}], r"writes 'number' \(PipeTicket.number holds generated"),
         ([{"$addFields": {"number": {"$add": ["$number", 1]}}}], "'number'"),
-        ([{"$project": {"number": {"$literal": 3}}}], "'number'"),
+        ([{"$project": {"number": {"$literal": 3}}}], "removes every field it does not name"),
+        ([{"$project": {"name": "$note"}}], "removes every field it does not name"),
         # a copy of the embedded documents: each reserved code stored twice
         ([{"$set": {"lines": {"$concatArrays": ["$lines", "$lines"]}}}], "'lines'"),
         ([{"$set": {"lines.code": 7}}], r"'lines.code' \(PipeLine.code holds"),
         ([{"$set": {"name": "b"}}, {"$replaceWith": {"name": "z"}}], "writes the whole document"),
         ([{"$replaceRoot": {"newRoot": {"name": "z"}}}], "writes the whole document"),
         # an inclusion removes every field it does not name
-        ([{"$project": {"name": 1}}], "removes the whole document"),
+        ([{"$project": {"name": 1}}], "removes every field it does not name"),
         # a stage given as another mapping than a dict (review C)
         ([MappingProxyType({"$set": {"number": 5}})], "writes 'number'"),
     ],

@@ -13,7 +13,7 @@ import mongoengine as me
 import pymongo.errors
 import pytest
 from _support import real_server
-from mongoengine.errors import NotUniqueError, OperationError, ValidationError
+from mongoengine.errors import InvalidQueryError, NotUniqueError, OperationError, ValidationError
 
 from mongoengine_ids import ExplicitValueError, RandomUniqueField, SequenceField
 
@@ -1456,3 +1456,59 @@ def test_a_number_given_by_a_path_needs_its_scope_beside_it(mongoengine_db: Any)
     assert other.lines[0].no == 71
     stored = [[line["no"] for line in d["lines"]] for d in AmInvoice._get_collection().find()]
     assert stored == [[70], [71]]
+
+
+# -- a scope that is an embedded document (review D) -------------------------------------------
+
+
+class VisitPlace(me.EmbeddedDocument):
+    city = me.StringField()
+    zip = me.StringField()
+
+
+class Visit(me.Document):
+    place = me.EmbeddedDocumentField(VisitPlace)
+    number = SequenceField(sequence_name="visit", scope="place")
+    label = me.StringField()
+    meta = {"collection": "visits"}
+
+
+def _visits() -> list[tuple[str, int]]:
+    return sorted((d["place"]["city"], d["number"]) for d in Visit._get_collection().find())
+
+
+@pytest.mark.parametrize("number", [None, 3])
+def test_a_number_in_a_scope_loaded_in_part_is_refused(mongoengine_db: Any, number: Any) -> None:
+    """only("place.city") loads part of the scope: its number came from (or was told to) a
+    counter named by that part, and one number was stored twice in the stored scope."""
+    for _ in range(2):
+        Visit(place=VisitPlace(city="Oslo", zip="0150")).save()
+    before = list(Visit._get_collection().find())
+    partial = Visit.objects.only("place.city", "number").first()
+    partial.number = number
+    with pytest.raises(OperationError, match=r"Visit.place was not loaded whole"):
+        partial.save()
+    assert list(Visit._get_collection().find()) == before
+    assert Visit(place=VisitPlace(city="Oslo", zip="0150")).save().number == 3
+
+
+def test_a_field_changed_inside_a_scope_moves_the_number_told(mongoengine_db: Any) -> None:
+    """A change by a path inside the scope moves the number: save() tells the new scope's
+    counter; an update, which does not give the new scope whole, is refused (either stored
+    number 1 twice in the new scope)."""
+    Visit(place=VisitPlace(city="A")).save()
+    moved = Visit(place=VisitPlace(city="A")).save()  # number 2 of A
+    Visit(place=VisitPlace(city="B")).save()  # number 1 of B
+    moved.place.city = "B"
+    moved.save()
+    assert Visit(place=VisitPlace(city="B")).save().number == 3
+    before = list(Visit._get_collection().find())
+    for update in (
+        {"set__place__city": "C"},
+        {"__raw__": {"$set": {"place.city": "C"}}},
+        {"__raw__": [{"$set": {"place.city": "C"}}]},
+    ):
+        with pytest.raises(InvalidQueryError, match=r"numbered per"):
+            Visit.objects(id=moved.id).update_one(**update)
+    assert list(Visit._get_collection().find()) == before
+    assert _visits() == [("A", 1), ("B", 1), ("B", 2), ("B", 3)]

@@ -563,14 +563,18 @@ class CounterStore:
             return
         scope = self._scope
         plain = counter_id(self.name, scope=None if scope is None else scope[0])
-        # Its shards' _ids are plain + "#<n>": a range of the _id index, as plain is one key.
-        # (Looked up by their sequence and scope fields, which no index holds, each new scope
-        # read every counter document.) "$" follows "#" in code points.
-        shards = {"$gt": plain + SHARD_SEPARATOR, "$lt": plain + chr(ord(SHARD_SEPARATOR) + 1)}
+        # Its shards' _ids are plain + "#<n>": a range of the _id index, as plain is one key
+        # ("$" follows "#"). Looked up by their fields alone, which no index holds, each new
+        # scope read every counter document; the fields keep out another scope's counter in
+        # the range (the scope "x#1" beside "x").
+        shards = {
+            "_id": {"$gt": plain + SHARD_SEPARATOR, "$lt": plain + chr(ord(SHARD_SEPARATOR) + 1)},
+            "sequence": self.name,
+            "shard": {"$exists": True},
+            "scope": {"$exists": False} if scope is None else scope[1],
+        }
         collection = self.collection
-        found = self._call(
-            lambda: list(collection.find({"$or": [{"_id": plain}, {"_id": shards}]}))
-        )
+        found = self._call(lambda: list(collection.find({"$or": [{"_id": plain}, shards]})))
         for other in found:
             shard = other.get("shard")
             if other["_id"] == counter.document_id:

@@ -710,7 +710,31 @@ def _sort(
             # writes whole writes them all: _new_values tells its own from new ones), or
             # moved to another scope, where it is the user's number as if assigned there.
             assigned.append(slot)
+    for slot in (*assigned, *empty):
+        _refuse_unloaded_scope(document, slot)
     return assigned, empty, missing
+
+
+def _refuse_unloaded_scope(document: Document, slot: Slot) -> None:
+    """Refuse a save that makes or tells a number in a scope a projection did not load whole
+    (``exclude("tenant")``, ``only("place.city")``): its counter is named by the scope, which
+    the document does not hold (review D: a part of ``place`` named another counter, and one
+    number was stored twice). A scope set whole since is the user's.
+
+    Raises:
+        OperationError: so; nothing is written.
+    """
+    record = seam.state(slot.holder, create=False)
+    if record is None or not record.unloaded:
+        return
+    here = seam.changed(document) if slot.holder is document else seam.changed_here(slot.holder)
+    for name in slot.field.depends_on:
+        if name in record.unloaded and seam.field_of(slot.kind, name).db_field not in here:
+            raise OperationError(
+                f"{slot.kind.__name__}.{name} was not loaded whole (only(), exclude()), and "
+                f"{slot.kind.__name__}.{slot.name}, numbered per it, gets a number on this save "
+                "from the counter it names; load it (reload()) before this change"
+            )
 
 
 def _left_out(document: Document) -> list[tuple[str, BaseDocument, seam.State]]:
@@ -825,10 +849,14 @@ def _refuse_left_out_inside(
 
 
 def _reads_changed(slot: Slot, changed: Iterable[str]) -> bool:
-    """Whether a field the slot's field reads (a scope) is among ``changed`` (db field names
-    of the slot's holder): its value, kept, now belongs to another scope."""
+    """Whether a field the slot's field reads (a scope), or a path inside it (an embedded
+    document's field: ``place.city``), is among ``changed`` (db paths of the slot's holder):
+    its value, kept, now belongs to another scope."""
     names = slot.field.depends_on
-    return bool(names) and any(seam.field_of(slot.kind, name).db_field in changed for name in names)
+    if not names:
+        return False
+    scopes = [seam.field_of(slot.kind, name).db_field for name in names]
+    return any(path.partition(".")[0] in scopes for path in changed)
 
 
 class _Rewritten:

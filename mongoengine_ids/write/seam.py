@@ -789,23 +789,25 @@ def embedded_field_at(document_class: type[BaseDocument], path: str) -> bool:
 
 
 def generated_under(document_class: type[BaseDocument], path: str) -> list[str]:
-    """The generated values a value written whole at the dotted db ``path`` may replace or
-    copy (an update pipeline's stage writes so; ``""``: the whole document, whose key no
-    update changes): each field there that is generated (or holds a list or map of generated
-    values), or that may hold embedded documents with generated fields, as ``Class.name``; []
-    if none (a path no class declares, a dynamic attribute, is not known: see
-    docs/guarantees.md). The whole document also names the fields its generated fields read (a
-    scope); at a path, those are :func:`reading_at`'s."""
+    """What a value written whole at the dotted db ``path`` (an update pipeline's stage writes
+    so; ``""``: the whole document, whose key no update changes) may replace or copy, said of
+    each field: one that is generated (or holds a list or map of generated values), or that
+    may hold embedded documents with generated fields, "holds generated values"; for the whole
+    document, also one its generated fields read, "is a counter's scope". [] if none (a path
+    no class declares, a dynamic attribute, is not known: see docs/guarantees.md). The fields
+    that read the field at a path: :func:`reading_at`."""
     if not path:
         return [
-            f"{kind.__name__}.{name}"
+            f"{kind.__name__}.{name} is a counter's scope"
+            if name in scopes(kind)
+            else f"{kind.__name__}.{name} holds generated values"
             for kind in with_subclasses(document_class)  # the documents its queryset matches
             for name, field in kind._fields.items()
             if name in scopes(kind)
             or (name != shape(kind).pk_name and (holds_generated(field) or embeds_generated(field)))
         ]
     return [
-        f"{kind.__name__}.{name}"
+        f"{kind.__name__}.{name} holds generated values"
         for kind, name, field, _ in _fields_at(document_class, path)
         if holds_generated(field) or embeds_generated(field)
     ]
@@ -915,6 +917,20 @@ def reading_at(
                     seen.add(id(field))
                     reading.append((kind, each, field))
     return reading
+
+
+def reading_above(
+    document_class: type[BaseDocument], path: str
+) -> list[tuple[type[BaseDocument], str, GeneratedField]]:
+    """The generated fields that read (``depends_on``) a field holding the value a dotted db
+    ``path`` leads into (``place.city`` changes the scope ``place``), as :func:`reading_at`
+    gives them for each shorter path; [] if none."""
+    steps = path.split(".")
+    found: dict[int, tuple[type[BaseDocument], str, GeneratedField]] = {}
+    for end in range(1, len(steps)):
+        for each in reading_at(document_class, ".".join(steps[:end])):
+            found.setdefault(id(each[2]), each)
+    return list(found.values())
 
 
 def with_subclasses(kind: type[BaseDocument]) -> list[type[BaseDocument]]:

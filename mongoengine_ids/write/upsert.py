@@ -715,19 +715,27 @@ def _refuse_pipeline_writes(document_class: Any, pipeline: list[Any]) -> None:
             for path, removes in _pipeline_paths(operator, spec):
                 # Removing a generated value is let through; the whole document, never.
                 writes = not (removes and path)
-                found = [
-                    f"{name} holds generated values"
-                    for name in (seam.generated_under(document_class, path) if writes else ())
-                ]
+                found = seam.generated_under(document_class, path) if writes else []
                 found += [
                     f"{kind.__name__}.{name} is numbered per it"
                     for kind, name, _ in (seam.reading_at(document_class, path) if path else ())
                 ]
+                found += [
+                    f"{kind.__name__}.{name} is numbered per the field it is in"
+                    for kind, name, _ in (seam.reading_above(document_class, path) if path else ())
+                ]
                 if found:
-                    what = "the whole document" if not path else repr(path)
+                    if path:
+                        what = f"{'removes' if removes else 'writes'} {path!r}"
+                    else:
+                        what = (
+                            "removes every field it does not name"
+                            if removes
+                            else "writes the whole document"
+                        )
                     raise InvalidQueryError(
                         f"{document_class.__name__}: the {operator} stage of an update pipeline "
-                        f"(__raw__=[...]) {'removes' if removes else 'writes'} {what} "
+                        f"(__raw__=[...]) {what} "
                         f"({'; '.join(found)}): a generated value is made or checked by its "
                         "field, and a scope's change is told to its counter, never computed "
                         "on the server; give them with an update document (set__..., unset__..."
@@ -743,17 +751,19 @@ def _pipeline_paths(operator: str, spec: Any) -> list[tuple[str, bool]]:
     if operator in ("$set", "$addFields") and isinstance(spec, abc.Mapping):
         return [(str(path), False) for path in spec]
     if operator == "$project" and isinstance(spec, abc.Mapping):
-        if any(_included(kept) for kept in spec.values()):
-            return [("", True)]  # inclusion: every field it does not name is removed
-        # 0 or False removes a field; anything else (an expression) computes its value.
-        return [(str(path), kept in (0, False)) for path, kept in spec.items()]
+        # 0 or False removes a field. Any other value but _id's makes it an inclusion, which
+        # removes every field it does not name; a value other than 1 or True computes one.
+        if all(kept in (0, False) for path, kept in spec.items() if path != "_id"):
+            return [(str(path), True) for path in spec]
+        computed = [str(path) for path, kept in spec.items() if not _kept(kept)]
+        return [("", True), *((path, False) for path in computed)]
     return [("", False)]  # $replaceRoot, $replaceWith (and any other): the whole document
 
 
-def _included(kept: Any) -> bool:
-    """Whether a ``$project`` value keeps its field (true, or a non-zero number)."""
-    number = isinstance(kept, (int, float)) and not isinstance(kept, bool)
-    return kept is True or (number and kept != 0)
+def _kept(value: Any) -> bool:
+    """Whether a ``$project`` value keeps or removes its field as it is (a boolean or a
+    number), rather than computing it."""
+    return isinstance(value, (bool, int, float))
 
 
 def _moved_scope(
@@ -830,6 +840,14 @@ def _moves(document_class: type[BaseDocument], operations: dict[str, Any]) -> li
             continue
         renamed = [str(target) for target in fields.values()] if operator == "$rename" else []
         for path in [*fields, *renamed]:
+            for kind, name, field in seam.reading_above(document_class, path):
+                raise InvalidQueryError(
+                    f"{kind.__name__}.{name} is numbered per {field.depends_on[0]!r}: this "
+                    f"update changes {path!r} inside it, which moves documents to another "
+                    "numbering whose counter the update cannot tell (it does not give the new "
+                    f"{field.depends_on[0]!r} whole); set {field.depends_on[0]!r} whole with "
+                    "$set, or load the document and save() it"
+                )
             for kind, name, field in seam.reading_at(document_class, path):
                 holder = path.rpartition(".")[0]
                 own = f"{holder}.{field.db_field}" if holder else field.db_field

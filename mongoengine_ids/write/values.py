@@ -149,28 +149,35 @@ def holds(stored: Any, steps: tuple[str, ...], slot: Slot) -> bool:
 def held(stored: dict[str, Any], places: Iterable[tuple[tuple[str, ...], Slot]]) -> set[int]:
     """The slots (by id) of ``places`` (steps, slot) whose value the stored document holds at
     their steps, as :func:`holds` tells one: the stored holders at each steps are read once
-    for all the slots (n items of a list written whole: n look-ups, not n scans of n items)."""
+    for all the slots (n items of a list written whole: n look-ups, not n scans of n items).
+    Values that cannot be hashed (a list, a dict) are compared one by one, as there."""
     found: set[int] = set()
     tables: dict[tuple[tuple[str, ...], tuple[str, ...]], set[tuple[Any, ...]] | None] = {}
     for steps, slot in places:
         identity = _identity(slot)
         keys = tuple(key for key, _ in identity)
+        wanted = tuple(value for _, value in identity)
         if (steps, keys) not in tables:
-            holders = holders_at(stored, steps)
-            try:
-                tables[steps, keys] = {
-                    tuple(seam.as_stored(h.get(k)) for k in keys) for h in holders
-                }
-            except TypeError:  # a value that cannot be hashed (a list, a dict): one by one
-                tables[steps, keys] = None
+            rows = [
+                tuple(seam.as_stored(h.get(k)) for k in keys) for h in holders_at(stored, steps)
+            ]
+            tables[steps, keys] = set(rows) if all(map(_hashable, rows)) else None
         table = tables[steps, keys]
-        try:
-            hit = table is not None and tuple(value for _, value in identity) in table
-        except TypeError:
-            table = None
-        if hit if table is not None else holds(stored, steps, slot):
+        if table is not None and _hashable(wanted):
+            hit = wanted in table
+        else:
+            hit = holds(stored, steps, slot)
+        if hit:
             found.add(id(slot))
     return found
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def read_for(slot: Slot, steps: tuple[str, ...]) -> set[str]:
