@@ -1245,6 +1245,63 @@ def test_a_scoped_number_unique_on_its_own_collides_across_scopes(mongoengine_db
     assert field.is_collision(write, ours, 1) is True
 
 
+def test_a_scoped_number_unique_on_its_own_says_so_when_retries_run_out(
+    mongoengine_db: Any,
+) -> None:
+    """It said the numbers were imported, and advised set_next_value(), which a scoped field
+    refuses without scope= (probe AI)."""
+
+    class Desk(Document):
+        room = StringField(required=True)
+        number = SequenceField(scope="room", unique=True)
+
+    for room in range(4):  # each room's counter starts at 1: room r takes r + 1
+        Desk(room=str(room)).save()
+    with pytest.raises(RetriesExhaustedError, match=r"declare it unique_with='room'"):
+        Desk(room="4").save()  # 1 to 4 held: the four draws of its retries collide
+
+
+def test_a_scoped_primary_key_is_refused_when_declared() -> None:
+    """Each scope numbers from the start: keys would repeat (probe AI: accepted, then every
+    save skipped numbers until a misleading RetriesExhaustedError)."""
+    with pytest.raises(ValueError, match=r"primary_key=True, scope='tenant'.*keys would repeat"):
+        SequenceField(primary_key=True, scope="tenant")
+
+
+class GenericTarget(Document):
+    meta = {"collection": "generic_targets"}
+
+
+class GenericScoped(Document):
+    ref = me_fields.GenericReferenceField()
+    refs = me_fields.ListField(me_fields.GenericReferenceField())
+    n = SequenceField(scope="ref")
+    m = SequenceField(scope="refs")
+    meta = {"collection": "generic_scoped"}
+
+
+def test_a_generic_reference_scope_names_one_counter_whichever_form_it_comes_in(
+    mongoengine_db: Any,
+) -> None:
+    """A document, or its stored dict (backfill(), a document copied from a no_dereference()
+    load): one scope the server matches as one named two counters, which both handed out the
+    same numbers (probe AI)."""
+    target = GenericTarget().save()
+    GenericScoped(ref=target, refs=[target]).save()
+    stored_ref = mongoengine_db.generic_scoped.find_one()["ref"]
+    copied = GenericScoped.objects.no_dereference().first()
+    GenericScoped.objects.insert(
+        [GenericScoped(ref=copied.ref, refs=copied.refs), GenericScoped(ref=target, refs=[target])]
+    )
+    mongoengine_db.generic_scoped.insert_one({"ref": stored_ref, "refs": [stored_ref]})
+    assert backfill(GenericScoped) == 2  # n and m of the document written past the package
+    stored = list(mongoengine_db.generic_scoped.find())
+    assert sorted(d["n"] for d in stored) == [1, 2, 3, 4]
+    assert sorted(d["m"] for d in stored) == [1, 2, 3, 4]
+    names = sorted(c["_id"] for c in mongoengine_db[DEFAULT_COLLECTION].find())
+    assert len(names) == 2, names
+
+
 _KEYS: dict[str, Callable[[], Any]] = {
     "LocalityUUIDField": lambda: LocalityUUIDField(primary_key=True),
     "UUID4Field": lambda: UUID4Field(primary_key=True),

@@ -371,6 +371,7 @@ class PipeTicket(me.Document):
         ([{"$replaceRoot": {"newRoot": {"name": "z"}}}], "writes the whole document"),
         # an inclusion removes every field it does not name
         ([{"$project": {"name": 1}}], "removes every field it does not name"),
+        ([{"$project": {"_id": 1}}], "removes every field it does not name"),  # review E
         # a stage given as another mapping than a dict (review C)
         ([MappingProxyType({"$set": {"number": 5}})], "writes 'number'"),
     ],

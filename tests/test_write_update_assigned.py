@@ -7,6 +7,7 @@ the stored documents (found by review Y)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import mongoengine as me
@@ -1512,3 +1513,79 @@ def test_a_field_changed_inside_a_scope_moves_the_number_told(mongoengine_db: An
             Visit.objects(id=moved.id).update_one(**update)
     assert list(Visit._get_collection().find()) == before
     assert _visits() == [("A", 1), ("B", 1), ("B", 2), ("B", 3)]
+
+
+@pytest.mark.parametrize(
+    "load",
+    [
+        lambda: Visit.objects.exclude("place.zip"),  # review E: a part, by exclusion
+        lambda: Visit.objects.only("place.city", "number"),
+    ],
+    ids=["exclude a part", "only a part"],
+)
+def test_a_scope_loaded_in_part_by_any_projection_is_refused(
+    mongoengine_db: Any, load: Callable[[], Any]
+) -> None:
+    Visit(place=VisitPlace(city="Oslo", zip="0150")).save()
+    partial = load().first()
+    partial.number = 7
+    with pytest.raises(OperationError, match=r"Visit.place was not loaded whole"):
+        partial.save()
+    assert Visit(place=VisitPlace(city="Oslo", zip="0150")).save().number == 2
+
+
+@pytest.mark.parametrize(
+    "load_again",
+    [
+        lambda visit: visit.reload(),
+        lambda visit: visit.reload("place", "number"),
+        lambda visit: visit.modify(set__label="m"),
+        lambda visit: (setattr(visit, "place", VisitPlace(city="A", zip="1")), visit.save()),
+    ],
+    ids=["reload()", "reload(place)", "modify()", "set whole and saved"],
+)
+def test_a_scope_loaded_again_is_loaded(mongoengine_db: Any, load_again: Any) -> None:
+    """Review E: the refusal advises reload(), after which it refused all the same."""
+    Visit(place=VisitPlace(city="A", zip="1")).save()
+    visit = Visit.objects.only("label", "number").first()
+    load_again(visit)
+    visit.number = None
+    visit.save()
+    assert _visits() == [("A", 2)]
+
+
+class ScopedLine(me.EmbeddedDocument):
+    place = me.EmbeddedDocumentField(VisitPlace)
+    no = SequenceField(sequence_name="scoped_line", scope="place")
+    note = me.StringField()
+
+
+class LinedOrder(me.Document):
+    lines = me.ListField(me.EmbeddedDocumentField(ScopedLine))
+    meta = {"collection": "lined_orders"}
+
+
+def test_a_change_inside_an_embedded_documents_scope_is_told(mongoengine_db: Any) -> None:
+    """Review E: lines[1].place.city changed and saved kept number 2 untold to B's counter,
+    which then handed out 2 again."""
+    order = LinedOrder(
+        lines=[ScopedLine(place=VisitPlace(city="A")), ScopedLine(place=VisitPlace(city="A"))]
+    ).save()
+    LinedOrder(lines=[ScopedLine(place=VisitPlace(city="B"))]).save()
+    loaded = LinedOrder.objects.get(id=order.id)
+    loaded.lines[1].place.city = "B"
+    loaded.save()
+    assert LinedOrder(lines=[ScopedLine(place=VisitPlace(city="B"))]).save().lines[0].no == 3
+
+
+def test_an_embedded_number_cleared_writes_that_number_alone(mongoengine_db: Any) -> None:
+    """Review E: the save wrote the embedded document whole, losing what the projection left
+    out of it (plain MongoEngine writes the path changed)."""
+    order = LinedOrder(
+        lines=[ScopedLine(place=VisitPlace(city="A"), note=f"keep {i}") for i in range(2)]
+    ).save()
+    loaded = LinedOrder.objects.exclude("lines.note").get(id=order.id)
+    loaded.lines[1].no = None
+    loaded.save()
+    stored = mongoengine_db.lined_orders.find_one()["lines"]
+    assert [(line["note"], line["no"]) for line in stored] == [("keep 0", 1), ("keep 1", 3)]

@@ -1587,6 +1587,12 @@ class SequenceField(GeneratedField):
         self._by_collection: dict[tuple[int, type, str], _Found] = {}
         self._sequences_lock = threading.Lock()
         super().__init__(**kwargs)
+        if scope is not None and self.primary_key:
+            raise ValueError(
+                f"SequenceField(primary_key=True, scope={scope!r}): each {scope!r} is numbered "
+                "from the start, so keys would repeat across scopes; number the key without "
+                "scope=, and put a scoped SequenceField beside it (unique_with= its scope)"
+            )
         _live_fields.add(self)
 
     # -- names and sequences --------------------------------------------------------------------
@@ -1991,6 +1997,13 @@ class SequenceField(GeneratedField):
 
     def retries_exhausted(self, error: Exception, attempts: int) -> RetriesExhaustedError:
         """A :class:`~mongoengine_ids.errors.RetriesExhaustedError` naming the field."""
+        if self.scope is not None:  # unique=True alone: each scope's numbers start again
+            return RetriesExhaustedError(
+                f"{self._label}: all {attempts} values the counter of this {self.scope!r} gave "
+                "were held by documents of other scopes: a number per scope repeats across "
+                f"scopes, which an index unique on {self.name!r} alone refuses; declare it "
+                f"unique_with={self.scope!r} (unique per scope), or drop scope="
+            )
         return RetriesExhaustedError(
             f"{self._label}: all {attempts} values the counter gave were held by stored "
             "documents already (written without it: imported, or with the counter set back); "

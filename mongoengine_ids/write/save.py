@@ -147,6 +147,37 @@ def wrap_object_key(owner: type[Document], own: property | None) -> property:
     return property(_object_key)
 
 
+def wrap_reload(owner: type[Document], own: Callable[..., Any] | None) -> Callable[..., Any]:
+    """``reload`` for ``owner``: the fields it reloads count as loaded (a scope a projection
+    left out was still taken for one after ``reload()``, which its refusal advises: review E)."""
+
+    def reload(self: Document, *fields: Any, **kwargs: Any) -> Any:
+        if own is not None:
+            result = own(self, *fields, **kwargs)
+        else:
+            result = super(owner, self).reload(*fields, **kwargs)
+        seam.loaded_again(self, fields)
+        return result
+
+    return reload
+
+
+def wrap_modify(owner: type[Document], own: Callable[..., Any] | None) -> Callable[..., Any]:
+    """``modify`` for ``owner``: a document it modified is reloaded whole (MongoEngine sets
+    every field from the document it returns)."""
+
+    def modify(self: Document, *args: Any, **kwargs: Any) -> Any:
+        if own is not None:
+            result = own(self, *args, **kwargs)
+        else:
+            result = super(owner, self).modify(*args, **kwargs)
+        if result:
+            seam.loaded_again(self, ())
+        return result
+
+    return modify
+
+
 def wrap_delete(owner: type[Document], own: Callable[..., Any] | None) -> Callable[..., Any]:
     """``delete`` for ``owner``: MongoEngine's sends ``pre_delete`` and deletes the document's
     GridFS files before it reads ``_object_key``; the key is settled first."""
@@ -463,6 +494,7 @@ def save_update(
     if save_condition is None and (_created(result) or not acknowledged):  # w=0: no reply
         _untold(document, plan.made)
     values.confirm([document])
+    seam.written_whole(document)
     _tell_untold(write, document)
     return result
 
@@ -688,7 +720,7 @@ def _sort(
                     empty.append(slot)
             elif (
                 slot.field.db_field in here
-                or _reads_changed(slot, here)
+                or _reads_changed(slot, seam.changed(slot.holder))  # (place.city: in place)
                 or (slot.field.tracks_assigned and rewritten.holds(slot.holder))
             ):
                 assigned.append(slot)
@@ -727,7 +759,7 @@ def _refuse_unloaded_scope(document: Document, slot: Slot) -> None:
     record = seam.state(slot.holder, create=False)
     if record is None or not record.unloaded:
         return
-    here = seam.changed(document) if slot.holder is document else seam.changed_here(slot.holder)
+    here = seam.changed(slot.holder)
     for name in slot.field.depends_on:
         if name in record.unloaded and seam.field_of(slot.kind, name).db_field not in here:
             raise OperationError(
@@ -781,7 +813,7 @@ def _refuse_unloaded(
     if slot.value is not None or found is None or slot.name not in found.unloaded:
         return
     own = holder is document
-    moved = _reads_changed(slot, changed if own else seam.changed_here(holder))
+    moved = _reads_changed(slot, changed if own else seam.changed(holder))
     if not moved and (own or not rewritten.holds(holder)):
         return
     where = f"{slot.kind.__name__}.{slot.name}" + (
@@ -927,13 +959,19 @@ def _mark_written_by_update(document: Document, filled: list[Slot], changed: lis
         if slot.holder is document and slot.field.db_field not in changed:
             seam.mark_changed(document, slot.name)  # a value of its own made anew
             changed.append(slot.field.db_field)
-    holders = {id(slot.holder) for slot in filled}
+    by_holder: dict[int, list[Slot]] = {}
+    for slot in filled:
+        if slot.holder is not document:
+            by_holder.setdefault(id(slot.holder), []).append(slot)
     for path, _, embedded in seam.embedded_places(document):
-        if id(embedded) in holders and not any(
-            path == done or path.startswith(f"{done}.") for done in changed
-        ):
-            seam.mark_changed(document, path)
-            changed.append(path)
+        slots = by_holder.get(id(embedded), [])
+        # A new one whole; of a loaded one, the fields filled (written whole, it would lose
+        # what a projection left out of it: review E).
+        targets = [path] if seam.is_new(embedded) else [f"{path}.{s.field.db_field}" for s in slots]
+        for target in targets if slots else ():
+            if not any(target == done or target.startswith(f"{done}.") for done in changed):
+                seam.mark_changed(document, target)
+                changed.append(target)
 
 
 def _fill_missing(

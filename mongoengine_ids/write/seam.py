@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard, TypeVar, cast, overlo
 import mongoengine
 from bson import DBRef, ObjectId
 from bson.binary import Binary
+from bson.son import SON
 from mongoengine.base import BaseDocument, BaseField, BaseList
 from mongoengine.base.common import _document_registry, get_document
 from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
@@ -969,6 +970,11 @@ def as_stored(value: Any) -> Any:
         fields = value.as_doc()
         ref, key, database = fields.pop("$ref"), fields.pop("$id"), fields.pop("$db", None)
         return DBRef(ref, as_stored(key), database, **fields)
+    if isinstance(value, dict) and value.keys() == {"_cls", "_ref"}:
+        # A generic reference: as its field's to_mongo() gives it for a document, whichever
+        # form it came in (a stored dict: a backfill's, a raw update's, an unloaded reference);
+        # else one scope named two counters (probe AI: numbers handed out twice).
+        return SON([("_cls", value["_cls"]), ("_ref", as_stored(value["_ref"]))])
     if isinstance(value, dict):
         return type(value)((name, as_stored(item)) for name, item in value.items())
     if isinstance(value, list):
@@ -1439,13 +1445,16 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
         return
     present = _Projection(loaded.as_dict())
     kind = type(document)
+    # A scope loaded in part (only("place.city"), exclude("place.zip"), a $slice) names
+    # another counter: left out as well.
     state(document).unloaded = frozenset(
-        name
-        for name in (*(name for name, _ in generated_fields(kind)), *scopes(kind))
-        if not present((field_of(kind, name).db_field,))
+        [
+            *(name for name, field in generated_fields(kind) if not present((field.db_field,))),
+            *(name for name in scopes(kind) if not present.whole((field_of(kind, name).db_field,))),
+        ]
     )
     # Per class: its fields of note, and its subclasses' too (once for the document).
-    of_note: dict[tuple[type[BaseDocument], bool], set[tuple[str, str, bool]]] = {}
+    of_note: dict[tuple[type[BaseDocument], bool], set[tuple[str, str, str]]] = {}
     for _, steps, inner in embedded_places(document, keys=True):
         # Loaded without its _cls (only("parts.label")), it is of its field's class as far as
         # MongoEngine knows: stored, it may be a subclass, with fields of its own.
@@ -1453,22 +1462,35 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
         if family not in of_note:
             kinds = with_subclasses(family[0]) if family[1] else [family[0]]
             of_note[family] = {
-                (name, field.db_field, is_generated(field) or name in scopes(kind))
+                (name, field.db_field, _noted_as(kind, name, field))
                 for kind in kinds
                 for name, field in kind._fields.items()
-                if is_generated(field) or embeds_generated(field) or name in scopes(kind)
+                if _noted_as(kind, name, field)
             }
         unloaded = frozenset(
             name
-            for name, db_field, generated in of_note[family]
+            for name, db_field, noted in of_note[family]
             if (
                 not present((*steps, db_field))
-                if generated
+                if noted == "generated"
+                else not present.whole((*steps, db_field))
+                if noted == "scope"
                 else present.left_out((*steps, db_field))
             )
         )
         if unloaded:
             state(inner).unloaded = unloaded
+
+
+def _noted_as(kind: type[BaseDocument], name: str, field: Any) -> str:
+    """What :func:`note_loaded` records of an embedded document's field left out: a generated
+    one ("generated"), one its generated fields read ("scope": loaded in part, it is left out
+    too), one that may hold embedded documents with generated fields ("holder"); "" if none."""
+    if is_generated(field):
+        return "generated"
+    if name in scopes(kind):
+        return "scope"
+    return "holder" if embeds_generated(field) else ""
 
 
 def scopes(kind: type[BaseDocument]) -> frozenset[str]:
@@ -1504,6 +1526,17 @@ class _Projection:
             return any(value == QueryFieldList.ONLY or isinstance(value, dict) for value in given)
         return QueryFieldList.EXCLUDE not in given
 
+    def whole(self, steps: tuple[str, ...]) -> bool:
+        """Whether the projection returns the value at ``steps`` whole: returned, and neither
+        sliced (``$slice``, ``$elemMatch``) nor a path under it excluded or chosen."""
+        if not self(steps):
+            return False
+        path = ".".join(s for s in steps if s != "*")
+        return not any(
+            (key == path and isinstance(value, dict)) or key.startswith(f"{path}.")
+            for key, value in self.projection.items()
+        )
+
     def left_out(self, steps: tuple[str, ...]) -> bool:
         """Whether the projection returns nothing of the value at ``steps``: neither it nor a
         path under it (``only("parts.boxes.label")`` returns part of ``parts.boxes``)."""
@@ -1511,6 +1544,33 @@ class _Projection:
             return False
         # Excluded (or under a path excluded); or, for only(), no path under it returned.
         return not self.only or ".".join(s for s in steps if s != "*") not in self.above
+
+
+def loaded_again(document: Any, names: Iterable[str]) -> None:
+    """``reload(*names)`` (all fields: none named) loaded these fields of ``document`` whole:
+    none is one a projection left out any more."""
+    found = state(document, create=False)
+    if found is not None and found.unloaded:
+        named = set(names)
+        found.unloaded = found.unloaded - named if named else frozenset()
+
+
+def written_whole(document: Any) -> None:
+    """After a write of ``document``: a field set whole since it was loaded, in it or in an
+    embedded document inside it, holds what is stored now, no longer one a projection left
+    out (the scope a user set whole and saved was still refused on the next save)."""
+    holders = [document, *(inner for _, _, inner in embedded_places(document))]
+    for holder in holders:
+        found = state(holder, create=False)
+        if found is None or not found.unloaded:
+            continue
+        here = set(changed_here(holder))
+        kind = type(holder)
+        found.unloaded = frozenset(
+            name
+            for name in found.unloaded
+            if (field := field_of(kind, name)) is None or field.db_field not in here
+        )
 
 
 def value_set(document: Any, name: str) -> None:
@@ -1715,6 +1775,8 @@ def hook(document_class: type[Document]) -> None:
             ("_get_update_doc", save.wrap_get_update_doc),
             ("_object_key", save.wrap_object_key),
             ("delete", save.wrap_delete),
+            ("reload", save.wrap_reload),
+            ("modify", save.wrap_modify),
             ("update", upsert.wrap_document_update),
             ("__getstate__", _wrap_getstate),
             ("__setstate__", _wrap_setstate),

@@ -753,7 +753,8 @@ def _pipeline_paths(operator: str, spec: Any) -> list[tuple[str, bool]]:
     if operator == "$project" and isinstance(spec, abc.Mapping):
         # 0 or False removes a field. Any other value but _id's makes it an inclusion, which
         # removes every field it does not name; a value other than 1 or True computes one.
-        if all(kept in (0, False) for path, kept in spec.items() if path != "_id"):
+        named = [kept for path, kept in spec.items() if path != "_id"] or list(spec.values())
+        if all(kept in (0, False) for kept in named):  # ({"_id": 1} alone keeps _id alone)
             return [(str(path), True) for path in spec]
         computed = [str(path) for path, kept in spec.items() if not _kept(kept)]
         return [("", True), *((path, False) for path in computed)]
