@@ -1302,6 +1302,20 @@ def test_a_generic_reference_scope_names_one_counter_whichever_form_it_comes_in(
     assert len(names) == 2, names
 
 
+def test_a_dict_scope_holding_cls_and_ref_keeps_its_counter(mongoengine_db: Any) -> None:
+    """Only a generic reference's dict is named as its document is (review F: a DictField
+    scope of those two keys moved to a new counter, which numbered from 1 again)."""
+
+    class Ticket(Document):
+        queue = me_fields.DictField()
+        number = SequenceField(scope="queue")
+        meta = {"collection": "dict_scoped_tickets"}
+
+    assert [Ticket(queue={"_cls": "Desk", "_ref": 7}).save().number for _ in range(2)] == [1, 2]
+    names = [c["_id"] for c in mongoengine_db[DEFAULT_COLLECTION].find()]
+    assert names == ["dict_scoped_tickets.number@{'_cls': 'Desk', '_ref': 7}"]
+
+
 _KEYS: dict[str, Callable[[], Any]] = {
     "LocalityUUIDField": lambda: LocalityUUIDField(primary_key=True),
     "UUID4Field": lambda: UUID4Field(primary_key=True),

@@ -1539,10 +1539,11 @@ def test_a_scope_loaded_in_part_by_any_projection_is_refused(
     [
         lambda visit: visit.reload(),
         lambda visit: visit.reload("place", "number"),
+        lambda visit: visit.reload(2),  # max_depth, as MongoEngine reads it (review F)
         lambda visit: visit.modify(set__label="m"),
         lambda visit: (setattr(visit, "place", VisitPlace(city="A", zip="1")), visit.save()),
     ],
-    ids=["reload()", "reload(place)", "modify()", "set whole and saved"],
+    ids=["reload()", "reload(place)", "reload(2)", "modify()", "set whole and saved"],
 )
 def test_a_scope_loaded_again_is_loaded(mongoengine_db: Any, load_again: Any) -> None:
     """Review E: the refusal advises reload(), after which it refused all the same."""

@@ -1712,7 +1712,7 @@ class SequenceField(GeneratedField):
                 "update; a document loaded without it, by only() or exclude(): load it)",
                 field_name=self.name,
             )
-        return seam.as_stored(source.to_mongo(value))
+        return seam.scope_form(source, source.to_mongo(value))
 
     def _scope_field(self, document_class: type[BaseDocument]) -> Any:
         """The field of ``document_class`` named by ``scope`` (which is set).
@@ -1757,7 +1757,7 @@ class SequenceField(GeneratedField):
                     f"{self.scope} ({error})",
                     field_name=self.name,
                 ) from error
-            stored_scope = seam.as_stored(source.to_mongo(scope))
+            stored_scope = seam.scope_form(source, source.to_mongo(scope))
         elif scope is not None:
             raise TypeError(
                 f"{owner.__name__}.{self.name} has one counter (no scope=): scope={scope!r} refused"

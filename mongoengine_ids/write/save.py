@@ -156,7 +156,9 @@ def wrap_reload(owner: type[Document], own: Callable[..., Any] | None) -> Callab
             result = own(self, *fields, **kwargs)
         else:
             result = super(owner, self).reload(*fields, **kwargs)
-        seam.loaded_again(self, fields)
+        # MongoEngine takes a first int for max_depth (reload(2)), not a field (review F).
+        named = fields[1:] if fields and isinstance(fields[0], int) else fields
+        seam.loaded_again(self, named)
         return result
 
     return reload

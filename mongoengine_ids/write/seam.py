@@ -970,15 +970,33 @@ def as_stored(value: Any) -> Any:
         fields = value.as_doc()
         ref, key, database = fields.pop("$ref"), fields.pop("$id"), fields.pop("$db", None)
         return DBRef(ref, as_stored(key), database, **fields)
-    if isinstance(value, dict) and value.keys() == {"_cls", "_ref"}:
-        # A generic reference: as its field's to_mongo() gives it for a document, whichever
-        # form it came in (a stored dict: a backfill's, a raw update's, an unloaded reference);
-        # else one scope named two counters (probe AI: numbers handed out twice).
-        return SON([("_cls", value["_cls"]), ("_ref", as_stored(value["_ref"]))])
     if isinstance(value, dict):
         return type(value)((name, as_stored(item)) for name, item in value.items())
     if isinstance(value, list):
         return [as_stored(item) for item in value]
+    return value
+
+
+def scope_form(field: Any, value: Any) -> Any:
+    """A scope's value in stored form (:func:`as_stored`) as it names its counter. A generic
+    reference comes as a document (its field's ``to_mongo()`` gives a ``SON`` of ``_cls``
+    and ``_ref``) or as its stored dict (a backfill's, a raw update's, a ``no_dereference()``
+    copy's): given as that ``SON`` both ways, else one scope named two counters, which handed
+    out the same numbers (probe AI). Another field's dicts are left as they are (their
+    counters keep their names)."""
+    stored = as_stored(value)
+    if isinstance(items_field(field), (GenericReferenceField, GenericLazyReferenceField)):
+        return _as_reference_son(stored)
+    return stored
+
+
+def _as_reference_son(value: Any) -> Any:
+    if isinstance(value, dict) and value.keys() == {"_cls", "_ref"}:
+        return SON([("_cls", value["_cls"]), ("_ref", value["_ref"])])
+    if isinstance(value, list):
+        return [_as_reference_son(item) for item in value]
+    if isinstance(value, dict):  # a map of references
+        return type(value)((key, _as_reference_son(item)) for key, item in value.items())
     return value
 
 

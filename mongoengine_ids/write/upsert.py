@@ -841,13 +841,15 @@ def _moves(document_class: type[BaseDocument], operations: dict[str, Any]) -> li
             continue
         renamed = [str(target) for target in fields.values()] if operator == "$rename" else []
         for path in [*fields, *renamed]:
-            for kind, name, field in seam.reading_above(document_class, path):
+            above = seam.reading_above(document_class, path)
+            if above:
+                kind, name, field = above[0]
+                scope = field.depends_on[0]
                 raise InvalidQueryError(
-                    f"{kind.__name__}.{name} is numbered per {field.depends_on[0]!r}: this "
-                    f"update changes {path!r} inside it, which moves documents to another "
-                    "numbering whose counter the update cannot tell (it does not give the new "
-                    f"{field.depends_on[0]!r} whole); set {field.depends_on[0]!r} whole with "
-                    "$set, or load the document and save() it"
+                    f"{kind.__name__}.{name} is numbered per {scope!r}: this update changes "
+                    f"{path!r} inside it, which moves documents to another numbering whose "
+                    f"counter the update cannot tell (it does not give the new {scope!r} "
+                    f"whole); set {scope!r} whole with $set, or load the document and save() it"
                 )
             for kind, name, field in seam.reading_at(document_class, path):
                 holder = path.rpartition(".")[0]
