@@ -1448,9 +1448,8 @@ def test_a_number_given_by_a_path_needs_its_scope_beside_it(mongoengine_db: Any)
     for place in ("$[e]", "$[]"):
         remedy = re.escape(f"('lines.{place}.kind' in the same $set)")
         with pytest.raises(me.errors.InvalidQueryError, match=remedy):
-            AmInvoice.objects(id=doc.id).update_one(
-                __raw__={"$set": {f"lines.{place}.no": 70}}, array_filters=[{"e.kind": "a"}]
-            )
+            # (refused before it is sent: no array_filters needed, which 0.27 lacks)
+            AmInvoice.objects(id=doc.id).update_one(__raw__={"$set": {f"lines.{place}.no": 70}})
     assert list(AmInvoice._get_collection().find()) == before
     AmInvoice.objects(id=doc.id).update_one(set__lines__0__no=70, set__lines__0__kind="a")
     other = AmInvoice(tenant="B", lines=[AmLine(kind="a")]).save()
