@@ -745,11 +745,11 @@ def _sort(
             # moved to another scope, where it is the user's number as if assigned there.
             assigned.append(slot)
     for slot in (*assigned, *empty):
-        _refuse_unloaded_scope(document, slot)
+        _refuse_unloaded_scope(slot)
     return assigned, empty, missing
 
 
-def _refuse_unloaded_scope(document: Document, slot: Slot) -> None:
+def _refuse_unloaded_scope(slot: Slot) -> None:
     """Refuse a save that makes or tells a number in a scope a projection did not load whole
     (``exclude("tenant")``, ``only("place.city")``): its counter is named by the scope, which
     the document does not hold (review D: a part of ``place`` named another counter, and one
@@ -758,12 +758,8 @@ def _refuse_unloaded_scope(document: Document, slot: Slot) -> None:
     Raises:
         OperationError: so; nothing is written.
     """
-    record = seam.state(slot.holder, create=False)
-    if record is None or not record.unloaded:
-        return
-    here = seam.changed(slot.holder)
     for name in slot.field.depends_on:
-        if name in record.unloaded and seam.field_of(slot.kind, name).db_field not in here:
+        if not seam.loaded_whole(slot.holder, name, slot.kind):
             raise OperationError(
                 f"{slot.kind.__name__}.{name} was not loaded whole (only(), exclude()), and "
                 f"{slot.kind.__name__}.{slot.name}, numbered per it, gets a number on this save "

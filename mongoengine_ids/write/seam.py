@@ -1573,6 +1573,16 @@ def loaded_again(document: Any, names: Iterable[str]) -> None:
         found.unloaded = found.unloaded - named if named else frozenset()
 
 
+def loaded_whole(holder: Any, name: str, kind: type[BaseDocument]) -> bool:
+    """Whether field ``name`` (declared by ``kind``: the holder's class, or a subclass it may be
+    stored as) of a document or embedded document holds what is stored, or what the user set:
+    no projection left it out (see :func:`note_loaded`), or it was set whole since."""
+    found = state(holder, create=False)
+    if found is None or name not in found.unloaded:
+        return True
+    return field_of(kind, name).db_field in changed_here(holder)
+
+
 def written_whole(document: Any) -> None:
     """After a write of ``document``: a field set whole since it was loaded, in it or in an
     embedded document inside it, holds what is stored now, no longer one a projection left

@@ -206,21 +206,11 @@ def _identity(slot: Slot) -> list[tuple[str, Any]]:
         value = slot._data.get(name)
         if value is not None:
             found.append((source.db_field, seam.as_stored(source.to_mongo(value))))
-        elif _loaded(slot.holder, name):
+        elif not isinstance(slot.holder, Holder) and seam.loaded_whole(
+            slot.holder, name, slot.kind
+        ):  # (an upsert's or update's Holder holds what was given: its None is not known)
             found.append((source.db_field, None))
     return found
-
-
-def _loaded(holder: Any, name: str) -> bool:
-    """Whether field ``name`` of ``holder`` is known: a document's (or embedded document's)
-    that no projection left out, or that was set since; never an upsert's or update's
-    :class:`Holder`, which holds what was given."""
-    if isinstance(holder, Holder):
-        return False
-    state = seam.state(holder, create=False)
-    if state is None or name not in state.unloaded:
-        return True
-    return seam.field_of(type(holder), name).db_field in seam.changed_here(holder)
 
 
 def identity_key(slot: Slot) -> tuple[Any, ...]:
