@@ -209,3 +209,25 @@ def test_wrong_documents_are_refused_before_anything_is_drawn(mongoengine_db: An
         Thing.objects.insert([Thing(), Other()])
     assert script.draws == 0
     assert mongoengine_db.things.count_documents({}) == 0
+
+
+def test_a_failed_draw_in_a_batch_gives_back_the_claims_of_the_others(
+    mongoengine_db: Any,
+) -> None:
+    # Found by probe AL: the first document's draw (1) stayed claimed by it after the batch
+    # failed (nothing written), while the application kept it for a retry: no other document
+    # of the process could be given 1 (RetriesExhaustedError on an empty collection).
+    script = Script(0, 0, 0)  # the first draws 1; the second draws 1 twice: held by the first
+    Thing = model(script, max_retries=1)
+    batch = [Thing(name="a"), Thing(name="b")]
+    with pytest.raises(RetriesExhaustedError, match="another document of this process"):
+        Thing.objects.insert(batch)
+    assert [batch[0].code, batch[1].code] == [None, None]
+    assert stored(mongoengine_db.things) == []
+    script.then(0)
+    assert Thing(name="c").save().code == 1
+    script.then(1, 2)
+    Thing.objects.insert(batch)  # the application's retry
+    assert [batch[0].code, batch[1].code] == [2, 3]
+    found = [(doc["name"], doc["code"]) for doc in stored(mongoengine_db.things, "name", "code")]
+    assert sorted(found) == [("a", 2), ("b", 3), ("c", 1)]

@@ -168,6 +168,24 @@ def test_bulk_insert_reserves_and_releases(mongoengine_db: Any) -> None:
     assert codes(mongoengine_db.orders) == [1, 3]
 
 
+def test_a_round_out_of_retries_releases_every_reservation_it_made(mongoengine_db: Any) -> None:
+    # Found by probe AL: the first position out of retries raised at once, and the later
+    # positions' reservations of that round (2, here) were left reserved by no document.
+    script = Script(0)
+    Order = proxied(script, max_retries=0)
+    Order().save()
+    script.then(0, 1)  # the next two draw 1 (taken) and 2
+    batch = [Order(), Order()]
+    with pytest.raises(RetriesExhaustedError, match="in the proxy collection 'order_codes'"):
+        Order.objects.insert(batch)
+    assert [batch[0].code, batch[1].code] == [None, None]
+    assert reserved(mongoengine_db) == [1]
+    assert codes(mongoengine_db.orders) == [1]
+    script.then(1)
+    assert Order().save().code == 2  # free again
+
+
+# -- values assigned after save() began ---------------------------------------------------------
 # -- values assigned after save() began ---------------------------------------------------------
 
 

@@ -478,13 +478,15 @@ class RandomUniqueField(GeneratedField):
                         break
                     held += 1
                 else:
-                    raise self.retries_exhausted(
-                        NotUniqueError(
-                            f"{self._label}: every value drawn is held by another document "
-                            "of this process"
-                        ),
+                    raise self._exhausted(
                         self.collision_retries + 1,
+                        " by another document of this process whose write is not settled",
                     )
+        except BaseException:
+            # The claims of the values drawn are given back with them (probe AL: a document of
+            # a failed bulk insert kept its claim, and a free value could not be drawn again).
+            _CLAIMS.release(self, holders[: len(values)])
+            raise
         finally:
             self._record(len(values) + held, held)  # a held draw counts as a collision
         return values
@@ -718,12 +720,14 @@ class RandomUniqueField(GeneratedField):
                     if position not in taken:
                         values[slot] = candidates[position]
                         reserved.append(candidates[position])
-                    elif attempts[slot] > self.max_retries:
-                        raise self._exhausted(
-                            attempts[slot], f" in the proxy collection {self.reserve_in!r}"
-                        )
                     else:
                         still.append(slot)
+                # Raised once the round is recorded: every value it reserved is released (probe
+                # AL: those after the first position out of retries had been left reserved).
+                out = next((slot for slot in still if attempts[slot] > self.max_retries), None)
+                if out is not None:
+                    where = f" in the proxy collection {self.reserve_in!r}"
+                    raise self._exhausted(attempts[out], where)
                 pending = still
         except BaseException:
             _release(proxy, reserved)
