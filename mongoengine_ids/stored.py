@@ -12,8 +12,8 @@ never finds).
 
 So the references MongoEngine builds hold the key in one of these two types (see
 :func:`mongoengine_ids.write.seam.key_for_references`): BSON-encoded, it is exactly the stored
-value; compared or hashed, it is the key's :class:`uuid.UUID`. They are what a user sees in a
-DBRef read with ``no_dereference()`` and in ``LazyReference.pk``; ``.value`` is the key.
+value; compared, ordered or hashed, it is the key's :class:`uuid.UUID`. They are what a user
+sees in a DBRef read with ``no_dereference()`` and in ``LazyReference.pk``; ``.value`` is the key.
 Assigning one to a document stores the plain value, so ``document.id`` is always a
 :class:`~mongoengine_ids.LocalityUUID` or :class:`uuid.UUID`.
 
@@ -31,6 +31,13 @@ from typing import Any
 from bson.binary import Binary
 
 from . import constants as C
+
+
+def _uuid_of(value: object) -> uuid.UUID | None:
+    """The UUID ``value`` is or holds (a stored key's); None for anything else."""
+    if isinstance(value, _ComparesAsUUID):
+        return value._value
+    return value if isinstance(value, uuid.UUID) else None
 
 
 class _ComparesAsUUID:
@@ -53,6 +60,24 @@ class _ComparesAsUUID:
 
     def __hash__(self) -> int:
         return hash(self._value)
+
+    # Ordered as the UUID too, against UUIDs and stored keys (probe AN: ``sorted()`` of the
+    # keys of references beside documents' keys raised TypeError).
+    def __lt__(self, other: object) -> bool:
+        value = _uuid_of(other)
+        return self._value < value if value is not None else super().__lt__(other)  # type: ignore[misc]
+
+    def __le__(self, other: object) -> bool:
+        value = _uuid_of(other)
+        return self._value <= value if value is not None else super().__le__(other)  # type: ignore[misc]
+
+    def __gt__(self, other: object) -> bool:
+        value = _uuid_of(other)
+        return self._value > value if value is not None else super().__gt__(other)  # type: ignore[misc]
+
+    def __ge__(self, other: object) -> bool:
+        value = _uuid_of(other)
+        return self._value >= value if value is not None else super().__ge__(other)  # type: ignore[misc]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self._value,))

@@ -213,3 +213,60 @@ def test_a_list_changed_meanwhile_is_read_again_never_written_over(mongoengine_d
     (stored,) = raw_docs(collection)
     # The first attempt's value (1) was not written; the list as read again got 2 and 3.
     assert stored["items"] == [{"label": "a", "n": 2}, {"label": "pushed", "n": 3}]
+
+
+# -- values made from embedded documents holding generated values (probe AJ) --------------------
+
+
+class BfScopePlace(me.EmbeddedDocument):
+    city = me.StringField()
+    code = SequenceField(sequence_name="bf_scope_place_code")  # added later, as the number
+
+
+class BfScopedVisit(me.Document):
+    place = me.EmbeddedDocumentField(BfScopePlace)
+    number = SequenceField(scope="place")
+    meta = {"collection": "bf_scoped_visits"}
+
+
+@pytest.mark.parametrize("names", [(), ("number",)], ids=["all", "number-only"])
+def test_a_scope_holding_generated_values_is_filled_before_it_numbers(
+    mongoengine_db: Any, names: tuple[str, ...]
+) -> None:
+    # The numbers had been made in the counter of the scope without its code, which the scope
+    # as then stored never told: a document saved later in that scope got number 1 again.
+    collection = BfScopedVisit._get_collection()
+    collection.insert_many([{"place": {"city": "x"}}, {"place": {"city": "x"}}])
+    assert backfill(BfScopedVisit, *names) == 4
+    stored = list(collection.find({}, {"_id": 0}).sort("place.code"))
+    assert stored == [
+        {"place": {"city": "x", "code": 1}, "number": 1},
+        {"place": {"city": "x", "code": 2}, "number": 1},
+    ]
+    again = BfScopedVisit(place=BfScopePlace(city="x", code=1)).save()
+    assert again.number == 2
+    assert collection.count_documents({"place": {"city": "x", "code": 1}}) == 2
+
+
+class BfSiblingLine(me.EmbeddedDocument):
+    code = SequenceField(sequence_name="bf_sibling_code")
+    no = SequenceField(scope="code", sequence_name="bf_sibling_no")
+
+
+class BfSiblings(me.Document):
+    lines = me.ListField(me.EmbeddedDocumentField(BfSiblingLine))
+    meta = {"collection": "bf_siblings"}
+
+
+def test_an_embedded_number_scoped_by_a_generated_sibling_is_filled_in_one_run(
+    mongoengine_db: Any,
+) -> None:
+    # The first run had filled the codes, then raised ValidationError advising to give the
+    # lines a code (just given); a second run was needed.
+    collection = BfSiblings._get_collection()
+    collection.insert_many([{"lines": [{}]}, {"lines": [{}, {}]}])
+    assert backfill(BfSiblings) == 6
+    lines = [line for doc in collection.find().sort("_id") for line in doc["lines"]]
+    assert sorted(line["code"] for line in lines) == [1, 2, 3]
+    assert [line["no"] for line in lines] == [1, 1, 1]  # each first of its code's counter
+    assert backfill(BfSiblings) == 0

@@ -1655,8 +1655,24 @@ class MisspeltScope(Document):
         lambda: MisspeltScope.number.get_next_value(scope="acme"),
         lambda: MisspeltScope.number.set_next_value(10, scope="acme"),
         lambda: MisspeltScope(tenant="acme").save(),
+        lambda: MisspeltScope.objects.insert([MisspeltScope(tenant="acme")]),
+        lambda: MisspeltScope.objects(tenant="acme").update_one(upsert=True, set__tenant="acme"),
+        lambda: MisspeltScope.objects(tenant="acme").upsert_one(set__tenant="acme"),
+        lambda: MisspeltScope.objects(tenant="acme").modify(upsert=True, set__tenant="acme"),
+        lambda: MisspeltScope.objects(tenant="acme").update(set__number=3),
+        lambda: backfill(MisspeltScope),
     ],
-    ids=["get_next_value", "set_next_value", "save"],
+    ids=[
+        "get_next_value",
+        "set_next_value",
+        "save",
+        "insert",
+        "update_one-upsert",
+        "upsert_one",
+        "modify-upsert",
+        "update",
+        "backfill",
+    ],
 )
 def test_a_scope_that_is_no_field_is_refused_by_every_path(
     mongoengine_db: Any, call: Callable[[], Any]

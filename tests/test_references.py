@@ -457,6 +457,65 @@ def test_a_dbref_made_by_hand_in_a_generic_reference(world: World) -> None:
     world.check_sent()
 
 
+def test_a_reference_made_by_hand_to_a_collection_two_models_share(world: World) -> None:
+    """Found by probe AN: with two models keyed alike in one collection (an import beside the
+    model), a DBRef made by hand was sent with the key as given (the model was not known), and
+    a ``LazyReference`` in a generic reference always was: queries matched nothing, a save
+    could not encode the key. As with ObjectId keys, both find the document."""
+    Order = world.order()
+    meta = {"collection": Order._get_collection_name()}
+    Imported = type(
+        f"Imported{next(_numbers)}",
+        (me.Document,),
+        {"meta": meta, "id": world.key.make(primary_key=True), "name": me.StringField()},
+    )
+    Holder = world.model("Holder", anything=me.GenericReferenceField())
+    a, b = Order(name="a").save(), Imported(name="b").save()
+    Holder(anything=a).save()
+    by_hand = DBRef(Order._get_collection_name(), a.pk)
+    assert Holder.objects(anything=by_hand).count() == 1
+    assert Holder.objects(anything=LazyReference(Order, a.pk)).count() == 1
+    assert Holder.objects(anything=LazyReference(Imported, b.pk)).count() == 0
+    saved = Holder(anything=by_hand).save()
+    world.check_reference(world.raw(Holder, saved)["anything"], a, dbref=True)
+    world.check_sent()
+
+
+def test_documents_in_untyped_lists_and_dicts(world: World) -> None:
+    """Found by probe AN: MongoEngine turns a document in a ``ListField()`` or ``DictField()``
+    into ``DBRef(collection, pk)`` with the key as the document holds it, which the driver
+    could not encode (or encoded as subtype 3 under ``pythonLegacy``: never found). As with an
+    ObjectId key, the reference is stored and read back."""
+    Order = world.order()
+    Holder = world.model("Holder", things=me.ListField(), by_name=me.DictField())
+    a, b = Order(name="a").save(), Order(name="b").save()
+    saved = Holder(things=[a, b], by_name={"x": a}).save()
+    raw = world.raw(Holder, saved)
+    for stored, target in [*zip(raw["things"], [a, b], strict=True), (raw["by_name"]["x"], a)]:
+        world.check_reference(stored, target, dbref=True)
+    loaded = Holder.objects.get(id=saved.id)
+    assert names(loaded.things) == ["a", "b"]
+    assert loaded.by_name["x"].name == "a"
+    world.check_sent()
+
+
+def test_keys_held_by_references_order_as_the_documents_keys(world: World) -> None:
+    """Found by probe AN: a ``LazyReference.pk`` (a ``StoredUUID``) could not be ordered
+    against a document's key (``sorted()``, ``max()`` raised TypeError)."""
+    Order = world.order()
+    Holder = world.model("Holder", lazy=me.LazyReferenceField(Order))
+    orders = [Order(name=name).save() for name in "abc"]
+    for order in orders:
+        Holder(lazy=order).save()
+    held = [holder.lazy.pk for holder in Holder.objects]
+    keys = [order.pk for order in orders]
+    for mixed in ([held[0], keys[1], held[2]], [keys[0], held[1], keys[2]]):
+        assert sorted(mixed) == sorted(keys)
+        assert max(mixed) == max(keys)
+        assert min(mixed) == min(keys)
+    assert sorted(held) == sorted(keys)
+
+
 def test_a_generic_reference_read_without_dereferencing_holds_the_key(world: World) -> None:
     """Its DBRef equals the document, as ``ReferenceField``'s does (found by review AE: on
     mongomock it held the stored Binary, equal to nothing); dereferenced later, it loads."""

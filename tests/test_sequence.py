@@ -20,7 +20,13 @@ from mongoengine import fields as me_fields
 from mongoengine.errors import NotUniqueError, ValidationError
 from test_random_unique import Script
 
-from mongoengine_ids import LocalityUUIDField, RandomUniqueField, UUID4Field, backfill
+from mongoengine_ids import (
+    InvalidQueryValueError,
+    LocalityUUIDField,
+    RandomUniqueField,
+    UUID4Field,
+    backfill,
+)
 from mongoengine_ids.errors import IdSpaceExhaustedError, InvalidIdError, RetriesExhaustedError
 from mongoengine_ids.resets import reset_process_state
 from mongoengine_ids.sequence import admin
@@ -1123,6 +1129,28 @@ def test_formatted_field_stores_text_and_queries_accept_both(mongoengine_db: Any
         Account(number=wrong, owner="eve").save()
     with pytest.raises(ValidationError, match=r"cannot query Account\.number by 'nope'"):
         Account.objects(number="nope").count()
+
+
+def test_digits_with_a_wrong_check_digit_are_refused_without_a_prefix(
+    mongoengine_db: Any,
+) -> None:
+    # Without a prefix the stored values are digits too: "17", number 1 with a wrong check
+    # digit (1 is "18"), had been read as the number 17 and found another document ("174").
+    class LuhnInvoice(Document):
+        id = SequenceField(primary_key=True, luhn=True)
+        customer = StringField()
+
+    for index in range(20):
+        LuhnInvoice(customer=f"c{index + 1}").save()
+    stored = {doc["_id"]: doc["customer"] for doc in mongoengine_db["luhn_invoice"].find()}
+    assert (stored["18"], stored["174"]) == ("c1", "c17")
+    assert LuhnInvoice.objects.get(id="18").customer == "c1"
+    assert LuhnInvoice.objects.get(id=17).customer == "c17"  # the number, as an int
+    with pytest.raises(InvalidQueryValueError, match=r"by '17': expected digits then a Luhn"):
+        LuhnInvoice.objects.get(id="17")
+    with pytest.raises(ValidationError, match="check digit"):
+        LuhnInvoice(id="17", customer="typo").save()
+    assert mongoengine_db["luhn_invoice"].count_documents({}) == 20
 
 
 def test_unformatted_field_validation(mongoengine_db: Any) -> None:

@@ -14,6 +14,7 @@ from _support import TEST_URI
 from mongoengine import Document, StringField
 from mongoengine import fields as me_fields
 
+from mongoengine_ids import backfill
 from mongoengine_ids.sequence.admin import (
     has_scoped_counters,
     list_counters,
@@ -477,3 +478,149 @@ def test_set_on_a_new_scope_of_a_sharded_field_makes_its_shard(mongoengine_db: A
     assert len(set(numbers)) == 40
     mine = {n for n in numbers if made["low"] <= n <= made["high"]}
     assert mine == set(range(value, value + len(mine)))  # the set shard goes on from value
+
+
+# -- scopes the driver decodes as dicts (probe AM) ----------------------------------------------
+
+
+class AdminPlace(me_fields.EmbeddedDocument):
+    city = StringField()
+
+
+class AdminVisit(Document):
+    place = me_fields.EmbeddedDocumentField(AdminPlace)
+    n = SequenceField(scope="place")
+    meta = {"collection": "admin_visits"}
+
+
+class AdminTenant(Document):
+    name = StringField()
+    meta = {"collection": "admin_tenants"}
+
+
+class AdminOwned(Document):
+    owner = me_fields.GenericReferenceField()
+    n = SequenceField(scope="owner")
+    meta = {"collection": "admin_owned"}
+
+
+def _write_past_mongoengine(model: Any, stored: dict[str, Any]) -> None:
+    """Numbers 2 to 5 in the scope of the stored document, written as an import would."""
+    collection = model._get_collection()
+    for number in range(2, 6):
+        collection.insert_one({**stored, "n": number, "_id": f"import-{number}"})
+
+
+def test_a_scope_as_listed_names_the_counter_the_field_uses(mongoengine_db: Any) -> None:
+    # An embedded document's or a generic reference's scope is decoded as a dict, whose text
+    # named a second counter: set_next_value() with it moved that one, and the field handed
+    # out 2 again in a scope holding 2 to 5.
+    visit = AdminVisit(place=AdminPlace(city="x")).save()
+    owned = AdminOwned(owner=AdminTenant(name="a").save()).save()
+    for model, document in ((AdminVisit, visit), (AdminOwned, owned)):
+        stored = model._get_collection().find_one({"_id": document.id}, {"_id": 0, "n": 0})
+        _write_past_mongoengine(model, stored)
+    infos = list_counters(mongoengine_db)
+    assert [(info.name, info.next_value) for info in infos] == [
+        ("admin_owned.n", 2),
+        ("admin_visits.n", 2),
+    ]
+    for info in infos:
+        assert show_counter(mongoengine_db, info.name, scope=info.scope) == info
+        set_next_value(mongoengine_db, info.name, 6, scope=info.scope)
+    assert AdminVisit(place=AdminPlace(city="x")).save().n == 6
+    assert AdminOwned(owner=owned.owner).save().n == 6
+    counters = mongoengine_db[DEFAULT_COLLECTION]
+    assert counters.count_documents({}) == 2  # no second counter was made
+    assert [(i.name, i.next_value) for i in list_counters(mongoengine_db)] == [
+        ("admin_owned.n", 7),
+        ("admin_visits.n", 7),
+    ]
+
+
+def test_two_counters_of_one_scope_in_two_forms_are_listed_apart(mongoengine_db: Any) -> None:
+    # Counters named from a dict and from a SON of the same items (made before the fix) had
+    # been listed as one, the higher's next value shown for both and their headroom summed.
+    AdminVisit(place=AdminPlace(city="x")).save()
+    set_next_value(mongoengine_db, "admin_visits.n", 50, scope={"city": "x"})  # a plain dict
+    infos = list_counters(mongoengine_db)
+    assert sorted((str(i.scope), i.next_value, len(i.shards)) for i in infos) == [
+        ("SON([('city', 'x')])", 2, 1),
+        ("{'city': 'x'}", 50, 1),
+    ]
+
+
+def test_the_field_names_one_counter_for_an_embedded_scope_given_as_its_stored_dict(
+    mongoengine_db: Any,
+) -> None:
+    AdminVisit(place=AdminPlace(city="x")).save()
+    stored = AdminVisit._get_collection().find_one()["place"]
+    assert AdminVisit.n.get_next_value(scope=stored) == 2
+    AdminVisit.n.set_next_value(9, scope=stored)  # MongoEngine's meaning: the next is 10
+    assert AdminVisit(place=AdminPlace(city="x")).save().n == 10
+    assert mongoengine_db[DEFAULT_COLLECTION].count_documents({}) == 1
+
+
+class AdminHeld(Document):
+    meta = {"collection": "admin_held"}
+
+
+class AdminSpot(me_fields.EmbeddedDocument):
+    owner = me_fields.GenericReferenceField()
+
+
+class AdminSpotted(Document):
+    spot = me_fields.EmbeddedDocumentField(AdminSpot)
+    n = SequenceField(scope="spot")
+    meta = {"collection": "admin_spotted"}
+
+
+def test_a_generic_reference_inside_an_embedded_scope_names_one_counter(
+    mongoengine_db: Any,
+) -> None:
+    # Review G: a new document named the counter with the reference as a SON, a loaded one
+    # (and backfill()) with its stored dict: two counters, and number 1 twice in one scope.
+    held = AdminHeld().save()
+    AdminSpotted(spot=AdminSpot(owner=held)).save()
+    collection = AdminSpotted._get_collection()
+    stored = collection.find_one({}, {"_id": 0, "n": 0})
+    collection.insert_one(dict(stored))  # imported without a number
+    assert backfill(AdminSpotted) == 1
+    collection.insert_one(dict(stored))  # another
+    loaded = AdminSpotted.objects(n=None).get()
+    loaded.save()  # the other: a loaded document numbered on save
+    AdminSpotted(spot=AdminSpot(owner=held)).save()
+    assert sorted(doc["n"] for doc in collection.find()) == [1, 2, 3, 4]
+    assert mongoengine_db[DEFAULT_COLLECTION].count_documents({}) == 1
+
+
+class AdminMapped(Document):
+    places = me_fields.MapField(me_fields.EmbeddedDocumentField(AdminPlace))
+    n = SequenceField(scope="places")
+    meta = {"collection": "admin_mapped"}
+
+
+class AdminAnyPlace(Document):
+    place = me_fields.GenericEmbeddedDocumentField()
+    n = SequenceField(scope="place")
+    meta = {"collection": "admin_any_place"}
+
+
+def test_a_map_of_embedded_documents_as_listed_names_its_counter(mongoengine_db: Any) -> None:
+    AdminMapped(places={"k": AdminPlace(city="x")}).save()
+    collection = AdminMapped._get_collection()
+    stored = collection.find_one({}, {"_id": 0, "n": 0})
+    for number in range(2, 6):
+        collection.insert_one({**stored, "n": number})
+    (info,) = list_counters(mongoengine_db)
+    set_next_value(mongoengine_db, info.name, 6, scope=info.scope)
+    assert AdminMapped(places={"k": AdminPlace(city="x")}).save().n == 6
+    assert mongoengine_db[DEFAULT_COLLECTION].count_documents({}) == 1
+
+
+def test_a_generic_embedded_scope_given_as_its_stored_dict(mongoengine_db: Any) -> None:
+    AdminAnyPlace(place=AdminPlace(city="x")).save()
+    stored = AdminAnyPlace._get_collection().find_one()["place"]
+    assert AdminAnyPlace.n.get_next_value(scope=stored) == 2  # had raised AttributeError
+    AdminAnyPlace.n.set_next_value(9, scope=stored)
+    assert AdminAnyPlace(place=AdminPlace(city="x")).save().n == 10

@@ -186,3 +186,69 @@ def test_a_value_a_matching_upsert_filter_fixes_is_not_told(mongoengine_db: Any)
     )
     assert DyDoc._get_collection().count_documents({}) == 1
     assert _counter("dy_part_code.code") == 0  # matched: nothing inserted, nothing told
+
+
+# -- a dynamic attribute named as a generated field's db_field (probe AK) -----------------------
+
+
+class DyNamedPart(me.DynamicEmbeddedDocument):
+    code = SequenceField(db_field="c", sequence_name="dy_named_part_code")
+    rr = RandomUniqueField(digits=3, db_field="r", reserve_in="dy_named_part_rr")
+
+
+class DyNamed(me.DynamicDocument):
+    name = me.StringField()
+    tenant = me.StringField(db_field="t")
+    n = SequenceField(db_field="num", sequence_name="dy_named_n")
+    k = SequenceField(scope="tenant", sequence_name="dy_named_k")
+    part = me.EmbeddedDocumentField(DyNamedPart)
+    meta = {"collection": "dy_named"}
+
+
+def _named_stored() -> list[dict[str, Any]]:
+    return list(DyNamed._get_collection().find({}, {"_id": 0}).sort("name"))
+
+
+@pytest.mark.parametrize(
+    ("write", "attribute"),
+    [
+        (lambda: DyNamed(name="b", tenant="A", num=1).save(), "num"),
+        (lambda: DyNamed(name="b", tenant="B", t="A").save(), "t"),
+        (lambda: DyNamed(name="b", tenant="A", part=DyNamedPart(c=1)).save(), "c"),
+        (lambda: DyNamed(name="b", tenant="A", part=DyNamedPart(r=500)).save(), "r"),
+        (lambda: DyNamed.objects.insert([DyNamed(name="b", tenant="A", num=1)]), "num"),
+        (
+            lambda: DyNamed.objects.insert(
+                [DyNamed(name="b", tenant="A"), DyNamed(name="c", part=DyNamedPart(c=1))]
+            ),
+            "c",
+        ),
+    ],
+    ids=["new-key", "new-scope", "new-embedded", "new-embedded-reserve_in", "insert", "insert-2nd"],
+)
+def test_a_dynamic_attribute_stored_over_a_generated_value_is_refused(
+    mongoengine_db: Any, write: Any, attribute: str
+) -> None:
+    # MongoEngine stores dynamic attributes after the declared fields, under their own names:
+    # it had stored num=1 over the number made (1 again for the next document), or t="A" as
+    # the scope of a number counted in B's counter (two documents held A's 1).
+    first = DyNamed(name="a", tenant="A", part=DyNamedPart()).save()
+    with pytest.raises(ValidationError, match=f"dynamic attribute {attribute!r}"):
+        write()
+    assert _named_stored() == [
+        {"name": "a", "t": "A", "num": 1, "k": 1, "part": {"c": 1, "r": first.part.rr}}
+    ]
+    reserved = [doc["_id"] for doc in mongoengine_db["dy_named_part_rr"].find()]
+    assert reserved == [first.part.rr]
+
+
+def test_a_dynamic_attribute_stored_over_a_loaded_documents_number_is_refused(
+    mongoengine_db: Any,
+) -> None:
+    DyNamed(name="a", tenant="A").save()
+    loaded = DyNamed.objects.get(name="a")
+    loaded.num = 2  # a dynamic attribute: the field is n
+    with pytest.raises(ValidationError, match=r"dynamic attribute 'num'.*assign DyNamed\.n"):
+        loaded.save()
+    assert _named_stored() == [{"name": "a", "t": "A", "num": 1, "k": 1}]
+    assert DyNamed(name="b", tenant="A").save().n == 2

@@ -44,6 +44,7 @@ from _write_support import (
     raw_docs,
     raw_one,
 )
+from bson import ObjectId
 from bson.json_util import RELAXED_JSON_OPTIONS
 from mongoengine import signals
 from mongoengine.errors import NotUniqueError
@@ -839,6 +840,23 @@ def test_backfill_asks_for_at_most_batch_size_values_at_a_time(mongoengine_db: A
     assert sum(field.counts) == 5
     assert max(field.counts) <= 2
     assert sorted(doc["number"] for doc in raw_docs(mongoengine_db.counted)) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 1000])
+def test_backfill_fills_documents_of_every_key_type(mongoengine_db: Any, batch_size: int) -> None:
+    # Batches read on from the last _id of the one before (by the _id index: probe AJ found
+    # every batch reading again from the start, past every document filled); keys of another
+    # BSON type, which $gt does not reach, are found by the pass from the start that ends it.
+    from mongoengine_ids import backfill
+
+    keys: list[Any] = [7, 3, "b", "a", ObjectId(), 5.5, uuid.UUID(int=9).hex]
+    mongoengine_db.mixed_keys.insert_many([{"_id": key, "name": str(key)} for key in keys])
+    Model = document("MixedKeys", "mixed_keys", name=me.StringField(), number=Numbers())
+    assert backfill(Model, batch_size=batch_size) == len(keys)
+    numbers = {doc["_id"]: doc["number"] for doc in raw_docs(mongoengine_db.mixed_keys)}
+    assert set(numbers) == set(keys)
+    assert sorted(numbers.values()) == list(range(1, len(keys) + 1))
+    assert backfill(Model, batch_size=batch_size) == 0
 
 
 def test_backfill_resumes_after_an_interruption(mongoengine_db: Any) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from bson.son import SON
 from mongoengine.connection import get_db
 from pymongo.read_preferences import ReadPreference
 
@@ -24,6 +25,7 @@ from .field import (
     DEFAULT_COLLECTION,
     INT64_MAX,
     MAJORITY,
+    SHARD_SEPARATOR,
     check_database,
     counter_id,
     discard_blocks,
@@ -74,7 +76,9 @@ class CounterInfo:
 
     Attributes:
         name: the sequence name (MongoEngine's ``"<collection>.<field>"``).
-        scope: the scope value of a scoped sequence, else None.
+        scope: the scope value of a scoped sequence, else None: as its counter is named
+            (an embedded document's, a generic reference's as a ``SON``), so that given back
+            to :func:`show_counter` or :func:`set_next_value` it names the same counter.
         shards: the counter documents, in shard order.
     """
 
@@ -162,12 +166,45 @@ def _shard_info(document: Mapping[str, Any]) -> ShardInfo:
 
 
 def _group_key(document: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The sequence of a counter document and its ``_id`` without a shard's suffix: the shards
+    of one counter share it. (Not the text of its ``scope``, which the driver decodes: two
+    counters named from a dict and from a ``SON`` of the same items would be taken for one.)"""
     document_id = str(document.get("_id"))
     name = document.get("sequence")
     if not isinstance(name, str):
         return document_id, None
+    shard = document.get("shard")
+    suffix = f"{SHARD_SEPARATOR}{shard}" if _is_int(shard) else ""
+    return name, document_id.removesuffix(suffix)
+
+
+def _named_scope(document: Mapping[str, Any]) -> object:
+    """The ``scope`` of a counter document as its ``_id`` names it, so that given back
+    (:func:`show_counter`, :func:`set_next_value`) it names that counter: as decoded, or as the
+    ``SON`` that a field's ``to_mongo()`` made of an embedded document or a generic reference,
+    which the driver decodes as a dict (whose text names another counter; probe AM)."""
     scope = document.get("scope")
-    return name, None if scope is None else str(scope)
+    name = document.get("sequence")
+    if scope is None or not isinstance(name, str):
+        return scope
+    inner = scope
+    if isinstance(scope, dict):  # a map of embedded documents: a dict of SONs
+        inner = type(scope)((key, _as_son(item)) for key, item in scope.items())
+    for candidate in (scope, _as_son(scope), _as_son(scope, deep=False), inner):
+        if _of_scope(document, name, candidate):
+            return candidate
+    return scope  # (an embedded document holding both a SON and a dict: see sequence.md)
+
+
+def _as_son(value: Any, *, deep: bool = True) -> Any:
+    """``value`` with its dicts as ``SON`` (``deep``: at any depth; else those at the top, or
+    items of a list at the top)."""
+    if isinstance(value, list):
+        return [_as_son(item, deep=deep) for item in value]
+    if isinstance(value, dict):
+        items = value.items()
+        return SON((key, _as_son(item) if deep else item) for key, item in items)
+    return value
 
 
 def _shard_number(document: Mapping[str, Any]) -> int:
@@ -185,7 +222,7 @@ def _build(documents: Iterable[Mapping[str, Any]]) -> list[CounterInfo]:
     ):
         members.sort(key=_shard_number)
         infos.append(
-            CounterInfo(name, members[0].get("scope"), tuple(_shard_info(doc) for doc in members))
+            CounterInfo(name, _named_scope(members[0]), tuple(_shard_info(doc) for doc in members))
         )
     return infos
 

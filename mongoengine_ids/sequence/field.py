@@ -1370,7 +1370,8 @@ class SequenceFormat:
         """What a formatted value looks like, for error messages."""
         digits = f"{self.width} digits" if self.width is not None else "digits"
         check = " then a Luhn check digit" if self.luhn else ""
-        return f"{self.prefix!r} then {digits}{check}, or the number as an int"
+        prefix = f"{self.prefix!r} then " if self.prefix else ""
+        return f"{prefix}{digits}{check}, or the number as an int"
 
     def format(self, number: int) -> str:
         """The formatted text of ``number``."""
@@ -1721,17 +1722,11 @@ class SequenceField(GeneratedField):
             ValueError: ``document_class`` has no such field, or it is this field.
         """
         assert self.scope is not None
-        source = seam.field_of(document_class, self.scope)
+        source = seam.read_field(document_class, self, self.scope)
         if source is self:
             raise ValueError(
                 f"{document_class.__name__}.{self.name} has scope={self.scope!r}, itself: a "
                 "number cannot pick its own counter; scope it by another field"
-            )
-        if source is None:
-            name = document_class.__name__
-            raise ValueError(
-                f"{name}.{self.name} has scope={self.scope!r}, which is not a field of {name}: "
-                f"expected one of {sorted(seam.fields(document_class))}"
             )
         return source
 
@@ -1757,6 +1752,8 @@ class SequenceField(GeneratedField):
                     f"{self.scope} ({error})",
                     field_name=self.name,
                 ) from error
+            if isinstance(scope, dict) and seam.holds_embedded(source):
+                scope = source.to_python(scope)  # its stored dict: as the document
             stored_scope = seam.scope_form(source, source.to_mongo(scope))
         elif scope is not None:
             raise TypeError(
@@ -2039,7 +2036,10 @@ class SequenceField(GeneratedField):
                 try:
                     return self.format.parse(value)
                 except InvalidIdError:
-                    pass
+                    if self.format.luhn and not self.format.prefix:
+                        # Digits with a wrong check digit are a mistyped value, not the number
+                        # they spell: that is another document's (probe AN).
+                        return None
             if value.isascii() and value.isdigit():
                 return int(value)
         return None

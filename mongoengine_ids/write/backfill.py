@@ -68,9 +68,12 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
     collection = seam.class_collection(document_class)
     total = 0
     unready: list[str] = []  # raised once every field is filled where it can be
-    for kind, name, field, within in targets:
-        if field_names and name not in field_names:
-            continue
+    selected = [t for t in targets if not field_names or t[1] in field_names]
+    scopes = _embedding_scopes(selected)
+    if scopes:  # a number is made from its scope as stored: with the values inside it
+        write = Write(document_class, collection)
+        total += _backfill_inside(write, None, batch_size, unready, scopes)
+    for kind, name, field, within in selected:
         try:
             total += _backfill_field(Write(kind, collection), name, field, within, batch_size)
         except _Unready as error:
@@ -109,6 +112,21 @@ def _targets(
     return ordered
 
 
+def _embedding_scopes(
+    targets: list[tuple[type[BaseDocument], str, Any, dict[str, Any]]],
+) -> set[str]:
+    """The db fields that the ``targets`` read (their scopes) whose values may hold embedded
+    documents with generated fields: filled before the targets, whose values are made from
+    them as stored (else numbered in the counter of the scope without those values, which
+    the scope as it is then stored never tells: numbers handed out again, probe AJ)."""
+    return {
+        source.db_field
+        for kind, _, field, _ in targets
+        for name in field.depends_on
+        if seam.embeds_generated(source := seam.read_field(kind, field, name))
+    }
+
+
 def _holding(kind: type[BaseDocument], name: str, field: Any) -> dict[str, Any]:
     within = seam.class_filter(kind)
     if not within:
@@ -126,24 +144,39 @@ class _Unready(Exception):
         self.problem, self.filled = problem, filled
 
 
+#: The start of a pass over the documents lacking a value, in _id order.
+_START: Any = object()
+
+
 def _backfill_field(
     write: Write, name: str, field: Any, within: dict[str, Any], batch_size: int
 ) -> int:
     path = field.db_field
     if path == "_id":
         return 0  # every stored document has one
-    read = {dep: seam.field_of(write.document_class, dep) for dep in field.depends_on}
+    read = {dep: seam.read_field(write.document_class, field, dep) for dep in field.depends_on}
     projection = {"_id": 1, **{source.db_field: 1 for source in read.values()}}
     lacking = {**within, path: None}  # the documents holding the field only
     # A value made from other fields (a scope) needs them: documents lacking one are left out,
     # and named once the others are filled.
     ready = {**lacking, **{source.db_field: {"$ne": None} for source in read.values()}}
     filled_count = 0
+    # Each batch reads on from the last _id of the one before, by the _id index: a query of
+    # the documents lacking the value alone cannot use the field's (sparse) index, and read
+    # again from the start, it would scan past every document filled so far (quadratic over
+    # a large collection, probe AJ). A pass ends with one more from the start: documents
+    # behind the cursor, and keys of another BSON type, which $gt does not reach.
+    after: Any = _START
     while True:
-        found = list(write.collection.find(ready, projection).limit(batch_size))
+        query = ready if after is _START else {**ready, "_id": {"$gt": after}}
+        found = list(write.collection.find(query, projection).sort("_id", 1).limit(batch_size))
         if not found:
+            if after is not _START:
+                after = _START
+                continue
             _refuse_unready(write, field, lacking, list(read.values()), filled_count)
             return filled_count
+        after = found[-1]["_id"]
         ids = [stored["_id"] for stored in found]
         holders = [values.Holder(values.python_values(stored, read)) for stored in found]
         slots = [Slot(h, h, name, field, write.document_class) for h in holders]
@@ -166,18 +199,24 @@ _ATTEMPTS = 10
 
 
 def _backfill_inside(
-    write: Write, wanted: set[str] | None, batch_size: int, unready: list[str]
+    write: Write,
+    wanted: set[str] | None,
+    batch_size: int,
+    unready: list[str],
+    only: set[str] | None = None,
 ) -> int:
     """Fill the ``wanted`` generated fields (dotted names; None: all) of the stored embedded
-    documents of ``write``'s model that lack a value: the fields holding them are read
-    ``batch_size`` documents at a time. Documents lacking a value's scope are added to
-    ``unready``."""
+    documents of ``write``'s model that lack a value, in the fields of db names ``only`` (None:
+    all): the fields holding them are read ``batch_size`` documents at a time. Documents
+    lacking a value's scope are added to ``unready``."""
     document_class = write.document_class
     holding = {
         (name, field.db_field): field
         for kind in seam.with_subclasses(document_class)
         for name, field in seam.fields(kind).items()
-        if not seam.is_generated(field) and seam.embeds_generated(field)
+        if not seam.is_generated(field)
+        and (only is None or field.db_field in only)
+        and seam.embeds_generated(field)
     }
     if not holding:
         return 0
@@ -250,15 +289,32 @@ def _lacking_slots(
 ) -> tuple[list[Slot], list[str]]:
     """The slots to fill in the stored ``value`` of field ``name`` (with the dotted db path of
     each embedded document); one whose scope is missing is reported in ``unready``."""
+    found = [
+        each
+        for each in seam.lacking_inside(field, value, field.db_field, name, embeds)
+        if wanted is None or each[5] in wanted
+    ]
+    # One holder per stored embedded document: a value made from a sibling filled here (a
+    # counter scoped by a generated field) reads it once made (values.fill orders them).
+    holders: dict[int, values.Holder] = {}
+    filling = {(id(stored), inner) for _, inner, _, stored, _, _ in found}
     slots: list[Slot] = []
     paths: list[str] = []
-    for kind, inner, generated, holder, path, dotted in seam.lacking_inside(
-        field, value, field.db_field, name, embeds
-    ):
-        if wanted is not None and dotted not in wanted:
-            continue
-        held = values.holder_of(kind, inner, generated, holder)
-        if any(seam.data(held).get(name) is None for name in generated.depends_on):
+    for kind, inner, generated, stored, path, _ in found:
+        held = holders.get(id(stored))
+        if held is None:
+            read = {
+                each: f
+                for generated_name, generated_field in seam.generated_fields(kind)
+                for each, f in values.reads(kind, generated_name, generated_field).items()
+            }
+            held = holders[id(stored)] = values.Holder(values.python_values(stored, read))
+        lacking = [
+            each
+            for each in generated.depends_on
+            if seam.data(held).get(each) is None and (id(stored), each) not in filling
+        ]
+        if lacking:
             unready.append(
                 f"{generated._label} is made from {sorted(generated.depends_on)!r}, which the "
                 f"embedded document at {path!r} of _id {doc_id!r} lacks"

@@ -305,17 +305,65 @@ def wrap_generic_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any]
     ``GenericLazyReferenceField``'s): a DBRef made by hand (``DBRef(collection, pk)``) to a model
     keyed by a UUID of this package is sent with its id as references hold the key
     (:func:`keyed_dbref`): MongoEngine sent the id as given, which the driver cannot encode, or
-    encodes in another form than the key's (a query matched nothing)."""
+    encodes in another form than the key's (a query matched nothing). A ``LazyReference``
+    names its model; a DBRef's collection may hold several models keyed so (probe AN): their
+    form is taken if they all give the id one form."""
 
     @functools.wraps(own)
     def to_mongo(self: Any, document: Any) -> Any:
-        if isinstance(document, DBRef) and not isinstance(document, LazyReference):
-            kinds = seam.uuid_keyed_models_of(document.collection)
-            if len(kinds) == 1:
-                document = keyed_dbref(kinds[0], document)
+        if isinstance(document, LazyReference):
+            if seam.uuid_key(document.document_type) is not None:
+                document = keyed_dbref(document.document_type, document)
+        elif isinstance(document, DBRef):
+            document = keyed_by_collection(document)
         return own(self, document)
 
     return to_mongo
+
+
+def keyed_by_collection(ref: DBRef) -> DBRef:
+    """``ref``, a DBRef made by hand or by MongoEngine from a document's ``pk``, with its id as
+    references hold the key of the models keyed by a UUID of this package whose collection it
+    names, if they all give it one form; else ``ref`` itself."""
+    refs = [keyed_dbref(kind, ref) for kind in seam.uuid_keyed_models_of(ref.collection)]
+    # (By type: a StoredUUID and a StoredUUIDText of one key compare equal.)
+    if refs and len({type(each.id) for each in refs}) == 1:
+        return refs[0]
+    return ref
+
+
+def wrap_untyped_container(own: Callable[..., Any]) -> Callable[..., Any]:
+    """``to_python`` and ``to_mongo`` of MongoEngine's list and dict fields. An untyped one
+    (``ListField()``, ``DictField()``) turns a document it holds into ``DBRef(collection, pk)``,
+    the key as the document holds it: the driver cannot encode a UUID under no
+    ``uuidRepresentation``, and encodes it in another form than the key's under
+    ``pythonLegacy`` (a reference never found again). Such DBRefs get the key as references
+    hold it (:func:`keyed_by_collection`; probe AN). Typed ones are as MongoEngine makes them."""
+
+    @functools.wraps(own)
+    def convert(self: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        found = own(self, value, *args, **kwargs)
+        if self.field is not None:
+            return found
+        if isinstance(found, list) and any(_made_from_uuid(item) for item in found):
+            return [keyed_by_collection(i) if _made_from_uuid(i) else i for i in found]
+        if isinstance(found, dict) and any(_made_from_uuid(item) for item in found.values()):
+            return {
+                k: keyed_by_collection(i) if _made_from_uuid(i) else i for k, i in found.items()
+            }
+        return found
+
+    return convert
+
+
+def _made_from_uuid(value: Any) -> bool:
+    """Whether ``value`` is a DBRef MongoEngine made from a UUID key as a document holds it
+    (any other, an ObjectId's, is left alone at no cost)."""
+    return (
+        isinstance(value, DBRef)
+        and not isinstance(value, LazyReference)
+        and isinstance(value.id, uuid.UUID)
+    )
 
 
 def wrap_generic_lazy_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:

@@ -885,7 +885,7 @@ def _reads_changed(slot: Slot, changed: Iterable[str]) -> bool:
     names = slot.field.depends_on
     if not names:
         return False
-    scopes = [seam.field_of(slot.kind, name).db_field for name in names]
+    scopes = [seam.read_field(slot.kind, slot.field, name).db_field for name in names]
     return any(path.partition(".")[0] in scopes for path in changed)
 
 

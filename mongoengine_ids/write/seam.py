@@ -71,7 +71,7 @@ import mongoengine
 from bson import DBRef, ObjectId
 from bson.binary import Binary
 from bson.son import SON
-from mongoengine.base import BaseDocument, BaseField, BaseList
+from mongoengine.base import BaseDocument, BaseField, BaseList, ComplexBaseField
 from mongoengine.base.common import _document_registry, get_document
 from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
 from mongoengine.context_managers import set_write_concern as set_write_concern
@@ -461,6 +461,24 @@ def field_of(document_class: type[BaseDocument], name: str) -> Any:
     return document_class._fields.get(name)
 
 
+def read_field(document_class: type[BaseDocument], field: Any, name: str) -> Any:
+    """The field ``name`` of ``document_class`` that its generated ``field`` reads (one of its
+    ``depends_on``: a counter's scope). Every path reads it so, and refuses alike a scope
+    naming no declared field (a typo, or a dynamic attribute).
+
+    Raises:
+        ValueError: ``document_class`` declares no field ``name``.
+    """
+    found = document_class._fields.get(name)
+    if found is None:
+        kind = document_class.__name__
+        raise ValueError(
+            f"{kind}.{field.name} has scope={name!r}, which is not a field of {kind}: expected "
+            f"one of {sorted(document_class._fields)} (a dynamic attribute cannot be a scope)"
+        )
+    return found
+
+
 def fields(document_class: type[BaseDocument]) -> dict[str, Any]:
     """The fields of ``document_class``, by name (MongoEngine's own dict: not to be changed)."""
     return cast("dict[str, Any]", document_class._fields)
@@ -654,6 +672,9 @@ class Shape:
     referencing: tuple[str, ...] | None
     #: The (name, field) of each field, by its db field name (the stored name).
     by_db_field: dict[str, tuple[str, BaseField]]
+    #: A dynamic class: the db fields of its generated fields, and of the fields they read,
+    #: that differ from their names, with those names (see :func:`shadowing`).
+    guarded: dict[str, str]
 
 
 _SHAPE = "_mongoengine_ids_shape"
@@ -680,9 +701,34 @@ def shape(document_class: type[BaseDocument]) -> Shape:
             pk or "id",
             None if dynamic else tuple(name for name, f in fields.items() if _may_reference(f)),
             {f.db_field: (name, f) for name, f in reversed(fields.items())},
+            _guarded(fields, generated) if dynamic else {},
         )
         setattr(document_class, _SHAPE, found)
     return found
+
+
+def _guarded(fields: dict[str, Any], generated: tuple[tuple[str, Any], ...]) -> dict[str, str]:
+    """The db fields of ``generated`` and of the fields they read that differ from their names
+    (a dynamic attribute named so would be stored there), with those names."""
+    read = (each for name, field in generated for each in (name, *field.depends_on))
+    return {
+        fields[name].db_field: name
+        for name in read
+        if name in fields and fields[name].db_field != name
+    }
+
+
+def shadowing(document: BaseDocument) -> tuple[str, str] | None:
+    """A dynamic attribute of ``document`` named as the db field of a generated field, or of a
+    field one reads (a scope), and the name of that field; None if none. MongoEngine stores
+    dynamic attributes after the declared fields, under their names: its value would be
+    stored over the one the write path made, or read as the scope."""
+    guarded = shape(type(document)).guarded
+    if guarded:
+        for name in document._dynamic_fields:
+            if name in guarded:
+                return name, guarded[name]
+    return None
 
 
 #: Set on the ``to_mongo`` wrappers of :func:`hook_key`: the class's own method it calls (None:
@@ -982,12 +1028,38 @@ def scope_form(field: Any, value: Any) -> Any:
     reference comes as a document (its field's ``to_mongo()`` gives a ``SON`` of ``_cls``
     and ``_ref``) or as its stored dict (a backfill's, a raw update's, a ``no_dereference()``
     copy's): given as that ``SON`` both ways, else one scope named two counters, which handed
-    out the same numbers (probe AI). Another field's dicts are left as they are (their
-    counters keep their names)."""
+    out the same numbers (probe AI). An embedded document likewise: its stored dict is given
+    as the ``SON`` its document's ``to_mongo()`` makes (probe AM: a stored dict given to
+    ``set_next_value(scope=...)`` had named a second counter). Another field's dicts are left
+    as they are (their counters keep their names)."""
     stored = as_stored(value)
-    if isinstance(items_field(field), (GenericReferenceField, GenericLazyReferenceField)):
+    inner = items_field(field)
+    if isinstance(inner, (GenericReferenceField, GenericLazyReferenceField)):
+        return _as_reference_son(stored)
+    if isinstance(inner, EmbeddedDocumentField):
+        if _holds_plain_dict(stored):
+            try:  # the documents it stands for, serialised as a document's scope is
+                stored = as_stored(field.to_mongo(field.to_python(stored)))
+            except Exception:  # not a document of the field's class: named as it comes
+                return stored
+        # A generic reference inside, at any depth (its field leaves a stored dict as it is).
         return _as_reference_son(stored)
     return stored
+
+
+def holds_embedded(field: Any) -> bool:
+    """Whether the values of ``field`` (or the items of its list or map) are embedded
+    documents."""
+    return isinstance(items_field(field), (EmbeddedDocumentField, GenericEmbeddedDocumentField))
+
+
+def _holds_plain_dict(value: Any) -> bool:
+    """Whether ``value`` is, or a list or map holds, a dict that is not a ``SON``."""
+    if isinstance(value, list):
+        return any(_holds_plain_dict(item) for item in value)
+    if isinstance(value, SON):
+        return False
+    return isinstance(value, dict)
 
 
 def _as_reference_son(value: Any) -> Any:
@@ -1769,6 +1841,8 @@ def hook_reference_fields() -> None:
             (DeReference, "__call__", references.wrap_dereference),
             (GenericReferenceField, "to_python", references.wrap_generic_reference_to_python),
             (DictField, "prepare_query_value", references.wrap_dict_query_value),
+            (ComplexBaseField, "to_python", references.wrap_untyped_container),
+            (ComplexBaseField, "to_mongo", references.wrap_untyped_container),
         ):
             own = getattr(owner, name)  # its own, or the one it inherits (to_python)
             if not getattr(own, _WRAPPER, False):

@@ -573,7 +573,7 @@ def _not_added_yet(
             continue
         scope = {}
         for name in field.depends_on:
-            source = seam.field_of(slot.kind, name)
+            source = seam.read_field(slot.kind, field, name)
             value = seam.data(slot.holder).get(name)
             scope[source.db_field] = None if value is None else source.to_mongo(value)
         # (By the text of the scope: equal scopes of two types are two groups, as before.)
@@ -889,7 +889,7 @@ def _refuse_without_scope(slots: list[Slot], told: list[tuple[Slot, tuple[str, .
         steps = steps_of.get(id(slot), ())
         missing = [name for name in slot.field.depends_on if slot._data.get(name) is None]
         if steps and missing and isinstance(slot.holder, values.Holder):
-            source = seam.field_of(slot.kind, missing[0]).db_field
+            source = seam.read_field(slot.kind, slot.field, missing[0]).db_field
             path = ".".join((*steps, slot.field.db_field))
             beside = ".".join((*steps, source))
             if any(step.startswith("$[") for step in steps):  # no keyword reaches $[] or $[e]
@@ -964,7 +964,7 @@ def _path_slot(
     data = {name: field.to_python(value)}
     parent = path.rpartition(".")[0]
     for each in field.depends_on:  # a scope the update sets beside it (else the stored one)
-        source = seam.field_of(kind, each)
+        source = seam.read_field(kind, field, each)
         beside = operations.get("$set", {}).get(f"{parent}.{source.db_field}")
         if beside is not None:
             data[each] = source.to_python(beside)
@@ -1067,7 +1067,7 @@ def _own_slots(
     those in the documents the filter matches (or as the update sets them)."""
     kind, name, field = found
     value = field.to_python(written)
-    sources = [seam.field_of(kind, dep) for dep in field.depends_on]
+    sources = [seam.read_field(kind, field, dep) for dep in field.depends_on]
     combinations: list[dict[str, Any]] = [{}]
     if sources:
         setting = operations.get("$set", {})
@@ -1565,7 +1565,7 @@ def _given(
     given = {}
     for _, field in seam.generated_fields(document_class):
         for name in field.depends_on:
-            source = seam.field_of(document_class, name)
+            source = seam.read_field(document_class, field, name)
             path = source.db_field
             stored = _from_update(operations, path)
             if stored is _ABSENT:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 
 import pymongo.errors
 from mongoengine.base import BaseDocument
-from mongoengine.errors import NotUniqueError
+from mongoengine.errors import NotUniqueError, ValidationError
 
 from . import seam
 from .field import GeneratedField, Write
@@ -188,7 +188,7 @@ def read_for(slot: Slot, steps: tuple[str, ...]) -> set[str]:
         return {steps[0]}
     return {
         slot.field.db_field,
-        *(seam.field_of(slot.kind, n).db_field for n in slot.field.depends_on),
+        *(seam.read_field(slot.kind, slot.field, n).db_field for n in slot.field.depends_on),
     }
 
 
@@ -202,7 +202,7 @@ def _identity(slot: Slot) -> list[tuple[str, Any]]:
     field = slot.field
     found = [(field.db_field, seam.as_stored(field.to_mongo(slot.value)))]
     for name in field.depends_on:
-        source = seam.field_of(slot.kind, name)
+        source = seam.read_field(slot.kind, field, name)
         value = slot._data.get(name)
         if value is not None:
             found.append((source.db_field, seam.as_stored(source.to_mongo(value))))
@@ -242,7 +242,8 @@ def python_values(stored: dict[str, Any], fields: dict[str, Any]) -> dict[str, A
 def reads(kind: Any, name: str, field: GeneratedField) -> dict[str, Any]:
     """The fields of ``kind`` a slot of its generated field ``name`` reads: itself and its
     scope (``depends_on``), by name."""
-    return {each: seam.field_of(kind, each) for each in [name, *field.depends_on]}
+    found = {each: seam.read_field(kind, field, each) for each in field.depends_on}
+    return {name: seam.field_of(kind, name), **found}
 
 
 def holder_of(
@@ -257,6 +258,8 @@ def _collect(
     document: BaseDocument, root: BaseDocument, embedded_new_only: bool, found: list[Slot]
 ) -> None:
     shape = seam.shape(type(document))
+    if shape.guarded:
+        _refuse_shadowing(document)
     if not (embedded_new_only and document is not root and not seam.is_new(document)):
         for name, field in shape.generated:
             found.append(Slot(root, document, name, field))
@@ -265,6 +268,26 @@ def _collect(
     for value in seam.embedding_values(document):  # a loaded one may hold new ones
         for embedded in seam.embedded_documents(value):
             _collect(embedded, root, embedded_new_only, found)
+
+
+def _refuse_shadowing(document: BaseDocument) -> None:
+    """Refuse a dynamic attribute that MongoEngine would store over a generated value, or as a
+    scope (:func:`.seam.shadowing`): the value written would not be the one the field made or
+    was told, and two documents could hold one.
+
+    Raises:
+        ValidationError: naming the attribute and the field.
+    """
+    clash = seam.shadowing(document)
+    if clash is not None:
+        attribute, name = clash
+        kind = type(document).__name__
+        raise ValidationError(
+            f"{kind}: the dynamic attribute {attribute!r} is stored under the db_field of "
+            f"{kind}.{name}, over that field's value; assign {kind}.{name} instead (or "
+            "rename the attribute)",
+            field_name=attribute,
+        )
 
 
 def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
