@@ -624,3 +624,14 @@ def test_a_generic_embedded_scope_given_as_its_stored_dict(mongoengine_db: Any) 
     assert AdminAnyPlace.n.get_next_value(scope=stored) == 2  # had raised AttributeError
     AdminAnyPlace.n.set_next_value(9, scope=stored)
     assert AdminAnyPlace(place=AdminPlace(city="x")).save().n == 10
+
+
+def test_set_refuses_a_document_of_that_name_that_is_not_the_counter(mongoengine_db: Any) -> None:
+    # Probe AM: a hand-edited counter (a shard's fields, an _id without "#0") was moved without
+    # force=True, then the call raised LookupError: it could not find what it had written.
+    counters = mongoengine_db[DEFAULT_COLLECTION]
+    edited = {"_id": "bnd", "next": 5, "low": 10, "high": 20, "sequence": "bnd", "shard": 0}
+    counters.insert_one(dict(edited))
+    with pytest.raises(ValueError, match=r"'bnd' .* is not the counter of 'bnd'.*by hand"):
+        set_next_value(mongoengine_db, "bnd", 15)
+    assert list(counters.find()) == [edited]

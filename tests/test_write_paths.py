@@ -1868,6 +1868,26 @@ def test_backfill_of_a_scoped_counter_fills_the_documents_it_can_and_names_the_o
     assert raw.find_one({"_id": unready})["number"] == 2
 
 
+def test_backfill_numbers_a_list_scope_holding_a_null(mongoengine_db: Any) -> None:
+    # Probe AJ: the filter of documents holding their scope ($ne: null) left out a list holding
+    # a null, which backfill() then named as lacking it; save() numbers it.
+    raw = mongoengine_db.bf_listed
+    raw.insert_many([{"tags": ["a", None]}, {"tags": [None]}, {"tags": ["a", None]}, {}])
+
+    class BfListed(me.Document):
+        tags = me.ListField()
+        number = SequenceField(scope="tags")
+        meta = {"collection": "bf_listed"}
+
+    from mongoengine_ids import backfill
+
+    with pytest.raises(me.ValidationError, match=r"\['tags'\].*\(3 value\(s\) were given"):
+        backfill(BfListed)
+    numbered = sorted((repr(doc.get("tags")), doc.get("number", 0)) for doc in raw.find())
+    assert numbered == [("None", 0), ("['a', None]", 1), ("['a', None]", 2), ("[None]", 1)]
+    assert BfListed(tags=["a", None]).save().number == 3
+
+
 def test_backfill_fills_every_field_before_naming_documents_a_scoped_one_cannot_number(
     mongoengine_db: Any,
 ) -> None:

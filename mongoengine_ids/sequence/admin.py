@@ -365,6 +365,15 @@ def set_next_value(
         if layout is not None:
             document_id = _counter_id(name, scope, layout["shard"])
             extra.update(layout)
+    if info is None and target.find_one({"_id": document_id}, {"_id": 1}) is not None:
+        # A document of that name that is not this counter as its fields say (a hand edit: a
+        # shard without its "#k"): moved, it would still not be found (probe AM).
+        raise ValueError(
+            f"the document {document_id!r} in {database.name}.{collection} is not the counter "
+            f"of {name!r}{'' if scope is None else f' with scope {scope!r}'}, as its fields say "
+            "(`mongoengine-ids counters list` shows what is wrong with it): fix or delete it "
+            "by hand"
+        )
     if not force:
         _refuse_move(target, document_id, shard, value)
     # $max unless forced: a concurrent lease that moved it further is kept.

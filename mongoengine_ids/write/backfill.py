@@ -144,6 +144,15 @@ class _Unready(Exception):
         self.problem, self.filled = problem, filled
 
 
+def _all_set(paths: list[str]) -> dict[str, Any]:
+    """A filter of the documents holding a value at each of ``paths``: not null, or a list (one
+    holding a null: ``$ne: null`` would leave it out, as it leaves out a list holding one)."""
+    if not paths:
+        return {}
+    held = [{"$or": [{path: {"$type": "array"}}, {path: {"$ne": None}}]} for path in paths]
+    return {"$and": held}
+
+
 #: The start of a pass over the documents lacking a value, in _id order.
 _START: Any = object()
 
@@ -159,7 +168,7 @@ def _backfill_field(
     lacking = {**within, path: None}  # the documents holding the field only
     # A value made from other fields (a scope) needs them: documents lacking one are left out,
     # and named once the others are filled.
-    ready = {**lacking, **{source.db_field: {"$ne": None} for source in read.values()}}
+    ready = {**lacking, **_all_set([source.db_field for source in read.values()])}
     filled_count = 0
     # Each batch reads on from the last _id of the one before, by the _id index: a query of
     # the documents lacking the value alone cannot use the field's (sparse) index, and read
