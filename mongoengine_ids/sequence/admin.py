@@ -365,15 +365,8 @@ def set_next_value(
         if layout is not None:
             document_id = _counter_id(name, scope, layout["shard"])
             extra.update(layout)
-    if info is None and target.find_one({"_id": document_id}, {"_id": 1}) is not None:
-        # A document of that name that is not this counter as its fields say (a hand edit: a
-        # shard without its "#k"): moved, it would still not be found (probe AM).
-        raise ValueError(
-            f"the document {document_id!r} in {database.name}.{collection} is not the counter "
-            f"of {name!r}{'' if scope is None else f' with scope {scope!r}'}, as its fields say "
-            "(`mongoengine-ids counters list` shows what is wrong with it): fix or delete it "
-            "by hand"
-        )
+    if info is None:
+        _refuse_foreign(target, document_id, name, scope)
     if not force:
         _refuse_move(target, document_id, shard, value)
     # $max unless forced: a concurrent lease that moved it further is kept.
@@ -386,6 +379,21 @@ def set_next_value(
     # This process's blocks of the sequence would keep handing out the old values.
     discard_blocks(database.name, collection, name)
     return show_counter(database, name, scope=scope, collection=collection)
+
+
+def _refuse_foreign(target: Any, document_id: str, name: str, scope: object) -> None:
+    """Refuse to make the counter ``document_id`` of ``name`` and ``scope`` (none was found)
+    over a document of that ``_id`` that is not this counter, as its fields say (a hand edit: a
+    shard's bounds on an ``_id`` without its ``#k``): moved, it would still not be found, and
+    the call would fail after writing (probe AM)."""
+    if target.find_one({"_id": document_id}, {"_id": 1}) is not None:
+        where = f"{target.database.name}.{target.name}"
+        raise ValueError(
+            f"the document {document_id!r} in {where} is not the counter of {name!r}"
+            f"{'' if scope is None else f' with scope {scope!r}'}, as its fields say "
+            "(`mongoengine-ids counters list` shows what is wrong with it): fix or delete it "
+            "by hand"
+        )
 
 
 def _refuse_move(target: Any, document_id: str, shard: ShardInfo | None, value: int) -> None:

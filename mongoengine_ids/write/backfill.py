@@ -40,20 +40,7 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
         ValidationError: stored documents lack a field a value is made from (a
             ``SequenceField``'s scope); named, once every other document was filled.
     """
-    if not (isinstance(document_class, type) and issubclass(document_class, Document)):
-        raise TypeError(f"document_class must be a Document subclass, not {document_class!r}")
-    if seam.is_abstract(document_class):  # Document itself too
-        raise TypeError(
-            f"document_class must be a model with a collection, not {document_class.__name__} "
-            "(abstract): backfill each concrete model made from it"
-        )
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool):
-        raise TypeError(f"batch_size must be an int, not {batch_size!r}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size={batch_size!r}: expected 1 or more")
-    for name in field_names:
-        if not isinstance(name, str):
-            raise TypeError(f"field names must be str, not {name!r}")
+    _check_arguments(document_class, field_names, batch_size)
     targets = _targets(document_class)
     names = {name for _, name, _, _ in targets}
     inside = {name for name in field_names if name not in names}
@@ -88,6 +75,24 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
             f"({total} value(s) were given meanwhile, to the other documents and fields)"
         )
     return total
+
+
+def _check_arguments(document_class: Any, field_names: tuple[Any, ...], batch_size: Any) -> None:
+    """Raise ``TypeError`` or ``ValueError`` for arguments :func:`backfill` does not take."""
+    if not (isinstance(document_class, type) and issubclass(document_class, Document)):
+        raise TypeError(f"document_class must be a Document subclass, not {document_class!r}")
+    if seam.is_abstract(document_class):  # Document itself too
+        raise TypeError(
+            f"document_class must be a model with a collection, not {document_class.__name__} "
+            "(abstract): backfill each concrete model made from it"
+        )
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool):
+        raise TypeError(f"batch_size must be an int, not {batch_size!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r}: expected 1 or more")
+    for name in field_names:
+        if not isinstance(name, str):
+            raise TypeError(f"field names must be str, not {name!r}")
 
 
 def _targets(
