@@ -543,3 +543,94 @@ def test_forked_children_name_other_owners_than_their_parent_and_each_other() ->
     everyone = [first, *pinned, parent]
     assert all(len(set(owners)) == 8 for owners in everyone)
     assert len(set().union(*everyone)) == 8 * len(everyone)
+
+
+# -- modify() failing after its write (probe AR) ------------------------------------------------
+
+
+class LateSlipPart(me.EmbeddedDocument):
+    pc = RandomUniqueField(digits=1, reserve_in="late_slip_part_pcs")
+
+
+class LateSlip(me.Document):
+    name = me.StringField()
+    ref = RandomUniqueField(digits=1, reserve_in="late_slip_refs")
+    own = RandomUniqueField(digits=1, reserve_in="late_slip_owns")
+    part = me.EmbeddedDocumentField(LateSlipPart)
+    meta = {"collection": "late_slips"}
+
+
+def test_a_modify_failing_after_its_write_keeps_its_values(mongoengine_db: Any) -> None:
+    # MongoEngine's modify() builds the document it returns after the write: a post_init
+    # handler raising there had made the package give back the values the stored document
+    # holds (made, assigned and embedded): later documents were handed them again.
+    from mongoengine import signals
+
+    def picky(sender: Any, document: Any, **kwargs: Any) -> None:
+        if document.name == "boom":
+            raise RuntimeError("post_init handler failed")
+
+    signals.post_init.connect(picky, sender=LateSlip)
+    try:
+        with pytest.raises(RuntimeError, match="post_init handler failed"):
+            LateSlip.objects(name="boom").modify(
+                upsert=True, new=True, set__own=5, set__part=LateSlipPart()
+            )
+    finally:
+        signals.post_init.disconnect(picky, sender=LateSlip)
+    (stored,) = mongoengine_db.late_slips.find()
+    assert stored["own"] == 5
+    held = {
+        "late_slip_refs": [stored["ref"]],
+        "late_slip_owns": [5],
+        "late_slip_part_pcs": [stored["part"]["pc"]],
+    }
+    for proxy, values in held.items():
+        assert sorted(doc["_id"] for doc in mongoengine_db[proxy].find()) == values
+    with pytest.raises(NotUniqueError, match=r"\[5\] already reserved"):
+        LateSlip(name="other", own=5).save()
+    # The application's retry of the same modify() finds the document: nothing is doubled.
+    retried = LateSlip.objects(name="boom").modify(
+        upsert=True, new=True, set__own=5, set__part=LateSlipPart()
+    )
+    assert retried.own == 5
+    assert mongoengine_db.late_slips.count_documents({}) == 1
+    assert [doc["_id"] for doc in mongoengine_db.late_slip_owns.find()] == [5]
+
+
+class BackPart(me.EmbeddedDocument):
+    label = me.StringField()
+    code = RandomUniqueField(digits=6, reserve_in="back_part_codes")
+
+
+class BackBox(me.Document):
+    name = me.StringField()
+    parts = me.ListField(me.EmbeddedDocumentField(BackPart))
+    meta = {"collection": "back_boxes"}
+
+
+def test_a_loaded_document_deleted_then_saved_keeps_its_embedded_values(
+    mongoengine_db: Any,
+) -> None:
+    # Probe AR: MongoEngine's upsert brings it back; the values its loaded embedded documents
+    # held (its own) were told again and refused as reserved by another document.
+    box = BackBox(name="b", parts=[BackPart(label="p1")]).save()
+    first = box.parts[0].code
+    BackBox.objects(id=box.id).delete()
+    box.name = "back"
+    box.parts.append(BackPart(label="p2"))
+    box.save()
+    (stored,) = mongoengine_db.back_boxes.find({}, {"_id": 0})
+    second = box.parts[1].code
+    assert stored == {
+        "name": "back",
+        "parts": [{"label": "p1", "code": first}, {"label": "p2", "code": second}],
+    }
+    assert sorted(d["_id"] for d in mongoengine_db.back_part_codes.find()) == sorted(
+        [first, second]
+    )
+    other = BackBox(name="o", parts=[BackPart(label="x")]).save()
+    BackBox.objects(id=box.id).delete()
+    box.parts[0].code = other.parts[0].code  # assigned since: told, and refused as taken
+    with pytest.raises(NotUniqueError, match="already reserved"):
+        box.save()

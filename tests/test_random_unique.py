@@ -1012,8 +1012,8 @@ def test_server_details_decide_the_retry(mongoengine_db: Any) -> None:
         return outer
 
     # Documents chosen so that a probe would answer the opposite of the details.
-    assert Thing.code.is_collision(wrapped(ours.value), Thing(code=9)) is True
-    assert Thing.code.is_collision(wrapped(theirs.value), Thing(code=1)) is False
+    assert _is_collision(Thing(code=9), wrapped(ours.value)) is True
+    assert _is_collision(Thing(code=1), wrapped(theirs.value)) is False
 
     # And end to end: one retry for our index, none for the email's.
     script.then(0, 1)

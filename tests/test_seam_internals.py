@@ -4,12 +4,15 @@ instead of a wrong write later."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import mongoengine
 import pytest
 from mongoengine.base import BaseField
 from mongoengine.document import Document
 from mongoengine.fields import SortedListField
 from mongoengine.queryset.base import BaseQuerySet
+from pymongo import ReadPreference
 
 from mongoengine_ids.write import seam
 
@@ -59,3 +62,21 @@ def test_a_changed_signature_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Document, "_save_update", _save_update)
     with pytest.raises(ImportError, match=r"Document\._save_update\(.*'condition'"):
         seam.check_internals()
+
+
+def test_the_write_paths_reads_see_what_the_primary_applied(mongoengine_db: Any) -> None:
+    """The reads that decide a write (did an insert whose reply was lost land; is a value
+    taken) see what the primary applied: on a ``readConcernLevel=majority`` connection a write
+    not yet replicated was invisible to them, the state a lost reply leaves (probe AT: the
+    retry took its own insert for another document's, and stored a second copy). mongomock
+    has no replication: what is checked is what the reads ask for."""
+    from pymongo.read_concern import ReadConcern
+
+    majority = mongoengine_db.things.with_options(
+        read_preference=ReadPreference.SECONDARY, read_concern=ReadConcern("majority")
+    )
+    decided = seam.primary(majority)
+    assert decided.read_preference == ReadPreference.PRIMARY
+    assert decided.read_concern.level == "local"
+    assert decided.write_concern == majority.write_concern
+    assert seam.primary(decided) is decided

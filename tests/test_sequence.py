@@ -172,6 +172,37 @@ def test_counters_live_on_the_models_alias(mongoengine_connect: Connect) -> None
     assert counters(default) == [{"_id": "pinned.id", "next": 1}]
 
 
+def test_the_helpers_of_a_field_of_an_abstract_base_act_on_its_models_database(
+    mongoengine_connect: Connect,
+) -> None:
+    # Probe AR: they had set a counter in the default database, which no model used: the next
+    # save handed out a number already stored.
+    default = mongoengine_connect()
+    other = mongoengine_connect("other")
+
+    class HelpedBase(Document):
+        number = SequenceField()
+        meta = {"abstract": True}
+
+    class Helped(HelpedBase):
+        meta = {"db_alias": "other"}
+
+    Helped().save()
+    other.helped.insert_many([{"number": n} for n in (2, 3, 4)])  # written past the field
+    Helped.number.set_next_value(4)
+    assert Helped.number.get_next_value() == 5
+    assert Helped().save().number == 5
+    assert counters(default) == []
+    assert counters(other) == [{"_id": "helped_base.number", "next": 5}]
+
+    class HelpedElsewhere(HelpedBase):  # a second model, in another database
+        pass
+
+    with pytest.raises(ValueError, match=r"databases \[.*\].*give the field db_alias="):
+        Helped.number.set_next_value(10)
+    assert counters(other) == [{"_id": "helped_base.number", "next": 5}]
+
+
 def test_custom_counter_collection(mongoengine_db: Any) -> None:
     class Ticket(Document):
         id = SequenceField(primary_key=True, collection_name="my_counters")

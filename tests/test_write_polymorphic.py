@@ -244,6 +244,55 @@ def test_an_upsert_through_the_base_queryset_tells_a_subclass_field(mongoengine_
     assert sorted(doc["n"] for doc in PmBase._get_collection().find()) == [3, 4]
 
 
+class PmScopedSub(PmBase):
+    tenant = me.StringField()
+    num = SequenceField(scope="tenant", sequence_name="pm_scoped_sub_num")
+
+
+@pytest.mark.parametrize(
+    "upsert",
+    [
+        lambda: PmBase.objects(name="new").update_one(upsert=True, set__n=1),
+        lambda: PmBase.objects(n=2).update_one(upsert=True, set__name="by-filter"),
+        lambda: PmBase.objects(tenant="t1").update_one(upsert=True, set__num=1),
+        lambda: PmBase.objects(name="s").upsert_one(set__tenant="t1", set__num=2),
+        lambda: PmBase.objects(name="m").modify(upsert=True, set__n=5),
+    ],
+    ids=["set", "filter", "scoped", "upsert_one", "modify"],
+)
+def test_an_upsert_through_the_base_queryset_inserting_a_subclass_value_is_refused(
+    mongoengine_db: Any, upsert: Any
+) -> None:
+    # Probe AR: it inserts a PmBase, which holds no such field: the value was told to no
+    # counter (the filter's, a scoped one's), and later PmSub documents got it again.
+    PmSub(name="a").save()
+    before = list(PmBase._get_collection().find())
+    with pytest.raises(
+        InvalidQueryError, match=r"declared by a subclass of PmBase.*PmS\w+\.objects"
+    ):
+        upsert()
+    assert list(PmBase._get_collection().find()) == before
+    assert PmSub(name="b").save().n == 2
+
+
+class PmPlainSub(PmBase):
+    tenant = me.StringField()
+    num = me.IntField()  # a plain field of the name PmScopedSub numbers
+
+
+def test_a_sibling_class_field_of_the_same_name_is_not_taken_for_a_number(
+    mongoengine_db: Any,
+) -> None:
+    # Probe AR: the move of the scope read every matched document, and took PmPlainSub's num
+    # for a second number 1 moved into t2 (NotUniqueError); plain MongoEngine applies it.
+    PmScopedSub(name="a", tenant="t1").save()
+    PmPlainSub(name="b", tenant="t1", num=1).save()
+    assert PmBase.objects(tenant="t1").update(set__tenant="t2") == 2
+    stored = sorted((d["_cls"], d["tenant"], d["num"]) for d in PmBase._get_collection().find())
+    assert stored == [("PmBase.PmPlainSub", "t2", 1), ("PmBase.PmScopedSub", "t2", 1)]
+    assert PmScopedSub(name="c", tenant="t2").save().num == 2  # t2's counter was told 1
+
+
 class PmDistinctPart(me.EmbeddedDocument):
     meta = {"allow_inheritance": True}
 

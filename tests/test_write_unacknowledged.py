@@ -25,8 +25,11 @@ def _as_pymongo(collection: str, method: str, call: Any) -> Any:
     result = call()
     sent_to = getattr(call.func, "__self__", None)
     concern = getattr(sent_to, "write_concern", None)
-    if method.startswith("update") and concern is not None and concern.document.get("w") == 0:
+    unacknowledged = concern is not None and concern.document.get("w") == 0
+    if method.startswith("update") and unacknowledged:
         return UpdateResult(None, acknowledged=False)
+    if method == "find_one_and_update" and unacknowledged:
+        return None  # pymongo fakes the reply {"ok": 1} of a command sent with w=0: no value
     return result
 
 
@@ -105,3 +108,22 @@ def test_a_value_an_unacknowledged_save_may_have_inserted_is_told(db: Any) -> No
     document.save(write_concern={"w": 0})
     assert [WzImported(name=f"n{i}").save().number for i in range(2)] == [3, 4]
     WzImported._collection = None
+
+
+def test_counter_leases_are_acknowledged_on_a_w0_connection() -> None:
+    """A lease needs its reply (the values it hands out): under ``w=0`` every lease was applied
+    and looked missed, until the save failed having burnt hundreds (probe AT). The counter
+    collection of ``write_concern=None`` is acknowledged; an unacknowledged one is refused."""
+    with pytest.raises(ValueError, match=r"WriteConcern\(w=0\) is not acknowledged"):
+        SequenceField(write_concern=WriteConcern(w=0))
+
+    class WzCounted(me.Document):
+        number = SequenceField(write_concern=None)
+        meta = {"collection": "wz_counted"}
+
+    with connected_threadsafe(hook=_as_pymongo, w=0) as connect:
+        database = connect()
+        assert [WzCounted().save().number for _ in range(3)] == [1, 2, 3]
+        counter = database["mongoengine.counters"].find_one({"_id": "wz_counted.number"})
+        assert counter is not None
+        assert counter["next"] == 3

@@ -38,6 +38,7 @@ from bson.regex import Regex
 from mongoengine.base import BaseDocument
 from mongoengine.document import EmbeddedDocument
 from mongoengine.errors import NotUniqueError, OperationError
+from pymongo.read_concern import ReadConcern
 from pymongo.read_preferences import ReadPreference
 from pymongo.write_concern import WriteConcern
 
@@ -698,7 +699,9 @@ class RandomUniqueField(GeneratedField):
         return write.database.get_collection(
             self.reserve_in,
             write_concern=RESERVE_WRITE_CONCERN,
-            read_preference=ReadPreference.PRIMARY,  # a reservation just made is found
+            # A reservation just made is found, replicated or not (see seam.primary).
+            read_preference=ReadPreference.PRIMARY,
+            read_concern=ReadConcern("local"),
         )
 
     def _reserve(self, write: Write, count: int) -> list[Any]:

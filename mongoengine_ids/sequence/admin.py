@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from bson.son import SON
 from mongoengine.connection import get_db
+from pymongo.read_concern import ReadConcern
 from pymongo.read_preferences import ReadPreference
 
 from .._checks import check_collection_name
@@ -131,7 +132,10 @@ def _database(database: Database[Any] | str) -> Database[Any]:
 def _collection(database: Database[Any], collection: str) -> Collection[Any]:
     check_collection_name("collection", collection)
     return database.get_collection(
-        collection, write_concern=MAJORITY, read_preference=ReadPreference.PRIMARY
+        collection,
+        write_concern=MAJORITY,
+        read_preference=ReadPreference.PRIMARY,
+        read_concern=ReadConcern("local"),  # what the primary applied (see seam.primary)
     )
 
 

@@ -41,6 +41,7 @@ import pymongo.errors
 from mongoengine.connection import get_db
 from mongoengine.errors import ValidationError
 from pymongo import ReturnDocument, WriteConcern
+from pymongo.read_concern import ReadConcern
 from pymongo.read_preferences import ReadPreference
 
 from .._checks import (
@@ -827,10 +828,7 @@ class Sequence:
         if rng is not None and not callable(getattr(rng, "choice", None)):
             raise TypeError(f"rng must be a random.Random (with a choice method), not {rng!r}")
         check_callable("sleep", sleep, "a callable taking seconds, like time.sleep")
-        if write_concern is not None and not isinstance(write_concern, WriteConcern):
-            raise TypeError(
-                f"write_concern must be a pymongo WriteConcern or None, not {write_concern!r}"
-            )
+        _check_write_concern(write_concern)
         self.name = name
         self.space = Space.build(start=start, digits=digits, shards=shards)
         self.batch_size = batch_size
@@ -894,11 +892,16 @@ class Sequence:
         return store
 
     def _make_store(self, database: Database[Any]) -> CounterStore:
-        options: dict[str, Any] = {"read_preference": ReadPreference.PRIMARY}
+        # Read on the primary, what it has applied (see seam.primary); leases acknowledged
+        # (write_concern=None on a w=0 connection: w=1, as a lease needs its reply).
+        options: dict[str, Any] = {
+            "read_preference": ReadPreference.PRIMARY,
+            "read_concern": ReadConcern("local"),
+        }
         if self.write_concern is not None:
             options["write_concern"] = self.write_concern
         return CounterStore(
-            database.get_collection(self.collection_name, **options),
+            seam.acknowledging(database.get_collection(self.collection_name, **options)),
             self.name,
             self.space,
             scope=self._scope,
@@ -1455,11 +1458,23 @@ def _field_options(
             raise TypeError(f"{option} must be a bool, not {flag!r}")
     if flags["zero_pad"] and digits is None:
         raise ValueError("zero_pad=True needs digits=N: the width to pad to")
+    _check_write_concern(write_concern)
+    return value_decorator
+
+
+def _check_write_concern(write_concern: object) -> None:
+    """Raise unless ``write_concern`` is None or an acknowledged pymongo ``WriteConcern``: a
+    lease needs the counter's reply, the values it hands out (probe AT: under ``w=0`` every
+    lease was applied and looked missed, until the save failed having burnt hundreds)."""
     if write_concern is not None and not isinstance(write_concern, WriteConcern):
         raise TypeError(
             f"write_concern must be a pymongo WriteConcern or None, not {write_concern!r}"
         )
-    return value_decorator
+    if write_concern is not None and not write_concern.acknowledged:
+        raise ValueError(
+            f"write_concern={write_concern!r} is not acknowledged: a counter's lease needs "
+            "its reply (the values it hands out); use w=1 or more"
+        )
 
 
 class SequenceField(GeneratedField):
@@ -1759,8 +1774,35 @@ class SequenceField(GeneratedField):
             raise TypeError(
                 f"{owner.__name__}.{self.name} has one counter (no scope=): scope={scope!r} refused"
             )
-        database = get_db(self.db_alias) if self.db_alias else seam.default_database(owner)
-        return self.sequence_for(database, owner, stored_scope)
+        return self.sequence_for(self._helper_database(owner), owner, stored_scope)
+
+    def _helper_database(self, owner: type[BaseDocument]) -> Any:
+        """The database of the counter the field-level helpers act on: ``db_alias``'s; else the
+        owner's (its ``meta["db_alias"]``); for an abstract base or a mixin, the one database of
+        the models made from it (probe AR: the helpers had set a counter in the default
+        database, which no model used).
+
+        Raises:
+            ValueError: the models made from it are in several databases.
+        """
+        if self.db_alias:
+            return get_db(self.db_alias)
+        made = seam.models_made_from(owner)
+        if not made:
+            return seam.default_database(owner)
+        databases = {
+            (id(db.client), db.name): db for db in (seam.default_database(k) for k in made)
+        }
+        if len(databases) > 1:
+            names = sorted(db.name for db in databases.values())
+            raise ValueError(
+                f"{self._label} is declared on {owner.__name__}, whose models are in the "
+                f"databases {names}: its helpers cannot tell which counter is meant; give the "
+                "field db_alias=, or use the counters admin on the model's database "
+                "(mongoengine_ids.sequence.set_next_value(Model._get_db(), ...))"
+            )
+        (database,) = databases.values()
+        return database
 
     def get_next_value(self, *, scope: Any = None) -> Any:
         """The value the next document would get, in the field's form: MongoEngine's preview.

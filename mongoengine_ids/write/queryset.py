@@ -8,7 +8,7 @@ from typing import Any
 
 from mongoengine.queryset.base import BaseQuerySet
 
-from . import bulk, references, seam
+from . import bulk, references, seam, values
 from . import upsert as upserts
 
 
@@ -56,7 +56,15 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
 
         def run(update: dict[str, Any], sending: upserts.Sending) -> Any:
             parent: Any = super(GeneratingQuerySetMixin, self._narrowed(sending))
-            return parent.modify(upsert=upsert, **options, **sending.sent(update))
+            try:
+                return parent.modify(upsert=upsert, **options, **sending.sent(update))
+            except Exception as error:
+                # Not the driver's: MongoEngine's modify() failed after its database call
+                # (its query and update were built before, by the package), building the
+                # document it returns (a field not declared, a post_init handler): the write
+                # is done, its values stored (probe AR: they had been given back).
+                sending.written = not values.from_server(error)
+                raise
 
         if options.get("remove"):  # the document is deleted: MongoEngine applies no update
             result = run(kwargs, upserts.Sending())
@@ -94,7 +102,14 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
 
         def send(owner: str, earlier: bool, sending: upserts.Sending) -> Any:
             if upserting:  # its own values set on insert
-                return upserts.upsert(self, update, lambda u: run(u, sending), owner, earlier)
+                return upserts.upsert(
+                    self,
+                    update,
+                    lambda u: run(u, sending),
+                    owner,
+                    earlier,
+                    written=lambda: sending.written,
+                )
             return run(update, sending)
 
         return upserts.with_given_values(

@@ -97,6 +97,7 @@ from mongoengine.queryset import QuerySet, QuerySetManager, transform
 from mongoengine.queryset.base import BaseQuerySet
 from mongoengine.queryset.field_list import QueryFieldList
 from pymongo import ReadPreference, WriteConcern
+from pymongo.read_concern import ReadConcern
 
 from ..resets import collection_dropped
 from ..stored import StoredUUID, StoredUUIDText
@@ -435,10 +436,18 @@ def primary(collection: Any) -> Any:
     """``collection``, its reads sent to the primary whatever the read preference of the
     connection, database or model: the write path reads to decide what it writes (whether a
     value is taken, whether an insert landed, which values to give back), and a secondary may
-    lack a write just applied. Its write concern and codecs are kept."""
-    if collection.read_preference == ReadPreference.PRIMARY:
+    lack a write just applied. The read concern is ``local``: a ``majority`` read misses a
+    write the primary applied but has not replicated yet, the very state of a write whose
+    reply was lost or whose write concern timed out (probe AT: the retry took its own insert
+    for another document's, and stored a second copy). Its write concern and codecs are
+    kept."""
+    if collection.read_preference == ReadPreference.PRIMARY and (
+        collection.read_concern.level in (None, "local")
+    ):
         return collection
-    return collection.with_options(read_preference=ReadPreference.PRIMARY)
+    return collection.with_options(
+        read_preference=ReadPreference.PRIMARY, read_concern=ReadConcern("local")
+    )
 
 
 def class_filter(document_class: type[Document]) -> dict[str, Any]:
@@ -978,6 +987,31 @@ def reading_above(
         for each in reading_at(document_class, ".".join(steps[:end])):
             found.setdefault(id(each[2]), each)
     return list(found.values())
+
+
+def models_made_from(owner: type) -> list[type[Document]]:
+    """The concrete models made from ``owner``, an abstract model or a plain mixin (whose
+    fields MongoEngine copies into them); [] for any other class (a model, an embedded
+    document)."""
+    abstract_model = issubclass(owner, Document) and is_abstract(owner)
+    if issubclass(owner, BaseDocument) and not abstract_model:
+        return []
+    return [
+        kind
+        for kind in _all_subclasses(owner)
+        if issubclass(kind, Document) and not is_abstract(kind)
+    ]
+
+
+def _all_subclasses(kind: type) -> list[type]:
+    found: dict[type, None] = {}
+    pending: list[type] = list(kind.__subclasses__())
+    while pending:
+        each = pending.pop()
+        if each not in found:
+            found[each] = None
+            pending.extend(each.__subclasses__())
+    return list(found)
 
 
 def with_subclasses(kind: type[BaseDocument]) -> list[type[BaseDocument]]:

@@ -46,6 +46,7 @@ def upsert(
     run: Callable[[dict[str, Any]], _T],
     owner: str,
     earlier: bool,
+    written: Callable[[], bool] = lambda: False,
 ) -> _T:
     """Run ``run(update)`` with the generated values added as ``set_on_insert__<field>``.
 
@@ -53,7 +54,8 @@ def upsert(
     field first (a counter moves past it, a proxy reserves it), as a value assigned to a new
     document is; so is a value the filter fixes, unless a document holds it already (an upsert
     by key finds that document). An empty update is left to MongoEngine, which refuses it.
-    ``owner`` and ``earlier``: the attempt (see :func:`with_given_values`).
+    ``owner`` and ``earlier``: the attempt (see :func:`with_given_values`); ``written()``: whether
+    ``run`` failed after its database call was done (its values are then kept, as stored).
 
     Raises:
         InvalidQueryError: the update writes a generated field with another operator
@@ -63,7 +65,9 @@ def upsert(
     if not update:
         return run(update)
     query = seam.parts(queryset)
-    return _upsert(query, _own_copy(update), run, owner, earlier_may_have_landed=earlier)
+    return _upsert(
+        query, _own_copy(update), run, owner, earlier_may_have_landed=earlier, written=written
+    )
 
 
 @dataclasses.dataclass
@@ -77,6 +81,8 @@ class _Attempt:
     made: set[tuple[int, str, str]] = dataclasses.field(default_factory=set)
     #: It is the retry of one whose outcome is unknown (which may have landed).
     earlier: bool = False
+    #: It failed after its database call was done (see :attr:`Sending.written`).
+    written: bool = False
 
 
 @contextlib.contextmanager
@@ -94,7 +100,7 @@ def _attempt(query: seam.QuerySetParts, values_of: Any) -> Iterator[_Attempt]:
     try:
         yield attempt
     except BaseException as error:
-        if attempt.earlier or values.outcome_unknown(error):
+        if attempt.earlier or attempt.written or values.outcome_unknown(error):
             _unsettled.set(client, key, attempt)  # this attempt, or an earlier one, may land
         raise
     enclosing = _one_write.get()
@@ -134,6 +140,7 @@ def _upsert(
     owner: str,
     *,
     earlier_may_have_landed: bool,
+    written: Callable[[], bool],
 ) -> _T:
     """:func:`upsert`, its values assigned for ``owner``."""
     document_class, collection = query.document_class, query.collection
@@ -157,11 +164,48 @@ def _upsert(
             made = {inside.get(slot, slot.name): slot.field.to_mongo(slot.value) for slot in filled}
             return run(_set_on_insert(update, made))
 
-        return values.send(write, filled, attempt)
+        return values.send(write, filled, attempt, stored=written)
     except BaseException as error:
-        if not values.outcome_unknown(error) and not earlier_may_have_landed:
+        if not (values.outcome_unknown(error) or earlier_may_have_landed or written()):
             values.release(write, noted)  # nothing written: the assigned values are free
         raise
+
+
+def _refuse_subclass_values(
+    document_class: Any, query: dict[str, Any], update: dict[str, Any], collection: Any
+) -> None:
+    """Refuse an upsert through ``document_class``'s queryset that gives a value (by its filter
+    or its update) to a generated field only a subclass declares, when it would insert: the
+    document it inserts is a ``document_class``, which does not hold that field, and its value
+    would be told to no field (probe AR: later documents of the subclass got it again).
+    Matching a document of the subclass, it is an update of that document, told as any.
+
+    Raises:
+        InvalidQueryError: naming the field and the queryset to upsert through.
+    """
+    if not update or isinstance(update.get("__raw__"), list):
+        return
+    own = {id(field) for _, field in seam.generated_fields(document_class)}
+    operations: dict[str, Any] | None = None
+    for kind in seam.with_subclasses(document_class)[1:]:
+        for name, field in seam.generated_fields(kind):
+            if id(field) in own:
+                continue
+            if operations is None:
+                operations = seam.update_operations(document_class, **update)
+            path = field.db_field
+            if _from_update(operations, path) is _ABSENT and (
+                _from_filter(query, path)[0] is _ABSENT
+            ):
+                continue
+            if collection.find_one(query, {"_id": 1}) is None:
+                base = document_class.__name__
+                raise InvalidQueryError(
+                    f"{kind.__name__}.{name} is generated and declared by a subclass of {base}: "
+                    f"this upsert would insert a {base}, which does not hold it (its value would "
+                    f"be told to no counter); upsert through {kind.__name__}.objects"
+                )
+            return  # it matches a document: an update of it
 
 
 def _set_on_insert(update: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
@@ -238,6 +282,8 @@ def with_given_values(
         NotUniqueError: a value given is taken (a ``reserve_in`` reservation; nothing written).
     """
     query = seam.parts(queryset)
+    if upserting:
+        _refuse_subclass_values(query.document_class, query.query, update, query.collection)
     operations = _operations(query.document_class, update)
     sort = query.ordering if ordered else None
     moved = _moved_scope(query, operations, single, sort)
@@ -317,17 +363,18 @@ def _fill_and_run(
     the values are given back (``noted``: those told to their fields), unless an earlier attempt
     of it may have landed."""
     filled: list[Slot] = []
+    sending = Sending(one)
     try:
         filled = values.fill(write, writes.empty)
         attempt.made |= {_made_key(slot) for slot in filled}  # its retry's own
         if upserting:
-            renamed = _idempotent_pushes(update, writes.pushed, attempt.made)
-            sending = Sending(one, renamed=renamed)
+            sending.renamed = _idempotent_pushes(update, writes.pushed, attempt.made)
         else:
-            sending = Sending(one, absent=_not_added_yet(writes.added, attempt.made))
+            sending.absent = _not_added_yet(writes.added, attempt.made)
         return run(attempt.owner, attempt.earlier, sending), filled
     except BaseException as error:
-        if not values.outcome_unknown(error) and not attempt.earlier:
+        attempt.written = sending.written
+        if not (values.outcome_unknown(error) or attempt.earlier or sending.written):
             values.give_back(write, filled)  # nothing written: the values are free
             values.release(write, noted)
         raise
@@ -527,7 +574,7 @@ def _refuse_held_elsewhere(
             )
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class Sending:
     """How an update is sent (see :func:`with_given_values`)."""
 
@@ -538,6 +585,9 @@ class Sending:
     absent: dict[str, Any] | None = None
     #: Keywords of the update sent under another name (``push__x`` as ``add_to_set__x``).
     renamed: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Set by the sender: the call failed after its database call was done (``modify()``
+    #: building the document it returns), so what it wrote is stored: its values are kept.
+    written: bool = False
 
     def sent(self, update: dict[str, Any]) -> dict[str, Any]:
         """``update`` as it is sent: its keywords renamed."""
@@ -787,7 +837,7 @@ def _moved_scope(
     single = single or not _may_match_several(query)
     tops = {move.steps[0] if move.steps else move.path for move in moves}
     tops.update(move.field.db_field for move in moves if not move.steps)
-    projection = dict.fromkeys(tops, 1)
+    projection = dict.fromkeys([*tops, "_cls"], 1)
     if single:
         stored = query.collection.find_one(query.query, projection, sort=sort)
         matched = [] if stored is None else [stored]
@@ -802,6 +852,9 @@ def _moved_scope(
                     holder.get(scope)
                 ) == seam.as_stored(new):
                     continue  # no value, or no move
+                stored_as = seam.registered(holder.get("_cls"))
+                if stored_as is not None and not issubclass(stored_as, kind):
+                    continue  # another class's field of that name (probe AR): not numbered
                 moved = values.Holder(values.python_values({**holder, scope: new}, read))
                 found.append((Slot(moved, moved, name, field, kind), steps))
     repeated = values.repeated(slot for slot, _ in found)

@@ -47,6 +47,19 @@ def outcome_unknown(error: BaseException) -> bool:
     return False
 
 
+def from_server(error: BaseException) -> bool:
+    """Whether ``error`` is (or MongoEngine wrapped) an error of the driver: the database call
+    failed, or its reply said so."""
+    seen: BaseException | None = error
+    for _ in range(3):  # MongoEngine wraps pymongo's error once
+        if seen is None:
+            return False
+        if isinstance(seen, pymongo.errors.PyMongoError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def duplicate_key(error: BaseException) -> pymongo.errors.DuplicateKeyError | None:
     """The pymongo duplicate-key error behind ``error`` (MongoEngine wraps it), if any."""
     seen: BaseException | None = error
