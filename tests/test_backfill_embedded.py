@@ -8,6 +8,7 @@ documents are checked; the application's retry after a fault at each call is in
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
 
@@ -270,3 +271,35 @@ def test_an_embedded_number_scoped_by_a_generated_sibling_is_filled_in_one_run(
     assert sorted(line["code"] for line in lines) == [1, 2, 3]
     assert [line["no"] for line in lines] == [1, 1, 1]  # each first of its code's counter
     assert backfill(BfSiblings) == 0
+
+
+def test_a_document_whose_scope_lacks_its_values_is_not_numbered(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Review H: a document stored after the values inside the scopes were filled (by the old
+    # application, still running) was numbered from its scope without them, then given them:
+    # a later document saved in that scope got the same number.
+    module = importlib.import_module("mongoengine_ids.write.backfill")  # (the package
+    # exports the function under the module's name)
+
+    collection = BfScopedVisit._get_collection()
+    collection.insert_one({"_id": 1, "place": {"city": "x"}})
+    fill_inside = module._backfill_inside
+
+    def then_a_late_one(*args: Any, **kwargs: Any) -> int:
+        filled = fill_inside(*args, **kwargs)
+        if collection.count_documents({"_id": 2}) == 0:  # once: after the scopes' pass
+            collection.insert_one({"_id": 2, "place": {"city": "x"}})
+        return filled
+
+    monkeypatch.setattr(module, "_backfill_inside", then_a_late_one)
+    with pytest.raises(ValidationError, match=r"\['place', 'place\.code'\].*_id 2"):
+        backfill(BfScopedVisit)
+    # Its code given by the pass over every embedded value, which comes after: no number.
+    assert list(collection.find({"_id": 2})) == [{"_id": 2, "place": {"city": "x", "code": 2}}]
+    monkeypatch.setattr(module, "_backfill_inside", fill_inside)
+    assert backfill(BfScopedVisit) == 1  # its number, from its scope as stored
+    late = collection.find_one({"_id": 2})
+    assert late["number"] == 1
+    again = BfScopedVisit(place=BfScopePlace(**late["place"])).save()
+    assert again.number == 2

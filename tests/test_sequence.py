@@ -195,6 +195,11 @@ def test_the_helpers_of_a_field_of_an_abstract_base_act_on_its_models_database(
     assert counters(default) == []
     assert counters(other) == [{"_id": "helped_base.number", "next": 5}]
 
+    class HelpedUnconnected(HelpedBase):  # another application's: its alias not connected
+        meta = {"db_alias": "not_connected_here"}
+
+    assert Helped.number.get_next_value() == 6  # review I: it raised ConnectionFailure
+
     class HelpedElsewhere(HelpedBase):  # a second model, in another database
         pass
 

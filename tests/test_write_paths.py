@@ -1888,6 +1888,24 @@ def test_backfill_numbers_a_list_scope_holding_a_null(mongoengine_db: Any) -> No
     assert BfListed(tags=["a", None]).save().number == 3
 
 
+def test_backfill_names_a_document_whose_scope_is_no_value(mongoengine_db: Any) -> None:
+    # Review H: MongoEngine's bare error named neither the document nor the field.
+    class BfJunkPlace(me.EmbeddedDocument):
+        city = me.StringField()
+
+    class BfJunk(me.Document):
+        place = me.EmbeddedDocumentField(BfJunkPlace)
+        number = SequenceField(scope="place")
+        meta = {"collection": "bf_junk"}
+
+    mongoengine_db.bf_junk.insert_one({"_id": 1, "place": "junk"})
+    from mongoengine_ids import backfill
+
+    with pytest.raises(me.ValidationError, match=r"BfJunk\.number .* _id 1 holds no value"):
+        backfill(BfJunk)
+    assert list(mongoengine_db.bf_junk.find()) == [{"_id": 1, "place": "junk"}]
+
+
 def test_backfill_fills_every_field_before_naming_documents_a_scoped_one_cannot_number(
     mongoengine_db: Any,
 ) -> None:

@@ -275,6 +275,26 @@ def test_an_upsert_through_the_base_queryset_inserting_a_subclass_value_is_refus
     assert PmSub(name="b").save().n == 2
 
 
+class PmShelf(me.Document):
+    name = me.StringField()
+    code = me.IntField()
+    meta = {"allow_inheritance": True, "collection": "pm_shelves"}
+
+
+class PmNumberedShelf(PmShelf):
+    code = SequenceField(sequence_name="pm_numbered_shelf_code")  # the base's place, numbered
+
+
+def test_an_upsert_through_the_base_giving_its_own_field_is_not_refused(
+    mongoengine_db: Any,
+) -> None:
+    # Review I: a subclass numbering the base's own field had the base's upserts refused.
+    PmShelf.objects(code=7).modify(upsert=True, set__name="a")
+    PmShelf.objects(name="b").update_one(upsert=True, set__code=8)
+    stored = sorted((d["name"], d["code"]) for d in PmShelf._get_collection().find())
+    assert stored == [("a", 7), ("b", 8)]
+
+
 class PmPlainSub(PmBase):
     tenant = me.StringField()
     num = me.IntField()  # a plain field of the name PmScopedSub numbers

@@ -479,17 +479,20 @@ class RandomUniqueField(GeneratedField):
                         break
                     held += 1
                 else:
-                    raise self._exhausted(
-                        self.collision_retries + 1,
-                        " by another document of this process whose write is not settled",
-                    )
+                    break  # out of retries: raised below, once recorded
         except BaseException:
+            self._record(len(values) + held, held)
+            _CLAIMS.release(self, holders[: len(values)])
+            raise
+        self._record(len(values) + held, held)  # a held draw counts as a collision
+        if len(values) < count:
             # The claims of the values drawn are given back with them (probe AL: a document of
             # a failed bulk insert kept its claim, and a free value could not be drawn again).
             _CLAIMS.release(self, holders[: len(values)])
-            raise
-        finally:
-            self._record(len(values) + held, held)  # a held draw counts as a collision
+            raise self._exhausted(
+                self.collision_retries + 1,
+                " by another document of this process whose write is not settled",
+            )
         return values
 
     @property

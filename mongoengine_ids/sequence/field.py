@@ -38,6 +38,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, cast, overload
 
 import pymongo.errors
+from mongoengine.connection import ConnectionFailure as AliasNotConnected
 from mongoengine.connection import get_db
 from mongoengine.errors import ValidationError
 from pymongo import ReturnDocument, WriteConcern
@@ -1462,6 +1463,17 @@ def _field_options(
     return value_decorator
 
 
+def _databases_of(owner: type) -> Iterator[Database[Any]]:
+    """The databases of the models made from ``owner`` (an abstract base or a mixin: see
+    :func:`.seam.models_made_from`), but those whose alias is not connected in this process
+    (review I: another application's model)."""
+    for model in seam.models_made_from(owner):
+        try:
+            yield seam.default_database(model)
+        except AliasNotConnected:
+            continue
+
+
 def _check_write_concern(write_concern: object) -> None:
     """Raise unless ``write_concern`` is None or an acknowledged pymongo ``WriteConcern``: a
     lease needs the counter's reply, the values it hands out (probe AT: under ``w=0`` every
@@ -1787,12 +1799,9 @@ class SequenceField(GeneratedField):
         """
         if self.db_alias:
             return get_db(self.db_alias)
-        made = seam.models_made_from(owner)
-        if not made:
+        databases = {(id(db.client), db.name): db for db in _databases_of(owner)}
+        if not databases:
             return seam.default_database(owner)
-        databases = {
-            (id(db.client), db.name): db for db in (seam.default_database(k) for k in made)
-        }
         if len(databases) > 1:
             names = sorted(db.name for db in databases.values())
             raise ValueError(

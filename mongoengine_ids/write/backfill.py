@@ -171,9 +171,12 @@ def _backfill_field(
     read = {dep: seam.read_field(write.document_class, field, dep) for dep in field.depends_on}
     projection = {"_id": 1, **{source.db_field: 1 for source in read.values()}}
     lacking = {**within, path: None}  # the documents holding the field only
-    # A value made from other fields (a scope) needs them: documents lacking one are left out,
-    # and named once the others are filled.
-    ready = {**lacking, **_all_set([source.db_field for source in read.values()])}
+    # A value made from other fields (a scope) needs them, with the generated values inside
+    # them (review H: a document inserted after those were filled was numbered from a scope
+    # then given a value): documents lacking one are left out, and named once the others
+    # are filled.
+    needed = [p for source in read.values() for p in seam.paths_to_hold(source)]
+    ready = {**lacking, **_all_set(needed)}
     filled_count = 0
     # Each batch reads on from the last _id of the one before, by the _id index: a query of
     # the documents lacking the value alone cannot use the field's (sparse) index, and read
@@ -188,11 +191,11 @@ def _backfill_field(
             if after is not _START:
                 after = _START
                 continue
-            _refuse_unready(write, field, lacking, list(read.values()), filled_count)
+            _refuse_unready(write, field, lacking, needed, filled_count)
             return filled_count
         after = found[-1]["_id"]
         ids = [stored["_id"] for stored in found]
-        holders = [values.Holder(values.python_values(stored, read)) for stored in found]
+        holders = [values.Holder(_read_values(field, stored, read)) for stored in found]
         slots = [Slot(h, h, name, field, write.document_class) for h in holders]
         values.fill(write, slots)
         for position, (doc_id, slot) in enumerate(zip(ids, slots, strict=True)):
@@ -339,20 +342,39 @@ def _lacking_slots(
     return slots, paths
 
 
-def _refuse_unready(
-    write: Write, field: Any, lacking: dict[str, Any], sources: list[Any], filled: int
-) -> None:
-    """Raise if stored documents lacking ``field``'s value also lack a field it is made from.
+def _read_values(field: Any, stored: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
+    """The values of the fields ``field`` reads (``read``) in the stored document, in Python
+    form.
 
     Raises:
-        _Unready: naming the field, the fields it needs and a few of those documents.
+        ValidationError: one is no value of its field (review H: MongoEngine's bare error
+            named neither the document nor the field, and stopped every later run there).
     """
-    if not sources:
+    try:
+        return values.python_values(stored, read)
+    except Exception as error:
+        raise ValidationError(
+            f"{field._label} is made from {sorted(read)!r}: the stored document _id "
+            f"{stored['_id']!r} holds no value of those fields there ({error}); correct it "
+            "(or delete it), then run backfill() again",
+            field_name=field.name,
+        ) from error
+
+
+def _refuse_unready(
+    write: Write, field: Any, lacking: dict[str, Any], needed: list[str], filled: int
+) -> None:
+    """Raise if stored documents lacking ``field``'s value also lack a value it is made from
+    (at the db paths ``needed``: its scope, and the generated values inside it).
+
+    Raises:
+        _Unready: naming the field, the paths it needs and a few of those documents.
+    """
+    if not needed:
         return
-    unready = {**lacking, "$or": [{source.db_field: None} for source in sources]}
+    unready = {**lacking, "$nor": [_all_set(needed)]}
     shown = [doc["_id"] for doc in write.collection.find(unready, {"_id": 1}).limit(3)]
     if shown:
-        needed = [source.name for source in sources]
         problem = (
             f"{field._label} is made from {needed!r}, which stored documents lack, "
             f"e.g. _id {', '.join(map(repr, shown))}"

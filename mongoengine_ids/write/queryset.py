@@ -60,10 +60,11 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
                 return parent.modify(upsert=upsert, **options, **sending.sent(update))
             except Exception as error:
                 # Not the driver's: MongoEngine's modify() failed after its database call
-                # (its query and update were built before, by the package), building the
-                # document it returns (a field not declared, a post_init handler): the write
-                # is done, its values stored (probe AR: they had been given back).
-                sending.written = not values.from_server(error)
+                # (its query and update were built before, by the package; an update the
+                # driver cannot encode fails in the driver), building the document it returns
+                # (a field not declared, a post_init handler): the write is done, its values
+                # stored (probe AR: they had been given back).
+                sending.written = not values.from_driver(error)
                 raise
 
         if options.get("remove"):  # the document is deleted: MongoEngine applies no update

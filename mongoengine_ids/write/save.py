@@ -943,23 +943,8 @@ def _held_by_stored_copy(write: Write, document: Document, slots: list[Slot]) ->
     if not tops:
         return set()
     stored = write.collection.find_one({"_id": seam.stored_pk(document)}, dict.fromkeys(tops, 1))
-    if stored is None:  # deleted since it was loaded (MongoEngine's upsert brings it back)
-        return _loaded_unchanged(document, slots)
     placed = [(steps, slot) for slot in slots if (steps := steps_of[id(slot)]) is not None]
-    return values.held(stored, placed)
-
-
-def _loaded_unchanged(document: Document, slots: list[Slot]) -> set[int]:
-    """The slots (by id) of embedded documents loaded with ``document`` whose value was not
-    changed since: the values its stored copy held, its own, when that copy is gone (probe AR:
-    told again, a reservation of its own was taken for another document's)."""
-    return {
-        id(slot)
-        for slot in slots
-        if slot.holder is not document
-        and not seam.is_new(slot.holder)
-        and slot.field.db_field not in seam.changed_here(slot.holder)
-    }
+    return values.held(stored or {}, placed)
 
 
 def _mark_written_by_update(document: Document, filled: list[Slot], changed: list[str]) -> None:

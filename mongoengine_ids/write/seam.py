@@ -989,6 +989,19 @@ def reading_above(
     return list(found.values())
 
 
+def paths_to_hold(field: Any) -> list[str]:
+    """The db paths a stored document must hold for ``field``'s value to be whole: its own, and,
+    for an embedded document (or a list of them), those of the generated fields its declared
+    class holds (not a subclass's, which its other documents lack)."""
+    paths = [field.db_field]
+    inner = field.field if isinstance(field, ListField) else field
+    if isinstance(inner, EmbeddedDocumentField):
+        paths += [
+            f"{field.db_field}.{each.db_field}" for _, each in shape(inner.document_type).generated
+        ]
+    return paths
+
+
 def models_made_from(owner: type) -> list[type[Document]]:
     """The concrete models made from ``owner``, an abstract model or a plain mixin (whose
     fields MongoEngine copies into them); [] for any other class (a model, an embedded

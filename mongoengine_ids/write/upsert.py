@@ -185,12 +185,12 @@ def _refuse_subclass_values(
     """
     if not update or isinstance(update.get("__raw__"), list):
         return
-    own = {id(field) for _, field in seam.generated_fields(document_class)}
+    declared = seam.shape(document_class).by_db_field  # its own fields (generated or not)
     operations: dict[str, Any] | None = None
     for kind in seam.with_subclasses(document_class)[1:]:
         for name, field in seam.generated_fields(kind):
-            if id(field) in own:
-                continue
+            if field.db_field in declared:
+                continue  # a field of its own at that place (review I): as MongoEngine writes
             if operations is None:
                 operations = seam.update_operations(document_class, **update)
             path = field.db_field

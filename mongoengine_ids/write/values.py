@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar, cast
 
+import bson.errors
 import pymongo.errors
 from mongoengine.base import BaseDocument
 from mongoengine.errors import NotUniqueError, ValidationError
@@ -47,14 +48,19 @@ def outcome_unknown(error: BaseException) -> bool:
     return False
 
 
-def from_server(error: BaseException) -> bool:
-    """Whether ``error`` is (or MongoEngine wrapped) an error of the driver: the database call
-    failed, or its reply said so."""
+#: What the driver raises: the database call failed or was refused, or the command could not
+#: be encoded (BSON, an int beyond 64 bits) and was never sent.
+DRIVER_ERRORS = (pymongo.errors.PyMongoError, bson.errors.BSONError, OverflowError)
+
+
+def from_driver(error: BaseException) -> bool:
+    """Whether ``error`` is (or MongoEngine wrapped) an error of the driver (see
+    :data:`DRIVER_ERRORS`); any other comes from code around the database call."""
     seen: BaseException | None = error
     for _ in range(3):  # MongoEngine wraps pymongo's error once
         if seen is None:
             return False
-        if isinstance(seen, pymongo.errors.PyMongoError):
+        if isinstance(seen, DRIVER_ERRORS):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
