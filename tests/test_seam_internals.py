@@ -80,3 +80,30 @@ def test_the_write_paths_reads_see_what_the_primary_applied(mongoengine_db: Any)
     assert decided.read_concern.level == "local"
     assert decided.write_concern == majority.write_concern
     assert seam.primary(decided) is decided
+
+
+def test_a_driver_error_is_one_raised_before_or_by_the_database_call() -> None:
+    """``modify()`` keeps its values when it fails after its database call (building the
+    document it returns); an error of the driver is one of the call. A reply the driver cannot
+    decode comes after the write (review J: ``InvalidBSON`` had been taken for one before)."""
+    import bson.errors
+    import pymongo.errors
+    from mongoengine.errors import FieldDoesNotExist, OperationError
+
+    from mongoengine_ids.write.values import from_driver
+
+    wrapped = OperationError("could not save")
+    wrapped.__cause__ = pymongo.errors.AutoReconnect("lost")
+    for error in (
+        pymongo.errors.OperationFailure("refused"),
+        wrapped,
+        bson.errors.InvalidDocument("cannot encode object"),
+        OverflowError("MongoDB can only handle up to 8-byte ints"),
+    ):
+        assert from_driver(error), error
+    for error in (
+        bson.errors.InvalidBSON("year 10000 is out of range"),
+        FieldDoesNotExist("The fields {'x'} do not exist"),
+        RuntimeError("post_init handler failed"),
+    ):
+        assert not from_driver(error), error

@@ -200,6 +200,17 @@ def test_the_helpers_of_a_field_of_an_abstract_base_act_on_its_models_database(
 
     assert Helped.number.get_next_value() == 6  # review I: it raised ConnectionFailure
 
+    class LoneBase(Document):
+        number = SequenceField()
+        meta = {"abstract": True}
+
+    class Lone(LoneBase):  # its only model, not connected: refused, not the default database
+        meta = {"db_alias": "not_connected_either"}
+
+    with pytest.raises(mongoengine.connection.ConnectionFailure, match="not_connected_either"):
+        Lone.number.set_next_value(100)  # review J
+    assert counters(default) == []
+
     class HelpedElsewhere(HelpedBase):  # a second model, in another database
         pass
 

@@ -1463,15 +1463,25 @@ def _field_options(
     return value_decorator
 
 
-def _databases_of(owner: type) -> Iterator[Database[Any]]:
+def _databases_of(owner: type) -> list[Database[Any]]:
     """The databases of the models made from ``owner`` (an abstract base or a mixin: see
     :func:`.seam.models_made_from`), but those whose alias is not connected in this process
-    (review I: another application's model)."""
+    (review I: another application's model).
+
+    Raises:
+        mongoengine.connection.ConnectionFailure: none of them is connected (review J: the
+            default database had been taken, which none of them uses).
+    """
+    found: list[Database[Any]] = []
+    missing: AliasNotConnected | None = None
     for model in seam.models_made_from(owner):
         try:
-            yield seam.default_database(model)
-        except AliasNotConnected:
-            continue
+            found.append(seam.default_database(model))
+        except AliasNotConnected as error:
+            missing = error
+    if not found and missing is not None:
+        raise missing
+    return found
 
 
 def _check_write_concern(write_concern: object) -> None:

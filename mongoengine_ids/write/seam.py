@@ -992,14 +992,21 @@ def reading_above(
 def paths_to_hold(field: Any) -> list[str]:
     """The db paths a stored document must hold for ``field``'s value to be whole: its own, and,
     for an embedded document (or a list of them), those of the generated fields its declared
-    class holds (not a subclass's, which its other documents lack)."""
+    class holds that every subclass generates too (a subclass's own, or one it declares plain,
+    its documents lack). One level deep."""
     paths = [field.db_field]
     inner = field.field if isinstance(field, ListField) else field
     if isinstance(inner, EmbeddedDocumentField):
-        paths += [
-            f"{field.db_field}.{each.db_field}" for _, each in shape(inner.document_type).generated
-        ]
+        kinds = with_subclasses(inner.document_type)
+        for _, generated in shape(inner.document_type).generated:
+            if all(_generates_at(kind, generated.db_field) for kind in kinds):
+                paths.append(f"{field.db_field}.{generated.db_field}")
     return paths
+
+
+def _generates_at(kind: type[BaseDocument], db_field: str) -> bool:
+    found = shape(kind).by_db_field.get(db_field)
+    return found is not None and is_generated(found[1])
 
 
 def models_made_from(owner: type) -> list[type[Document]]:

@@ -49,8 +49,14 @@ def outcome_unknown(error: BaseException) -> bool:
 
 
 #: What the driver raises: the database call failed or was refused, or the command could not
-#: be encoded (BSON, an int beyond 64 bits) and was never sent.
-DRIVER_ERRORS = (pymongo.errors.PyMongoError, bson.errors.BSONError, OverflowError)
+#: be encoded (a value BSON has no type for, an int beyond 64 bits) and was never sent. (Not
+#: ``InvalidBSON``: a reply it cannot decode comes after the write, review J.)
+DRIVER_ERRORS = (
+    pymongo.errors.PyMongoError,
+    bson.errors.InvalidDocument,
+    bson.errors.InvalidStringData,
+    OverflowError,
+)
 
 
 def from_driver(error: BaseException) -> bool:
