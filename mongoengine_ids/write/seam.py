@@ -1018,20 +1018,9 @@ def models_made_from(owner: type) -> list[type[Document]]:
         return []
     return [
         kind
-        for kind in _all_subclasses(owner)
+        for kind in with_subclasses(cast("type[BaseDocument]", owner))
         if issubclass(kind, Document) and not is_abstract(kind)
     ]
-
-
-def _all_subclasses(kind: type) -> list[type]:
-    found: dict[type, None] = {}
-    pending: list[type] = list(kind.__subclasses__())
-    while pending:
-        each = pending.pop()
-        if each not in found:
-            found[each] = None
-            pending.extend(each.__subclasses__())
-    return list(found)
 
 
 def with_subclasses(kind: type[BaseDocument]) -> list[type[BaseDocument]]:

@@ -31,21 +31,25 @@ _T = TypeVar("_T")
 OUTCOME_UNKNOWN = (pymongo.errors.ConnectionFailure, pymongo.errors.WriteConcernError)
 
 
+def _caused_by(error: BaseException, kinds: Any) -> Any:
+    """``error``, or the error it was raised from (MongoEngine wraps pymongo's once), that is
+    one of ``kinds``; None if neither is."""
+    seen: BaseException | None = error
+    for _ in range(3):
+        if seen is None:
+            return None
+        if isinstance(seen, kinds):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def outcome_unknown(error: BaseException) -> bool:
     """Whether ``error`` (or the pymongo error MongoEngine wrapped in it) leaves the write's
     fate unknown: a lost reply, a write concern that timed out, or an interrupt (anything that
     is not an ``Exception``: ``KeyboardInterrupt``, ``SystemExit``, a gevent ``Timeout``), which
     may come after the server applied the write."""
-    if not isinstance(error, Exception):
-        return True
-    seen: BaseException | None = error
-    for _ in range(3):  # MongoEngine wraps pymongo's error once
-        if seen is None:
-            return False
-        if isinstance(seen, OUTCOME_UNKNOWN):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return not isinstance(error, Exception) or _caused_by(error, OUTCOME_UNKNOWN) is not None
 
 
 #: What the driver raises: the database call failed or was refused, or the command could not
@@ -62,26 +66,15 @@ DRIVER_ERRORS = (
 def from_driver(error: BaseException) -> bool:
     """Whether ``error`` is (or MongoEngine wrapped) an error of the driver (see
     :data:`DRIVER_ERRORS`); any other comes from code around the database call."""
-    seen: BaseException | None = error
-    for _ in range(3):  # MongoEngine wraps pymongo's error once
-        if seen is None:
-            return False
-        if isinstance(seen, DRIVER_ERRORS):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return _caused_by(error, DRIVER_ERRORS) is not None
 
 
 def duplicate_key(error: BaseException) -> pymongo.errors.DuplicateKeyError | None:
     """The pymongo duplicate-key error behind ``error`` (MongoEngine wraps it), if any."""
-    seen: BaseException | None = error
-    for _ in range(3):
-        if isinstance(seen, pymongo.errors.DuplicateKeyError):
-            return seen
-        if seen is None:
-            return None
-        seen = seen.__cause__ or seen.__context__
-    return None
+    found: pymongo.errors.DuplicateKeyError | None = _caused_by(
+        error, pymongo.errors.DuplicateKeyError
+    )
+    return found
 
 
 class Holder:
