@@ -423,20 +423,59 @@ def _run(case: Case, make_write: Callable[[Any, Any], Write], faults: Faults) ->
             db["mongoengine.counters"].insert_one({"_id": case.counter, "next": max(case.existing)})
         box._get_collection()
         write = make_write(part, box)
+        collection = db[box._get_collection_name()]
+        before = _codes_by_label(collection)
+        seen: list[dict[Any, Any]] = []  # the values the write had stored when an attempt failed
+
+        def between() -> None:
+            faults.armed = False  # not a call of the write (nor the one a late call awaits)
+            now = _codes_by_label(collection)
+            seen.append({label: code for label, code in now.items() if before.get(label) != code})
+            faults.armed = True
+
         faults.armed = True
         try:
-            outcome = retrying(write.call)
+            outcome = retrying(write.call, between)
         finally:
             faults.armed = False
             faults.land()
-        stored = list(db[box._get_collection_name()].find({}, {"_id": 0}))
+        stored = list(collection.find({}, {"_id": 0}))
         problems = _violations(case, db, write, existing, stored, outcome)
+        problems.extend(_changed_by_a_retry(seen, stored))
     box._collection = None
     return Run(faults.calls, outcome, problems)
 
 
 def _items(document: dict[str, Any]) -> list[dict[str, Any]]:
     return [*([document["part"]] if document.get("part") else []), *document.get("parts", [])]
+
+
+def _codes_by_label(collection: Any) -> dict[Any, Any]:
+    """The stored value of each embedded document, by its label (held once: else check 5's)."""
+    items = [item for document in collection.find() for item in _items(document)]
+    labels = Counter(item.get("label") for item in items)
+    return {
+        item.get("label"): _key(item["code"])
+        for item in items
+        if item.get("code") is not None and labels[item.get("label")] == 1
+    }
+
+
+def _changed_by_a_retry(seen: list[dict[Any, Any]], stored: list[dict[str, Any]]) -> list[str]:
+    """9. A value the write had stored when an attempt failed is the one stored at the end."""
+    items = [item for document in stored for item in _items(document)]
+    labels = Counter(item.get("label") for item in items)
+    now = {
+        item.get("label"): _key(item.get("code"))
+        for item in items
+        if labels[item.get("label")] == 1
+    }
+    return [
+        f"9. {label!r} held code={code!r} after attempt {attempt}, now {now[label]!r}"
+        for attempt, codes in enumerate(seen, start=1)
+        for label, code in codes.items()
+        if label in now and now[label] != code
+    ]
 
 
 def _violations(

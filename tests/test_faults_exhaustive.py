@@ -500,15 +500,53 @@ def _run(
             )
         model._get_collection()  # its indexes: MongoEngine makes them once per process
         write = make_write(model)
+        before = _values_by_key(collection, generated.db_field)
+        seen: list[dict[Any, Any]] = []  # the values the write had stored when an attempt failed
+
+        def between() -> None:
+            faults.armed = False  # not a call of the write (nor the one a late call awaits)
+            now = _values_by_key(collection, generated.db_field)
+            seen.append({key: value for key, value in now.items() if before.get(key) != value})
+            faults.armed = True
+            if touch:
+                _touch(write)
+
         faults.armed = True
         try:
-            outcome = retrying(write.call, (lambda: _touch(write)) if touch else None)
+            outcome = retrying(write.call, between)
         finally:
             faults.armed = False
             faults.land()  # no later call came: the server applies it all the same
         stored = [_raw(document) for document in collection.find()]
         problems = _violations(case, model, write, existing, stored, outcome)
+        problems.extend(_changed_by_a_retry(seen, stored, generated.db_field))
     return Run(faults.calls, faults.fired, outcome, problems)
+
+
+def _values_by_key(collection: Any, db_field: str) -> dict[Any, Any]:
+    return {
+        document.get("key"): _raw(document[db_field])
+        for document in collection.find({db_field: {"$exists": True, "$ne": None}})
+    }
+
+
+def _changed_by_a_retry(
+    seen: list[dict[Any, Any]], stored: list[dict[str, Any]], db_field: str
+) -> list[str]:
+    """9. A value the write had stored when an attempt failed is the one stored at the end: a
+    retry never writes another over it (one the application may have read meanwhile)."""
+    counts = Counter(document.get("key") for document in stored)  # twice: check 2's
+    now = {
+        document.get("key"): document.get(db_field)
+        for document in stored
+        if counts[document.get("key")] == 1
+    }
+    return [
+        f"9. {key!r} held {db_field}={value!r} after attempt {attempt}, now {now[key]!r}"
+        for attempt, values in enumerate(seen, start=1)
+        for key, value in values.items()
+        if key in now and now[key] != value
+    ]
 
 
 def _violations(
@@ -727,6 +765,32 @@ def test_the_checks_catch_a_retry_that_writes_twice() -> None:
     run = _run(case, _save_twice_over, Faults(0, "after"))
     assert run.outcome.returned
     assert run.problems == ["2. 'new-0' stored 2 times"]
+
+
+def _clear_again_at_each_attempt(model: type[me.Document]) -> Write:
+    """Not what an application does: each attempt loads the document again and clears its
+    value, so a retry makes another over the one the first attempt stored."""
+    name = next(name for name, _ in generated_fields(model))
+
+    def call() -> list[me.Document]:
+        document = model.objects.get(key="pre-0")
+        setattr(document, name, None)
+        document.save()
+        return [document]
+
+    return Write([], call, changes={"pre-0": {model._fields[name].db_field: _Made()}})
+
+
+def test_the_checks_catch_a_retry_that_writes_over_a_stored_value() -> None:
+    # A control of check 9: the first attempt's value landed (its reply lost); the retry,
+    # clearing it again, stores another.
+    case = next(case for case in CASES if case.id == "uuid4-plain")
+    calls = _run(case, _clear_again_at_each_attempt, Faults()).calls
+    update = next(k for k, call in enumerate(calls) if call.endswith(".update_one"))
+    run = _run(case, _clear_again_at_each_attempt, Faults(update, "after"))
+    assert run.outcome.returned
+    assert len(run.problems) == 1
+    assert run.problems[0].startswith("9. 'pre-0' held code=Binary(")
 
 
 def test_every_call_of_every_write_was_failed_both_ways(request: pytest.FixtureRequest) -> None:

@@ -2,11 +2,14 @@
 (see test_faults_exhaustive). MongoEngine's ``update()``, ``modify()``, ``delete()`` and
 ``reload()`` address the stored document by that key: they act only once it is known to be
 this document's (its insert was applied); otherwise they refuse, since the key may be another
-document's (a number the field would have retried had the insert's error come back)."""
+document's (a number the field would have retried had the insert's error come back, or a
+key a copy of the document holds)."""
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -86,7 +89,8 @@ def test_a_key_not_known_to_be_its_own_is_refused(lost: LoseInsert, action: str)
     order = _lost_insert(lost)
     with pytest.raises(
         OperationError,
-        match=r"Order 1: its insert had its reply lost and is not stored in '\w+\.\w+'.*save",
+        match=r"Order 1: its insert had its reply lost, and '\w+\.\w+' holds no document it "
+        r"sent under that key .*save",
     ):
         ACTIONS[action](order)
     assert raw() == [{"_id": 1, "item": "theirs"}]  # the holder of 1 untouched
@@ -183,3 +187,49 @@ def test_a_key_made_for_the_document_alone_addresses_it_or_nothing() -> None:
         raw_binary = CodecOptions(uuid_representation=UuidRepresentation.UNSPECIFIED)
         (stored,) = Parcel._get_collection().with_options(codec_options=raw_binary).find()
         assert stored == {"_id": Binary(parcel.pk.bytes, 4), "item": "mine"}
+
+
+def _raw_parcels() -> list[dict[str, Any]]:
+    raw_binary = CodecOptions(uuid_representation=UuidRepresentation.UNSPECIFIED)
+    return list(Parcel._get_collection().with_options(codec_options=raw_binary).find())
+
+
+def _saved_copy_of_a_lost_insert(hook: LoseInsert, how: str, *, bulk: bool = False) -> Parcel:
+    """A parcel whose insert was never applied (the reply lost); a copy of it, taken then
+    (holding the key made for the parcel), saved meanwhile."""
+    hook.collection = "parcel"
+    hook.method = "insert_many" if bulk else "insert_one"
+    parcel = Parcel(item="mine")
+    hook.armed = True
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        Parcel.objects.insert([parcel]) if bulk else parcel.save()
+    twin = copy.deepcopy(parcel) if how == "deepcopy" else pickle.loads(pickle.dumps(parcel))
+    twin.item = "the copy"
+    twin.save()
+    return parcel
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+@pytest.mark.parametrize("bulk", [False, True], ids=["save", "insert"])
+def test_the_retry_never_writes_over_a_copy_saved_meanwhile(how: str, bulk: bool) -> None:
+    """Found by probe AU: the retry took the copy's document, stored under the key made for
+    the parcel, for its own landed insert and wrote the parcel over it (the copy's save had
+    returned; its data was lost)."""
+    hook = LoseInsert("before")
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
+        connect()
+        parcel = _saved_copy_of_a_lost_insert(hook, how, bulk=bulk)
+        with pytest.raises(me.NotUniqueError):
+            Parcel.objects.insert([parcel]) if bulk else parcel.save()
+        assert _raw_parcels() == [{"_id": Binary(parcel.pk.bytes, 4), "item": "the copy"}]
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_a_key_a_copy_was_saved_under_is_not_addressed(action: str) -> None:
+    hook = LoseInsert("before")
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
+        connect()
+        parcel = _saved_copy_of_a_lost_insert(hook, "deepcopy")
+        with pytest.raises(OperationError, match="holds no document it sent under that key"):
+            ACTIONS[action](parcel)
+        assert _raw_parcels() == [{"_id": Binary(parcel.pk.bytes, 4), "item": "the copy"}]

@@ -2,9 +2,11 @@
 
 A document whose insert's outcome is unknown keeps its ``_id`` and values (see :mod:`.save`).
 When the application sends it again, the ``_id`` is looked up first: absent, the earlier insert
-was not applied and the document is inserted as new; present, it was, unless the ``_id`` is a
-value that can collide (a field that retries collisions generated it) and the stored document
-is not the one sent: then another document holds that ``_id`` and the field picks a fresh one.
+was not applied and the document is inserted as new; present, it was if the stored document is one
+an attempt sent. If not, another document holds that ``_id``: a value that can collide (a
+field that retries collisions generated it), for which the field picks a fresh one, or a copy
+of the document (``copy``, pickle, ``from_json()``) saved meanwhile, which is never written
+over.
 An ``_id`` no earlier attempt sent (the application changed the key since) cannot be one of
 them landed: a document holding it is another's.
 
@@ -57,8 +59,8 @@ def earlier_insert_landed(document: Any, collection: Any) -> bool:
     stored = collection.find_one({"_id": key})
     if stored is None:
         return False
-    if not pk_can_collide(document):
-        return True  # no other document can hold an _id made for this one
+    # Even an _id made for this document alone: a copy of it (copy, pickle, from_json) holds
+    # it too, and may have been saved meanwhile.
     found = _as_stored(stored, collection)
     return any(_same(found, sent) for sent in mine)
 

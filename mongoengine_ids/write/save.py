@@ -194,10 +194,11 @@ def wrap_delete(owner: type[Document], own: Callable[..., Any] | None) -> Callab
 
 
 def settle_unconfirmed(document: Document) -> None:
-    """If the insert of ``document`` had its reply lost and its key may be another document's
-    (a sequence or random key, one the field would have retried had the insert's error come
-    back), find out whether it was applied: then the document is the one stored under its key;
-    else refuse. (A key made for the document alone addresses it or nothing.)
+    """If the insert of ``document`` had its reply lost, find out whether it was applied: then
+    the document is the one stored under its key. Else refuse if its key may be another
+    document's: a sequence or random key (one the field would have retried had the insert's
+    error come back), or any key a document holds that this one did not send (a copy of it,
+    saved meanwhile). A key made for the document alone and not stored addresses nothing.
 
     Raises:
         OperationError: the insert was not applied (or not yet): nothing is done; ``save()`` it
@@ -205,16 +206,18 @@ def settle_unconfirmed(document: Document) -> None:
         pymongo.errors.PyMongoError: the look-up failed (nothing is done).
     """
     state = seam.state(document, create=False)
-    if state is None or not state.unconfirmed or not landed.pk_can_collide(document):
+    if state is None or not state.unconfirmed:
         return
     collection = seam.collection_of(document)
     if not landed.earlier_insert_landed(document, collection):
+        if not landed.pk_can_collide(document) and not landed.stored(document, collection):
+            return
         raise OperationError(
-            f"{type(document).__name__} {seam.key(document)!r}: its insert had its reply lost "
-            f"and is not stored in {collection.full_name!r} (its key may be another "
-            "document's); save() it again first, where its insert was sent (under the same "
-            "switch_db() or switch_collection(), if any), then update(), modify(), delete() or "
-            "reload()"
+            f"{type(document).__name__} {seam.key(document)!r}: its insert had its reply lost, "
+            f"and {collection.full_name!r} holds no document it sent under that key (the key "
+            "may be another document's: a copy's, or a value its field would have retried); "
+            "save() it again first, where its insert was sent (under the same switch_db() or "
+            "switch_collection(), if any), then update(), modify(), delete() or reload()"
         )
     values.confirm([document])
     # Stored by an insert whose call failed: the application's retry of a bulk insert() counts
