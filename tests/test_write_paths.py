@@ -1946,3 +1946,56 @@ def test_a_projection_naming_a_map_key_of_digits_is_kept_on_save(
     with pytest.raises(me.errors.OperationError, match=r"was not loaded.*whole"):
         loaded.save()
     assert raw_one(mongoengine_db.year_parts) == before
+
+
+class _LoseAnUpdate:
+    """A ``connected_threadsafe`` hook: once armed, the next ``update_one`` is applied and its
+    reply lost."""
+
+    armed = False
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if not (self.armed and method == "update_one"):
+            return call()
+        import pymongo.errors
+
+        self.armed = False
+        call()
+        raise pymongo.errors.AutoReconnect("the update's reply was lost")
+
+
+@pytest.mark.parametrize("key_field", [UUID4Field, SequenceField], ids=["uuid4", "sequence"])
+def test_the_retry_after_a_models_own_step_wrote_more_writes_nothing(key_field: type) -> None:
+    """A model's own ``_save_create`` updates the document after its insert, and that update's
+    reply is lost: the stored copy is no version the insert sent, so the retry cannot tell it
+    from another document's. Found by a check of probe AU's fix: a sequence key was taken for
+    a collision and the document stored twice (1 and 2); a UUID key, its copy written over."""
+    import pymongo.errors
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    class Stamped(me.Document):
+        meta = {"collection": f"stamped_{key_field.__name__.lower()}"}
+        id = key_field(primary_key=True)
+        name = me.StringField()
+
+        def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+            written = super()._save_create(doc, force_insert, write_concern)
+            self._get_collection().update_one({"_id": doc["_id"]}, {"$set": {"stamp": 1}})
+            return written
+
+    hook = _LoseAnUpdate()
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        stamped = Stamped(name="a")
+        hook.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect, match="reply was lost"):
+            stamped.save()
+        key = stamped.pk
+        for _ in range(2):
+            with pytest.raises(NotUniqueError, match=r"that no attempt sent.*cannot tell"):
+                stamped.save()
+        collection = db[Stamped._get_collection_name()]
+        assert list(collection.find({}, {"_id": 0})) == [{"name": "a", "stamp": 1}]
+        assert [doc.pk for doc in Stamped.objects.only("id")] == [key]
+        assert stamped.pk == key

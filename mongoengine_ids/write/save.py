@@ -252,6 +252,18 @@ def save_create(
     made_pk = make_pk(document, shape) or (earlier is not None and earlier.made_pk)
     if retrying and _landed(document, write, made_pk, filled, noted):
         return _over_own_copy(document, write, filled, noted, earlier, write_next)
+    if retrying and may_write_more and _held(document, write, made_pk, filled, noted):
+        # Not a version sent: the model's own step may have written it over after its insert
+        # (then it is this document), or it is another document (a sequence or random key
+        # the field would retry). Neither a fresh key nor a replace is safe.
+        values.unconfirmed(document, sent=None, made_pk=made_pk, filled=filled, noted=noted)
+        raise NotUniqueError(
+            f"{type(document).__name__} {seam.key(document)!r}: its insert had its reply lost, "
+            f"and {write.collection.full_name!r} holds a document under that key that no "
+            f"attempt sent: {type(document).__name__}'s own _save_create() may have written "
+            "it after its insert, or it is another document's; the retry cannot tell, so it "
+            "writes nothing (load the stored document to see which)"
+        )
     if earlier is not None:
         # Not before: if making the values failed, the earlier insert may still land, and the
         # next attempt must look for it again.
@@ -394,6 +406,22 @@ def _landed(
     this attempt are kept with the earlier ones (that insert may still land)."""
     try:
         return landed.earlier_insert_landed(document, write.collection)
+    except BaseException:
+        values.unconfirmed(document, sent=None, made_pk=made_pk, filled=filled, noted=noted)
+        raise
+
+
+def _held(
+    document: Document,
+    write: Write,
+    made_pk: bool,
+    filled: list[Slot],
+    noted: list[tuple[Slot, Any]],
+) -> bool:
+    """Whether a document is stored under the key of ``document`` (as :func:`_landed`, the
+    values are kept if the look-up fails)."""
+    try:
+        return landed.stored(document, write.collection)
     except BaseException:
         values.unconfirmed(document, sent=None, made_pk=made_pk, filled=filled, noted=noted)
         raise
