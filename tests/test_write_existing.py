@@ -352,3 +352,53 @@ def test_a_list_written_whole_is_looked_up_once_not_once_per_item(
     codes = [part["code"] for part in mongoengine_db.scaled.find_one()["parts"]]
     expected = list(range(1, n + 1)) + ([n + 1] if how == "append" else [])
     assert sorted(codes) == expected
+
+
+# -- a field the stored copy lacks, filled by save(): seen by post_save -----------------------
+
+
+class Shelved(me.Document):
+    meta = {"collection": "shelved"}
+    name = me.StringField()
+    code = UUID4Field()
+    number = SequenceField()
+
+
+class Basket(me.Document):
+    meta = {"collection": "basket"}
+    featured = me.CachedReferenceField(Shelved, fields=["name", "code", "number"])
+
+
+def test_values_save_fills_are_changes_post_save_sees(mongoengine_db: Any) -> None:
+    """Probe AV: the values save() gave the fields a stored copy lacked (field added later),
+    written by a conditional update of their own, were not among the changes post_save
+    handlers see (``_delta()``): a ``CachedReferenceField`` (a post_save handler) kept its
+    cache without them."""
+    seen: list[list[str]] = []
+
+    def changes(sender: Any, document: Any, **kwargs: Any) -> None:
+        seen.append(sorted(document._delta()[0]))
+
+    shelved = Shelved(name="pen").save()
+    Basket(featured=shelved).save()
+    mongoengine_db.shelved.update_many({}, {"$unset": {"code": 1, "number": 1}})
+    mongoengine_db.basket.update_many({}, {"$unset": {"featured.code": 1, "featured.number": 1}})
+    me.signals.post_save.connect(changes, sender=Shelved)
+    try:
+        loaded = Shelved.objects.get(id=shelved.id)
+        loaded.name = "pen 2"
+        loaded.save()
+    finally:
+        me.signals.post_save.disconnect(changes, sender=Shelved)
+    stored = mongoengine_db.shelved.find_one()
+    assert seen == [["code", "name", "number"]]
+    assert mongoengine_db.basket.find_one({}, {"_id": 0}) == {
+        "featured": {
+            "_id": shelved.id,
+            "name": "pen 2",
+            "code": stored["code"],
+            "number": stored["number"],
+        }
+    }
+    assert stored["number"] == 2  # the first number went with the unset copy
+    assert Basket.objects(featured__number=loaded.number).count() == 1

@@ -529,6 +529,10 @@ def save_update(
     values.confirm([document])
     seam.written_whole(document)
     _tell_untold(write, document)
+    # Stored by their own conditional write, not MongoEngine's update: changes all the same,
+    # for what reads the changes after the write (post_save handlers, CachedReferenceField).
+    for slot in plan.stored:
+        seam.mark_changed(slot.holder, slot.name)
     return result
 
 
