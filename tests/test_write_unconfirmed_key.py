@@ -89,8 +89,8 @@ def test_a_key_not_known_to_be_its_own_is_refused(lost: LoseInsert, action: str)
     order = _lost_insert(lost)
     with pytest.raises(
         OperationError,
-        match=r"Order 1: its insert had its reply lost, and '\w+\.\w+' holds no document it "
-        r"sent under that key .*save",
+        match=r"Order 1: its insert had its reply lost, and '\w+\.\w+' holds under that key a "
+        r"document that no attempt sent.*set its key to None and save",
     ):
         ACTIONS[action](order)
     assert raw() == [{"_id": 1, "item": "theirs"}]  # the holder of 1 untouched
@@ -230,6 +230,53 @@ def test_a_key_a_copy_was_saved_under_is_not_addressed(action: str) -> None:
     with connected_threadsafe(TEST_URI, hook=hook) as connect:
         connect()
         parcel = _saved_copy_of_a_lost_insert(hook, "deepcopy")
-        with pytest.raises(OperationError, match="holds no document it sent under that key"):
+        with pytest.raises(
+            OperationError, match="holds under that key a document that no attempt sent"
+        ):
             ACTIONS[action](parcel)
         assert _raw_parcels() == [{"_id": Binary(parcel.pk.bytes, 4), "item": "the copy"}]
+
+
+def test_a_key_nothing_holds_yet_is_refused_until_the_retry() -> None:
+    """A sequence key kept for the retry, which no document holds: it may be handed to another
+    (the insert is not known to have failed for good), so update() waits for the save()."""
+    hook = LoseInsert("before")
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
+        connect()
+        order = Order(item="mine")
+        hook.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            order.save()
+        with pytest.raises(OperationError, match=r"Order 1: .* is not stored in .*save\(\) it"):
+            order.update(set__item="changed")
+        assert raw() == []
+        order.save()
+        assert raw() == [{"_id": 1, "item": "mine"}]
+
+
+def test_a_landed_document_changed_by_another_writer_is_refused_with_the_way_out() -> None:
+    """Review K: its stored copy is no version sent (a worker changed it), which a copy saved
+    meanwhile would look like too: the retry and the calls by key refuse, naming both and what
+    to do, and write nothing."""
+    hook = LoseInsert("after")
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
+        connect()
+        hook.collection = "parcel"
+        parcel = Parcel(item="mine")
+        hook.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            parcel.save()
+        Parcel._get_collection().update_one({}, {"$set": {"status": "picked"}})
+        message = (
+            r"holds under that key a document that no attempt sent: this one, changed since it "
+            r"landed \(by another writer\), or another document holding the key \(a copy of "
+            r"this one, saved meanwhile\); nothing was written. Load the stored document "
+            r"\(Parcel.objects.get\(pk=...\)\) to see which; to store this one as a new "
+            r"document, set its key to None and save\(\) it"
+        )
+        with pytest.raises(OperationError, match=message):
+            parcel.reload()
+        with pytest.raises(me.NotUniqueError, match=message):
+            parcel.save()
+        expected = [{"_id": Binary(parcel.pk.bytes, 4), "item": "mine", "status": "picked"}]
+        assert _raw_parcels() == expected

@@ -17,6 +17,7 @@ values may be edited in place before the retry (a ``GeoPointField``'s list, whic
 
 from __future__ import annotations
 
+import enum
 import math
 from typing import Any
 
@@ -45,8 +46,19 @@ def snapshot(son: Any, collection: Any) -> Any:
         return None
 
 
-def earlier_insert_landed(document: Any, collection: Any) -> bool:
-    """Whether the insert of ``document`` whose reply was lost was applied."""
+class Found(enum.Enum):
+    """What the look-up of an earlier insert found under the document's key."""
+
+    #: Nothing (or no attempt sent this key: a document holding it is another's).
+    NOTHING = "nothing"
+    #: A version an attempt sent: the earlier insert landed.
+    SENT = "sent"
+    #: A document no attempt sent: another document's, or this one changed since it landed.
+    OTHER = "other"
+
+
+def earlier_insert(document: Any, collection: Any) -> Found:
+    """What is stored under the key of ``document``, whose insert had its reply lost."""
     state = seam.state(document)
     key = _as_stored({"_id": seam.stored_pk(document)}, collection)["_id"]
     mine = [
@@ -55,14 +67,34 @@ def earlier_insert_landed(document: Any, collection: Any) -> bool:
         if sent is not None and _same(sent.get("_id"), key)
     ]
     if not mine:
-        return False  # no attempt sent this _id: a document holding it is another's
+        return Found.NOTHING
     stored = collection.find_one({"_id": key})
     if stored is None:
-        return False
+        return Found.NOTHING
     # Even an _id made for this document alone: a copy of it (copy, pickle, from_json) holds
     # it too, and may have been saved meanwhile.
     found = _as_stored(stored, collection)
-    return any(_same(found, sent) for sent in mine)
+    return Found.SENT if any(_same(found, sent) for sent in mine) else Found.OTHER
+
+
+def earlier_insert_landed(document: Any, collection: Any) -> bool:
+    """Whether the insert of ``document`` whose reply was lost was applied."""
+    return earlier_insert(document, collection) is Found.SENT
+
+
+def held_by_other(document: Any, collection: Any, *, step: bool = False) -> str:
+    """The error text for ``document`` when :func:`earlier_insert` found ``Found.OTHER``
+    (``step``: its model's own ``_save_create`` may have written after its insert)."""
+    model = type(document).__name__
+    changed = f", or by {model}'s own _save_create() after its insert" if step else ""
+    return (
+        f"{model} {seam.key(document)!r}: its insert had its reply lost, and "
+        f"{collection.full_name!r} holds under that key a document that no attempt sent: this "
+        f"one, changed since it landed (by another writer{changed}), or another document "
+        "holding the key (a copy of this one, saved meanwhile); nothing was written. Load the "
+        f"stored document ({model}.objects.get(pk=...)) to see which; to store this one as a "
+        "new document, set its key to None and save() it"
+    )
 
 
 def _same(stored: Any, sent: Any) -> bool:

@@ -209,15 +209,18 @@ def settle_unconfirmed(document: Document) -> None:
     if state is None or not state.unconfirmed:
         return
     collection = seam.collection_of(document)
-    if not landed.earlier_insert_landed(document, collection):
-        if not landed.pk_can_collide(document) and not landed.stored(document, collection):
-            return
+    found = landed.earlier_insert(document, collection)
+    if found is landed.Found.OTHER:
+        raise OperationError(landed.held_by_other(document, collection))
+    if found is landed.Found.NOTHING:
+        if not landed.pk_can_collide(document):
+            return  # made for it alone: it addresses nothing
         raise OperationError(
-            f"{type(document).__name__} {seam.key(document)!r}: its insert had its reply lost, "
-            f"and {collection.full_name!r} holds no document it sent under that key (the key "
-            "may be another document's: a copy's, or a value its field would have retried); "
-            "save() it again first, where its insert was sent (under the same switch_db() or "
-            "switch_collection(), if any), then update(), modify(), delete() or reload()"
+            f"{type(document).__name__} {seam.key(document)!r}: its insert had its reply lost "
+            f"and is not stored in {collection.full_name!r} (its key may be another "
+            "document's); save() it again first, where its insert was sent (under the same "
+            "switch_db() or switch_collection(), if any), then update(), modify(), delete() or "
+            "reload()"
         )
     values.confirm([document])
     # Stored by an insert whose call failed: the application's retry of a bulk insert() counts
@@ -250,20 +253,14 @@ def save_create(
     # them), values cleared are made again: whether or not the earlier insert landed.
     noted, filled = values.prepare(write, [document], [earlier])
     made_pk = make_pk(document, shape) or (earlier is not None and earlier.made_pk)
-    if retrying and _landed(document, write, made_pk, filled, noted):
+    found = _landed(document, write, made_pk, filled, noted) if retrying else None
+    if found is landed.Found.SENT:
         return _over_own_copy(document, write, filled, noted, earlier, write_next)
-    if retrying and may_write_more and _held(document, write, made_pk, filled, noted):
-        # Not a version sent: the model's own step may have written it over after its insert
-        # (then it is this document), or it is another document (a sequence or random key
-        # the field would retry). Neither a fresh key nor a replace is safe.
+    if found is landed.Found.OTHER and (may_write_more or not landed.pk_can_collide(document)):
+        # A key no fresh value may replace (made for this document alone), or a model's own
+        # step that may have written over its insert: neither a fresh key nor a replace is safe.
         values.unconfirmed(document, sent=None, made_pk=made_pk, filled=filled, noted=noted)
-        raise NotUniqueError(
-            f"{type(document).__name__} {seam.key(document)!r}: its insert had its reply lost, "
-            f"and {write.collection.full_name!r} holds a document under that key that no "
-            f"attempt sent: {type(document).__name__}'s own _save_create() may have written "
-            "it after its insert, or it is another document's; the retry cannot tell, so it "
-            "writes nothing (load the stored document to see which)"
-        )
+        raise NotUniqueError(landed.held_by_other(document, write.collection, step=may_write_more))
     if earlier is not None:
         # Not before: if making the values failed, the earlier insert may still land, and the
         # next attempt must look for it again.
@@ -401,27 +398,12 @@ def _landed(
     made_pk: bool,
     filled: list[Slot],
     noted: list[tuple[Slot, Any]],
-) -> bool:
-    """Whether the earlier insert of ``document`` landed; if the look-up fails, the values of
-    this attempt are kept with the earlier ones (that insert may still land)."""
+) -> landed.Found:
+    """What is stored under the key of ``document``, whose earlier insert had its reply lost;
+    if the look-up fails, the values of this attempt are kept with the earlier ones (that
+    insert may still land)."""
     try:
-        return landed.earlier_insert_landed(document, write.collection)
-    except BaseException:
-        values.unconfirmed(document, sent=None, made_pk=made_pk, filled=filled, noted=noted)
-        raise
-
-
-def _held(
-    document: Document,
-    write: Write,
-    made_pk: bool,
-    filled: list[Slot],
-    noted: list[tuple[Slot, Any]],
-) -> bool:
-    """Whether a document is stored under the key of ``document`` (as :func:`_landed`, the
-    values are kept if the look-up fails)."""
-    try:
-        return landed.stored(document, write.collection)
+        return landed.earlier_insert(document, write.collection)
     except BaseException:
         values.unconfirmed(document, sent=None, made_pk=made_pk, filled=filled, noted=noted)
         raise
