@@ -2003,3 +2003,59 @@ def test_the_retry_after_a_models_own_step_wrote_more_writes_nothing(key_field: 
         assert list(collection.find({}, {"_id": 0})) == [{"name": "a", "stamp": 1}]
         assert [doc.pk for doc in Stamped.objects.only("id")] == [key]
         assert stamped.pk == key
+
+
+class _LandLate:
+    """A ``connected_threadsafe`` hook: once armed, the next ``insert_one`` into ``collection``
+    has its reply lost and is applied only after the next ``find_one`` (the retry's look-up
+    found nothing)."""
+
+    armed = False
+    held: Callable[[], Any] | None = None
+
+    def __init__(self, collection: str) -> None:
+        self.collection = collection
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        import pymongo.errors
+
+        if self.armed and (collection, method) == (self.collection, "insert_one"):
+            self.armed, self.held = False, call
+            raise pymongo.errors.AutoReconnect("the insert's reply was lost; still in flight")
+        result = call()
+        if self.held is not None and method == "find_one":
+            held, self.held = self.held, None
+            held()
+        return result
+
+
+@pytest.mark.parametrize("key_field", [UUID4Field, SequenceField], ids=["uuid4", "sequence"])
+def test_a_late_insert_of_a_models_own_step_is_its_own(key_field: type) -> None:
+    """Review K: the first insert lands after the retry's look-up; the retry's insert then meets
+    its key. A model's own step was not compared with the earlier insert, and a sequence key
+    was taken for a collision: the document stored twice (1 and 2)."""
+    import pymongo.errors
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    class LateStamped(me.Document):
+        meta = {"collection": f"late_stamped_{key_field.__name__.lower()}"}
+        id = key_field(primary_key=True)
+        name = me.StringField()
+
+        def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+            written = super()._save_create(doc, force_insert, write_concern)
+            self._get_collection().update_one({"_id": doc["_id"]}, {"$set": {"stamp": 1}})
+            return written
+
+    hook = _LandLate(LateStamped._get_collection_name())
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        stamped = LateStamped(name="a")
+        hook.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect, match="still in flight"):
+            stamped.save()
+        stamped.save()
+        collection = db[LateStamped._get_collection_name()]
+        assert list(collection.find({}, {"_id": 0})) == [{"name": "a", "stamp": 1}]
+        assert [doc.pk for doc in LateStamped.objects.only("id")] == [stamped.pk]

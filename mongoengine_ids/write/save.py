@@ -331,11 +331,18 @@ class _Insert:
 
     def earlier_landed(self) -> bool:
         """A duplicate key while an earlier insert of the document (whose reply was lost) may
-        land: is it that insert, landed late? (A model's own step may fail after its insert:
-        its duplicate key is its own.)"""
-        return not self.may_write_more and landed.earlier_insert_landed(
-            self.document, self.write.collection
-        )
+        land: is it that insert, landed late? A document no attempt sent under the key is
+        refused as :func:`save_create`'s look-up refuses it (a fresh value is no answer for a
+        key made for it alone, nor after a model's own step, which may have written it)."""
+        found = landed.earlier_insert(self.document, self.write.collection)
+        if found is landed.Found.OTHER and (
+            self.may_write_more or not landed.pk_can_collide(self.document)
+        ):
+            collection = self.write.collection
+            raise NotUniqueError(
+                landed.held_by_other(self.document, collection, step=self.may_write_more)
+            )
+        return found is landed.Found.SENT
 
     def attempt(self) -> Any:
         """One attempt. The first completes MongoEngine's serialisation; a retry after a
