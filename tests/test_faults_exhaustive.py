@@ -94,10 +94,13 @@ class Case:
     make: Callable[..., BaseField]
     #: Python values of the pre-existing documents (made anew for each database).
     existing: Callable[[], list[Any]]
+    #: The model has its own ``_save_create``, which writes after its insert (:func:`_stamp`).
+    own_step: bool = False
 
     @property
     def id(self) -> str:
-        return f"{self.kind}-{'pk' if self.primary_key else 'plain'}"
+        role = "pk" if self.primary_key else "plain"
+        return f"{self.kind}-{role}{'-own-step' if self.own_step else ''}"
 
     @property
     def name(self) -> str:
@@ -140,7 +143,20 @@ CASES = [
     Case("uuid4", False, UUID4Field, _uuids(uuid.uuid4)),
     Case("uuid7", True, UUID7Field, _uuids(_uuid7.generate)),
     Case("uuid7", False, UUID7Field, _uuids(_uuid7.generate)),
+    # A model's own step, which stamps the document after its insert: what is stored is then
+    # no version the package sent.
+    Case("sequence", True, SequenceField, lambda: [1, 2, 3], own_step=True),
+    Case("sequence", False, SequenceField, lambda: [1001, 1002, 1003], own_step=True),
+    Case("random", True, _random_field, lambda: [1, 2, 3, 5, 7, 11], own_step=True),
+    Case("uuid4", True, UUID4Field, _uuids(uuid.uuid4), own_step=True),
 ]
+
+
+def _stamp(self: me.Document, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+    """A model's own ``_save_create``: MongoEngine's, then an update of the document written."""
+    written = me.Document._save_create(self, doc, force_insert, write_concern)
+    self._get_collection().update_one({"_id": doc["_id"]}, {"$set": {"stamp": 1}})
+    return written
 
 
 @cache
@@ -158,6 +174,8 @@ def _model(case: Case) -> type[me.Document]:
         "reading": me.FloatField(),
         case.name: case.make(primary_key=case.primary_key),
     }
+    if case.own_step:
+        attributes.update(stamp=me.IntField(), _save_create=_stamp)
     name = "Faults" + "".join(part.title() for part in case.id.split("-"))
     return type(name, (me.Document,), attributes)
 

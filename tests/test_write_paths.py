@@ -1948,6 +1948,22 @@ def test_a_projection_naming_a_map_key_of_digits_is_kept_on_save(
     assert raw_one(mongoengine_db.year_parts) == before
 
 
+class _LoseAnInsert:
+    """A ``connected_threadsafe`` hook: once armed, the next ``insert_one`` is applied and its
+    reply lost."""
+
+    armed = False
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if not (self.armed and method == "insert_one"):
+            return call()
+        import pymongo.errors
+
+        self.armed = False
+        call()
+        raise pymongo.errors.AutoReconnect("the insert's reply was lost")
+
+
 class _LoseAnUpdate:
     """A ``connected_threadsafe`` hook: once armed, the next ``update_one`` is applied and its
     reply lost."""
@@ -1965,11 +1981,11 @@ class _LoseAnUpdate:
 
 
 @pytest.mark.parametrize("key_field", [UUID4Field, SequenceField], ids=["uuid4", "sequence"])
-def test_the_retry_after_a_models_own_step_wrote_more_writes_nothing(key_field: type) -> None:
+def test_the_retry_after_a_models_own_step_wrote_more_is_its_own(key_field: type) -> None:
     """A model's own ``_save_create`` updates the document after its insert, and that update's
-    reply is lost: the stored copy is no version the insert sent, so the retry cannot tell it
-    from another document's. Found by a check of probe AU's fix: a sequence key was taken for
-    a collision and the document stored twice (1 and 2); a UUID key, its copy written over."""
+    reply is lost: the stored copy holds every value sent, and more; it is this document's.
+    Found by a check of probe AU's fix: a sequence key was taken for a collision and the
+    document stored twice (1 and 2)."""
     import pymongo.errors
 
     from mongoengine_ids.testing import connected_threadsafe
@@ -1992,17 +2008,44 @@ def test_the_retry_after_a_models_own_step_wrote_more_writes_nothing(key_field: 
         with pytest.raises(pymongo.errors.AutoReconnect, match="reply was lost"):
             stamped.save()
         key = stamped.pk
-        for _ in range(2):
-            with pytest.raises(
-                NotUniqueError,
-                match=r"that no attempt sent: this one, changed since it landed \(by another "
-                r"writer, or by Stamped's own _save_create\(\) after its insert\)",
-            ):
-                stamped.save()
+        stamped.save()
         collection = db[Stamped._get_collection_name()]
         assert list(collection.find({}, {"_id": 0})) == [{"name": "a", "stamp": 1}]
         assert [doc.pk for doc in Stamped.objects.only("id")] == [key]
         assert stamped.pk == key
+
+
+def test_the_retry_after_a_models_own_step_changed_a_value_is_refused() -> None:
+    """Review K: a step that changes a value it was given stores a copy that holds no version
+    sent: for a key made for the document alone, the retry cannot tell it from a copy's, and
+    refuses (a sequence or random key takes a fresh value: docs/guarantees.md)."""
+    import pymongo.errors
+
+    from mongoengine_ids.testing import connected_threadsafe
+
+    class Lowered(me.Document):
+        meta = {"collection": "lowered"}
+        id = UUID4Field(primary_key=True)
+        name = me.StringField()
+
+        def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+            doc = {**doc, "name": doc["name"].lower()}
+            return me.Document._save_create(self, doc, force_insert, write_concern)
+
+    hook = _LoseAnInsert()
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        lowered = Lowered(name="A")
+        hook.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect, match="reply was lost"):
+            lowered.save()
+        with pytest.raises(
+            NotUniqueError,
+            match=r"that no attempt sent: this one, changed since it landed \(by another "
+            r"writer, or by Lowered's own _save_create\(\)\)",
+        ):
+            lowered.save()
+        assert list(db.lowered.find({}, {"_id": 0})) == [{"name": "a"}]
 
 
 class _LandLate:

@@ -74,7 +74,8 @@ def earlier_insert(document: Any, collection: Any) -> Found:
     # Even an _id made for this document alone: a copy of it (copy, pickle, from_json) holds
     # it too, and may have been saved meanwhile.
     found = _as_stored(stored, collection)
-    return Found.SENT if any(_same(found, sent) for sent in mine) else Found.OTHER
+    matches = _holds if state.sent_to_own_step else _same
+    return Found.SENT if any(matches(found, sent) for sent in mine) else Found.OTHER
 
 
 def earlier_insert_landed(document: Any, collection: Any) -> bool:
@@ -82,11 +83,11 @@ def earlier_insert_landed(document: Any, collection: Any) -> bool:
     return earlier_insert(document, collection) is Found.SENT
 
 
-def held_by_other(document: Any, collection: Any, *, step: bool = False) -> str:
-    """The error text for ``document`` when :func:`earlier_insert` found ``Found.OTHER``
-    (``step``: its model's own ``_save_create`` may have written after its insert)."""
+def held_by_other(document: Any, collection: Any) -> str:
+    """The error text for ``document`` when :func:`earlier_insert` found ``Found.OTHER``."""
     model = type(document).__name__
-    changed = f", or by {model}'s own _save_create() after its insert" if step else ""
+    step = seam.state(document).sent_to_own_step
+    changed = f", or by {model}'s own _save_create()" if step else ""
     return (
         f"{model} {seam.key(document)!r}: its insert had its reply lost, and "
         f"{collection.full_name!r} holds under that key a document that no attempt sent: this "
@@ -95,6 +96,12 @@ def held_by_other(document: Any, collection: Any, *, step: bool = False) -> str:
         f"stored document ({model}.objects.get(pk=...)) to see which; to store this one as a "
         "new document, set its key to None and save() it"
     )
+
+
+def _holds(stored: Any, sent: Any) -> bool:
+    """Whether ``stored`` holds every value of ``sent`` (a model's own step may have added to
+    what it was given, or written more after its insert)."""
+    return all(name in stored and _same(stored[name], value) for name, value in sent.items())
 
 
 def _same(stored: Any, sent: Any) -> bool:

@@ -256,11 +256,10 @@ def save_create(
     found = _landed(document, write, made_pk, filled, noted) if retrying else None
     if found is landed.Found.SENT:
         return _over_own_copy(document, write, filled, noted, earlier, write_next)
-    if found is landed.Found.OTHER and (may_write_more or not landed.pk_can_collide(document)):
-        # A key no fresh value may replace (made for this document alone), or a model's own
-        # step that may have written over its insert: neither a fresh key nor a replace is safe.
+    if found is landed.Found.OTHER and not landed.pk_can_collide(document):
+        # A key no fresh value may replace (made for this document alone, or assigned).
         values.unconfirmed(document, sent=None, made_pk=made_pk, filled=filled, noted=noted)
-        raise NotUniqueError(landed.held_by_other(document, write.collection, step=may_write_more))
+        raise NotUniqueError(landed.held_by_other(document, write.collection))
     if earlier is not None:
         # Not before: if making the values failed, the earlier insert may still land, and the
         # next attempt must look for it again.
@@ -333,15 +332,10 @@ class _Insert:
         """A duplicate key while an earlier insert of the document (whose reply was lost) may
         land: is it that insert, landed late? A document no attempt sent under the key is
         refused as :func:`save_create`'s look-up refuses it (a fresh value is no answer for a
-        key made for it alone, nor after a model's own step, which may have written it)."""
+        key made for it alone)."""
         found = landed.earlier_insert(self.document, self.write.collection)
-        if found is landed.Found.OTHER and (
-            self.may_write_more or not landed.pk_can_collide(self.document)
-        ):
-            collection = self.write.collection
-            raise NotUniqueError(
-                landed.held_by_other(self.document, collection, step=self.may_write_more)
-            )
+        if found is landed.Found.OTHER and not landed.pk_can_collide(self.document):
+            raise NotUniqueError(landed.held_by_other(self.document, self.write.collection))
         return found is landed.Found.SENT
 
     def attempt(self) -> Any:
@@ -367,6 +361,7 @@ class _Insert:
             filled=self.filled,
             noted=self.noted,
         )
+        seam.state(self.document).sent_to_own_step = self.may_write_more
 
 
 def _over_own_copy(

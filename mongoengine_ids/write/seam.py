@@ -1351,6 +1351,9 @@ class State:
     sent: Any = None
     #: Every earlier version sent while unconfirmed: any of them may still land.
     sent_before: list[Any] = dataclasses.field(default_factory=list)
+    #: While unconfirmed: the versions were given to a model's own ``_save_create``, which may
+    #: have added to them or written more after its insert.
+    sent_to_own_step: bool = False
     #: While unconfirmed, as (slot, value, identity) triples (identity: the value with its
     #: scope, as stored, see ``values.identity_key``): the values the write path generated for it
     #: (still its own to retry), and the assigned values the fields were told of. A value
@@ -1376,6 +1379,7 @@ class State:
         self.unconfirmed = self.made_pk = False
         self.stored_by_failed_insert = None
         self.sent, self.sent_before, self.generated, self.noted = None, [], [], []
+        self.sent_to_own_step = False
         self.owner = None
         self.upserted = {}
 
