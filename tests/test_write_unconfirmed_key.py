@@ -90,7 +90,8 @@ def test_a_key_not_known_to_be_its_own_is_refused(lost: LoseInsert, action: str)
     with pytest.raises(
         OperationError,
         match=r"Order 1: its insert had its reply lost, and '\w+\.\w+' holds under that key a "
-        r"document that no attempt sent.*set its key to None and save",
+        r"document that no attempt sent.*give it another key \(a generated key: set it to None\) "
+        r"and save",
     ):
         ACTIONS[action](order)
     assert raw() == [{"_id": 1, "item": "theirs"}]  # the holder of 1 untouched
@@ -272,7 +273,7 @@ def test_a_landed_document_changed_by_another_writer_is_refused_with_the_way_out
             r"landed \(by another writer\), or another document holding the key \(a copy of "
             r"this one, saved meanwhile\); nothing was written. Load the stored document "
             r"\(Parcel.objects.get\(pk=...\)\) to see which; to store this one as a new "
-            r"document, set its key to None and save\(\) it"
+            r"document, give it another key \(a generated key: set it to None\) and save\(\) it"
         )
         with pytest.raises(OperationError, match=message):
             parcel.reload()
@@ -280,3 +281,79 @@ def test_a_landed_document_changed_by_another_writer_is_refused_with_the_way_out
             parcel.save()
         expected = [{"_id": Binary(parcel.pk.bytes, 4), "item": "mine", "status": "picked"}]
         assert _raw_parcels() == expected
+
+
+class StepParcel(me.Document):
+    id = UUID4Field(primary_key=True)
+    item = me.StringField()
+    extra = me.StringField()
+
+    def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+        return super()._save_create(doc, force_insert, write_concern)
+
+
+def test_a_copy_adding_a_value_is_not_taken_for_an_own_steps_insert() -> None:
+    """Review L: for a model with its own ``_save_create``, a stored copy holding every value
+    sent, and more, was taken for the retry's own under any key: the original's retry wrote
+    over a copy saved meanwhile with a value added. A key made for it alone is compared
+    exactly."""
+    hook = LoseInsert("before")
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
+        db = connect()
+        hook.collection = "step_parcel"
+        parcel = StepParcel(item="mine")
+        hook.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            parcel.save()
+        twin = copy.copy(parcel)
+        twin.extra = "the copy's"
+        twin.save()
+        with pytest.raises(me.NotUniqueError, match="holds under that key a document that no"):
+            parcel.save()
+        stored = db.step_parcel.find({}, {"_id": 0})
+        assert list(stored) == [{"item": "mine", "extra": "the copy's"}]
+
+
+class Ticket(me.Document):
+    id = SequenceField(primary_key=True)
+    item = me.StringField()
+
+
+def test_an_assigned_key_held_by_another_is_refused_with_the_way_out() -> None:
+    """Review L: a key you assigned to a generated field is never given a fresh value: the
+    retry finding another document under it refuses with the error naming what to do (it was
+    MongoEngine's bare duplicate key error)."""
+    hook = LoseInsert("before")
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
+        db = connect()
+        hook.collection = "ticket"
+        ticket = Ticket(id=5, item="mine")
+        hook.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            ticket.save()
+        db.ticket.insert_one({"_id": 5, "item": "theirs"})
+        with pytest.raises(me.NotUniqueError, match=r"Ticket 5: .*give it another key"):
+            ticket.save()
+        assert list(db.ticket.find()) == [{"_id": 5, "item": "theirs"}]
+
+
+class Labelled(me.Document):
+    id = me.StringField(primary_key=True)
+    item = me.StringField()
+    number = SequenceField()
+
+
+def test_an_assigned_key_of_a_plain_field_keeps_mongoengines_save() -> None:
+    """A key of a field that is not generated, assigned: MongoEngine's save() writes over what
+    holds it (its save is a replace, not an insert), also on the retry after a lost reply."""
+    hook = LoseInsert("after")
+    with connected_threadsafe(TEST_URI, hook=hook) as connect:
+        db = connect()
+        hook.collection, hook.method = "labelled", "find_one_and_replace"
+        labelled = Labelled(id="k1", item="mine")
+        hook.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            labelled.save()
+        db.labelled.update_one({"_id": "k1"}, {"$set": {"item": "theirs"}})
+        labelled.save()
+        assert list(db.labelled.find()) == [{"_id": "k1", "item": "mine", "number": 1}]

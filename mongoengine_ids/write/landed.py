@@ -74,7 +74,11 @@ def earlier_insert(document: Any, collection: Any) -> Found:
     # Even an _id made for this document alone: a copy of it (copy, pickle, from_json) holds
     # it too, and may have been saved meanwhile.
     found = _as_stored(stored, collection)
-    matches = _holds if state.sent_to_own_step else _same
+    # A model's own step may add to what it was given, or write after its insert: for a key
+    # its field retries (the other choice: a fresh key, a second copy), a stored copy holding
+    # every value sent is taken for its own. (A key made for it alone is compared exactly:
+    # the other choice there is a refusal.)
+    matches = _holds if state.sent_to_own_step and key_retried(document) else _same
     return Found.SENT if any(matches(found, sent) for sent in mine) else Found.OTHER
 
 
@@ -94,7 +98,7 @@ def held_by_other(document: Any, collection: Any) -> str:
         f"one, changed since it landed (by another writer{changed}), or another document "
         "holding the key (a copy of this one, saved meanwhile); nothing was written. Load the "
         f"stored document ({model}.objects.get(pk=...)) to see which; to store this one as a "
-        "new document, set its key to None and save() it"
+        "new document, give it another key (a generated key: set it to None) and save() it"
     )
 
 
@@ -118,18 +122,32 @@ def _same(stored: Any, sent: Any) -> bool:
 
 def pk_can_collide(document: Any) -> bool:
     """Whether a document other than this one may hold its ``_id``."""
-    state = seam.state(document)
-    if state.made_pk:
+    if seam.state(document).made_pk:
         return False  # an ObjectId made for it
     if getattr(seam.pk_field(type(document)), "collision_retries", 0):
         return True  # a sequence or random key
     # A UUID the write path generated for it is its own; one the user assigned may be another
     # document's (an idempotency key, say).
+    return not _key_generated(document)
+
+
+def key_retried(document: Any) -> bool:
+    """Whether the key of ``document`` is one its field made and retries on a collision (a
+    sequence or random key, not assigned): another document holding it means a fresh key."""
+    return (
+        not seam.state(document).made_pk
+        and bool(getattr(seam.pk_field(type(document)), "collision_retries", 0))
+        and _key_generated(document)
+    )
+
+
+def _key_generated(document: Any) -> bool:
+    """Whether the write path generated the key ``document`` holds."""
     name = seam.shape(type(document)).pk_name
     key = seam.key(document)
-    return not any(
+    return any(
         slot.holder is document and slot.name == name and value == key
-        for slot, value, _ in state.generated
+        for slot, value, _ in seam.state(document).generated
     )
 
 

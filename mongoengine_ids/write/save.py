@@ -256,17 +256,18 @@ def save_create(
     found = _landed(document, write, made_pk, filled, noted) if retrying else None
     if found is landed.Found.SENT:
         return _over_own_copy(document, write, filled, noted, earlier, write_next)
-    if found is landed.Found.OTHER and not landed.pk_can_collide(document):
-        # A key no fresh value may replace (made for this document alone, or assigned).
+    # A key of a generated field is inserted, never written over a document holding it (also
+    # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
+    insert = made_pk or force_insert or shape.generates_pk
+    if found is landed.Found.OTHER and insert and not landed.key_retried(document):
+        # A key no fresh value may replace (made for this document alone, or assigned). (Not
+        # inserting, MongoEngine's save of an assigned key writes over what holds it.)
         values.unconfirmed(document, sent=None, made_pk=made_pk, filled=filled, noted=noted)
         raise NotUniqueError(landed.held_by_other(document, write.collection))
     if earlier is not None:
         # Not before: if making the values failed, the earlier insert may still land, and the
         # next attempt must look for it again.
         earlier.unconfirmed = False
-    # A key of a generated field is inserted, never written over a document holding it (also
-    # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
-    insert = made_pk or force_insert or shape.generates_pk
     step = _Insert(
         document, shape, write, son, insert, filled, noted, made_pk, write_next, may_write_more
     )
@@ -334,7 +335,7 @@ class _Insert:
         refused as :func:`save_create`'s look-up refuses it (a fresh value is no answer for a
         key made for it alone)."""
         found = landed.earlier_insert(self.document, self.write.collection)
-        if found is landed.Found.OTHER and not landed.pk_can_collide(self.document):
+        if found is landed.Found.OTHER and self.insert and not landed.key_retried(self.document):
             raise NotUniqueError(landed.held_by_other(self.document, self.write.collection))
         return found is landed.Found.SENT
 
