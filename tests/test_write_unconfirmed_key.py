@@ -90,8 +90,8 @@ def test_a_key_not_known_to_be_its_own_is_refused(lost: LoseInsert, action: str)
     with pytest.raises(
         OperationError,
         match=r"Order 1: its insert had its reply lost, and '\w+\.\w+' holds under that key a "
-        r"document that no attempt sent.*give it another key \(a generated key: set it to None\) "
-        r"and save",
+        r"document that no attempt sent.*give it another key \(a generated key: set it to "
+        r"None\), set to None the other generated values .* and save",
     ):
         ACTIONS[action](order)
     assert raw() == [{"_id": 1, "item": "theirs"}]  # the holder of 1 untouched
@@ -271,9 +271,10 @@ def test_a_landed_document_changed_by_another_writer_is_refused_with_the_way_out
         message = (
             r"holds under that key a document that no attempt sent: this one, changed since it "
             r"landed \(by another writer\), or another document holding the key \(a copy of "
-            r"this one, saved meanwhile\); nothing was written. Load the stored document "
-            r"\(Parcel.objects.get\(pk=...\)\) to see which; to store this one as a new "
-            r"document, give it another key \(a generated key: set it to None\) and save\(\) it"
+            r"this one saved meanwhile, or one given that key\); nothing was written. Load the "
+            r"document that collection holds under that key to see which; to store this one as "
+            r"a new document, give it another key \(a generated key: set it to None\), set to "
+            r"None the other generated values it shares with that document, and save\(\) it"
         )
         with pytest.raises(OperationError, match=message):
             parcel.reload()

@@ -96,9 +96,11 @@ def held_by_other(document: Any, collection: Any) -> str:
         f"{model} {seam.key(document)!r}: its insert had its reply lost, and "
         f"{collection.full_name!r} holds under that key a document that no attempt sent: this "
         f"one, changed since it landed (by another writer{changed}), or another document "
-        "holding the key (a copy of this one, saved meanwhile); nothing was written. Load the "
-        f"stored document ({model}.objects.get(pk=...)) to see which; to store this one as a "
-        "new document, give it another key (a generated key: set it to None) and save() it"
+        "holding the key (a copy of this one saved meanwhile, or one given that key); nothing "
+        "was written. Load the document that collection holds under that key to see which; to "
+        "store this one as a new document, give it another key (a generated key: set it to "
+        "None), set to None the other generated values it shares with that document, and "
+        "save() it"
     )
 
 
