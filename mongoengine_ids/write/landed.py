@@ -1,12 +1,14 @@
 """After a lost reply: was the earlier insert of a document applied?
 
 A document whose insert's outcome is unknown keeps its ``_id`` and values (see :mod:`.save`).
-When the application sends it again, the ``_id`` is looked up first: absent, the earlier insert
-was not applied and the document is inserted as new; present, it was if the stored document is one
-an attempt sent. If not, another document holds that ``_id``: a value that can collide (a
-field that retries collisions generated it), for which the field picks a fresh one, or a copy
-of the document (``copy``, pickle, ``from_json()``) saved meanwhile, which is never written
-over.
+When the application sends it again, the ``_id`` is looked up first (:func:`earlier_insert`):
+absent, the earlier insert was not applied and the document is inserted as new; present, it
+was if the stored document is a version an attempt sent (for a model's own ``_save_create``
+under a key its field retries, one holding every value of such a version). If not, another
+document holds that ``_id``, or this one changed since it landed: for a key its field retries
+(a sequence or random one), the field picks a fresh one; any other key the write inserts (one
+made for the document alone, which a copy of it saved meanwhile holds too, or one assigned)
+is refused, never written over (:func:`held_by_other`).
 An ``_id`` no earlier attempt sent (the application changed the key since) cannot be one of
 them landed: a document holding it is another's.
 
