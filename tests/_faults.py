@@ -1,5 +1,6 @@
 """The fault injector, the application's retry loop and what both exhaustive fault tests
-(``test_faults_exhaustive.py``, ``test_faults_embedded.py``) share."""
+(``test_faults_exhaustive.py``, ``test_faults_embedded.py``) share; also the model step that
+the lost-reply tests of ``test_write_paths.py`` use."""
 
 from __future__ import annotations
 
@@ -150,3 +151,49 @@ def retrying(call: Callable[[], list[Any]], between: Callable[[], None] | None =
         outcome.returned, outcome.ending = True, None
         return outcome
     return outcome
+
+
+class StoredValues:
+    """Check 9 of both harnesses: a value the write had stored when an attempt failed is the
+    one stored at the end (a retry never writes another over it; the application may have
+    read it meanwhile). ``read()`` gives the stored values by the label of their logical
+    document, for those held once (a label held twice is check 2's or 5's), None where the
+    value is missing; ``name`` names the value in the problems."""
+
+    def __init__(self, faults: Faults, read: Callable[[], dict[Any, Any]], name: str) -> None:
+        self.faults, self.read, self.name = faults, read, name
+        self.before = read()
+        #: When each attempt failed: the values the write had stored (changed, not missing).
+        self.seen: list[dict[Any, Any]] = []
+
+    def between(self) -> None:
+        """Before the application's retry: read, not as a call of the write (nor as the call
+        a late call awaits)."""
+        self.faults.armed = False
+        now = self.read()
+        self.faults.armed = True
+        self.seen.append(
+            {
+                label: value
+                for label, value in now.items()
+                if value is not None and self.before.get(label) != value
+            }
+        )
+
+    def problems(self) -> list[str]:
+        """After the write (faults disarmed): each value seen then and changed since."""
+        now = self.read()
+        return [
+            f"9. {label!r} held {self.name}={value!r} after attempt {attempt}, now {now[label]!r}"
+            for attempt, values in enumerate(self.seen, start=1)
+            for label, value in values.items()
+            if label in now and now[label] != value
+        ]
+
+
+def stamp_after_insert(self: me.Document, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+    """A model's own ``_save_create``: MongoEngine's, then an update of the document written
+    (so what is stored is no version the package sent)."""
+    written = me.Document._save_create(self, doc, force_insert, write_concern)
+    self._get_collection().update_one({"_id": doc["_id"]}, {"$set": {"stamp": 1}})
+    return written

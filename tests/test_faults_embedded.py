@@ -36,7 +36,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
-from _faults import ACCEPTABLE, MODES, Faults, Outcome, draw, draws, retrying
+from _faults import ACCEPTABLE, MODES, Faults, Outcome, StoredValues, draw, draws, retrying
 from _support import CLIENT_OPTIONS, TEST_URI
 from bson.binary import Binary
 
@@ -424,24 +424,16 @@ def _run(case: Case, make_write: Callable[[Any, Any], Write], faults: Faults) ->
         box._get_collection()
         write = make_write(part, box)
         collection = db[box._get_collection_name()]
-        before = _codes_by_label(collection)
-        seen: list[dict[Any, Any]] = []  # the values the write had stored when an attempt failed
-
-        def between() -> None:
-            faults.armed = False  # not a call of the write (nor the one a late call awaits)
-            now = _codes_by_label(collection)
-            seen.append({label: code for label, code in now.items() if before.get(label) != code})
-            faults.armed = True
-
+        stored_values = StoredValues(faults, lambda: _codes_by_label(collection), "code")
         faults.armed = True
         try:
-            outcome = retrying(write.call, between)
+            outcome = retrying(write.call, stored_values.between)
         finally:
             faults.armed = False
             faults.land()
         stored = list(collection.find({}, {"_id": 0}))
         problems = _violations(case, db, write, existing, stored, outcome)
-        problems.extend(_changed_by_a_retry(seen, stored))
+        problems.extend(stored_values.problems())
     box._collection = None
     return Run(faults.calls, outcome, problems)
 
@@ -451,31 +443,14 @@ def _items(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _codes_by_label(collection: Any) -> dict[Any, Any]:
-    """The stored value of each embedded document, by its label (held once: else check 5's)."""
+    """The stored value of each embedded document, by its label, of labels held once."""
     items = [item for document in collection.find() for item in _items(document)]
     labels = Counter(item.get("label") for item in items)
     return {
-        item.get("label"): _key(item["code"])
-        for item in items
-        if item.get("code") is not None and labels[item.get("label")] == 1
-    }
-
-
-def _changed_by_a_retry(seen: list[dict[Any, Any]], stored: list[dict[str, Any]]) -> list[str]:
-    """9. A value the write had stored when an attempt failed is the one stored at the end."""
-    items = [item for document in stored for item in _items(document)]
-    labels = Counter(item.get("label") for item in items)
-    now = {
         item.get("label"): _key(item.get("code"))
         for item in items
         if labels[item.get("label")] == 1
     }
-    return [
-        f"9. {label!r} held code={code!r} after attempt {attempt}, now {now[label]!r}"
-        for attempt, codes in enumerate(seen, start=1)
-        for label, code in codes.items()
-        if label in now and now[label] != code
-    ]
 
 
 def _violations(

@@ -59,7 +59,17 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 import pytest
-from _faults import ACCEPTABLE, MODES, Faults, Outcome, draw, draws, retrying
+from _faults import (
+    ACCEPTABLE,
+    MODES,
+    Faults,
+    Outcome,
+    StoredValues,
+    draw,
+    draws,
+    retrying,
+    stamp_after_insert,
+)
 from _support import CLIENT_OPTIONS, TEST_URI
 from bson import json_util
 from bson.binary import Binary
@@ -94,7 +104,8 @@ class Case:
     make: Callable[..., BaseField]
     #: Python values of the pre-existing documents (made anew for each database).
     existing: Callable[[], list[Any]]
-    #: The model has its own ``_save_create``, which writes after its insert (:func:`_stamp`).
+    #: The model has its own ``_save_create``, which writes after its insert
+    #: (:func:`_faults.stamp_after_insert`).
     own_step: bool = False
 
     @property
@@ -152,13 +163,6 @@ CASES = [
 ]
 
 
-def _stamp(self: me.Document, doc: Any, force_insert: bool, write_concern: Any) -> Any:
-    """A model's own ``_save_create``: MongoEngine's, then an update of the document written."""
-    written = me.Document._save_create(self, doc, force_insert, write_concern)
-    self._get_collection().update_one({"_id": doc["_id"]}, {"$set": {"stamp": 1}})
-    return written
-
-
 @cache
 def _model(case: Case) -> type[me.Document]:
     """The model of ``case``: ``key`` (one per logical document), ``note``, the field; and two
@@ -175,7 +179,7 @@ def _model(case: Case) -> type[me.Document]:
         case.name: case.make(primary_key=case.primary_key),
     }
     if case.own_step:
-        attributes.update(stamp=me.IntField(), _save_create=_stamp)
+        attributes.update(stamp=me.IntField(), _save_create=stamp_after_insert)
     name = "Faults" + "".join(part.title() for part in case.id.split("-"))
     return type(name, (me.Document,), attributes)
 
@@ -518,14 +522,11 @@ def _run(
             )
         model._get_collection()  # its indexes: MongoEngine makes them once per process
         write = make_write(model)
-        before = _values_by_key(collection, generated.db_field)
-        seen: list[dict[Any, Any]] = []  # the values the write had stored when an attempt failed
+        db_field = generated.db_field
+        stored_values = StoredValues(faults, lambda: _values_by_key(collection, db_field), db_field)
 
         def between() -> None:
-            faults.armed = False  # not a call of the write (nor the one a late call awaits)
-            now = _values_by_key(collection, generated.db_field)
-            seen.append({key: value for key, value in now.items() if before.get(key) != value})
-            faults.armed = True
+            stored_values.between()
             if touch:
                 _touch(write)
 
@@ -537,34 +538,19 @@ def _run(
             faults.land()  # no later call came: the server applies it all the same
         stored = [_raw(document) for document in collection.find()]
         problems = _violations(case, model, write, existing, stored, outcome)
-        problems.extend(_changed_by_a_retry(seen, stored, generated.db_field))
+        problems.extend(stored_values.problems())
     return Run(faults.calls, faults.fired, outcome, problems)
 
 
 def _values_by_key(collection: Any, db_field: str) -> dict[Any, Any]:
+    """The stored values of ``db_field`` by the key of their document, of keys held once."""
+    documents = list(collection.find())
+    held = Counter(document.get("key") for document in documents)
     return {
-        document.get("key"): _raw(document[db_field])
-        for document in collection.find({db_field: {"$exists": True, "$ne": None}})
+        document.get("key"): _raw(document.get(db_field))
+        for document in documents
+        if held[document.get("key")] == 1
     }
-
-
-def _changed_by_a_retry(
-    seen: list[dict[Any, Any]], stored: list[dict[str, Any]], db_field: str
-) -> list[str]:
-    """9. A value the write had stored when an attempt failed is the one stored at the end: a
-    retry never writes another over it (one the application may have read meanwhile)."""
-    counts = Counter(document.get("key") for document in stored)  # twice: check 2's
-    now = {
-        document.get("key"): document.get(db_field)
-        for document in stored
-        if counts[document.get("key")] == 1
-    }
-    return [
-        f"9. {key!r} held {db_field}={value!r} after attempt {attempt}, now {now[key]!r}"
-        for attempt, values in enumerate(seen, start=1)
-        for key, value in values.items()
-        if key in now and now[key] != value
-    ]
 
 
 def _violations(

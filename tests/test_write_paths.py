@@ -21,6 +21,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from _faults import stamp_after_insert
 from _write_support import (
     BY_NAME,
     COUNTERS,
@@ -1948,36 +1949,23 @@ def test_a_projection_naming_a_map_key_of_digits_is_kept_on_save(
     assert raw_one(mongoengine_db.year_parts) == before
 
 
-class _LoseAnInsert:
-    """A ``connected_threadsafe`` hook: once armed, the next ``insert_one`` is applied and its
-    reply lost."""
+class _LoseTheReply:
+    """A ``connected_threadsafe`` hook: once armed, the next call of ``method`` is applied and
+    its reply lost."""
 
     armed = False
 
+    def __init__(self, method: str) -> None:
+        self.method = method
+
     def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
-        if not (self.armed and method == "insert_one"):
+        if not (self.armed and method == self.method):
             return call()
         import pymongo.errors
 
         self.armed = False
         call()
-        raise pymongo.errors.AutoReconnect("the insert's reply was lost")
-
-
-class _LoseAnUpdate:
-    """A ``connected_threadsafe`` hook: once armed, the next ``update_one`` is applied and its
-    reply lost."""
-
-    armed = False
-
-    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
-        if not (self.armed and method == "update_one"):
-            return call()
-        import pymongo.errors
-
-        self.armed = False
-        call()
-        raise pymongo.errors.AutoReconnect("the update's reply was lost")
+        raise pymongo.errors.AutoReconnect(f"the {method}'s reply was lost")
 
 
 @pytest.mark.parametrize("key_field", [UUID4Field, SequenceField], ids=["uuid4", "sequence"])
@@ -1997,12 +1985,9 @@ def test_the_retry_after_a_models_own_step_wrote_more(key_field: type) -> None:
         id = key_field(primary_key=True)
         name = me.StringField()
 
-        def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
-            written = super()._save_create(doc, force_insert, write_concern)
-            self._get_collection().update_one({"_id": doc["_id"]}, {"$set": {"stamp": 1}})
-            return written
+        _save_create = stamp_after_insert
 
-    hook = _LoseAnUpdate()
+    hook = _LoseTheReply("update_one")
     with connected_threadsafe(hook=hook) as connect:
         db = connect()
         stamped = Stamped(name="a")
@@ -2038,7 +2023,7 @@ def test_the_retry_after_a_models_own_step_changed_a_value_is_refused() -> None:
             doc = {**doc, "name": doc["name"].lower()}
             return me.Document._save_create(self, doc, force_insert, write_concern)
 
-    hook = _LoseAnInsert()
+    hook = _LoseTheReply("insert_one")
     with connected_threadsafe(hook=hook) as connect:
         db = connect()
         lowered = Lowered(name="A")
@@ -2092,10 +2077,7 @@ def test_a_late_insert_of_a_models_own_step_is_its_own(key_field: type) -> None:
         id = key_field(primary_key=True)
         name = me.StringField()
 
-        def _save_create(self, doc: Any, force_insert: bool, write_concern: Any) -> Any:
-            written = super()._save_create(doc, force_insert, write_concern)
-            self._get_collection().update_one({"_id": doc["_id"]}, {"$set": {"stamp": 1}})
-            return written
+        _save_create = stamp_after_insert
 
     hook = _LandLate(LateStamped._get_collection_name())
     with connected_threadsafe(hook=hook) as connect:

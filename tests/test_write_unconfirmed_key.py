@@ -50,6 +50,12 @@ class LoseInsert:
             call()
         raise pymongo.errors.AutoReconnect("injected after the call")
 
+    def lose(self, write: Callable[[], Any]) -> None:
+        """Arm, then run ``write``, whose insert fails so (the application sees the error)."""
+        self.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            write()
+
 
 @pytest.fixture(params=["before", "refused"])
 def lost(request: Any) -> Iterator[LoseInsert]:
@@ -77,9 +83,7 @@ def _lost_insert(hook: LoseInsert) -> Order:
     """An order whose save() picks the number 1, which an imported document holds."""
     Order._get_collection().insert_one({"_id": 1, "item": "theirs"})
     order = Order(item="mine")
-    hook.armed = True
-    with pytest.raises(pymongo.errors.AutoReconnect):
-        order.save()
+    hook.lose(order.save)
     assert order.id == 1  # kept for the application's retry
     return order
 
@@ -109,9 +113,7 @@ def test_a_landed_insert_makes_the_key_its_own(action: str) -> None:
     with connected_threadsafe(TEST_URI, hook=hook) as connect:
         connect()
         order = Order(item="mine")
-        hook.armed = True
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            order.save()
+        hook.lose(order.save)
         ACTIONS[action](order)  # looks the insert up: applied, so key 1 is its own
         if action == "delete":
             assert raw() == []
@@ -129,10 +131,8 @@ def test_a_landed_bulk_insert_updated_by_key_is_counted_by_its_retry() -> None:
     with connected_threadsafe(TEST_URI, hook=hook) as connect:
         connect()
         orders = [Order(item="a"), Order(item="b")]
-        hook.armed = True
         hook.method = "insert_many"
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            Order.objects.insert(orders, load_bulk=False)
+        hook.lose(lambda: Order.objects.insert(orders, load_bulk=False))
         for order in orders:
             order.update(set__item=f"{order.item}, changed")
         assert Order.objects.insert(orders, load_bulk=False) == [1, 2]
@@ -176,10 +176,8 @@ def test_a_key_made_for_the_document_alone_addresses_it_or_nothing() -> None:
     with connected_threadsafe(TEST_URI, hook=hook) as connect:
         connect()
         parcel = Parcel(item="mine")
-        hook.armed = True
         hook.collection = "parcel"
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            parcel.save()
+        hook.lose(parcel.save)
         with pytest.raises(Parcel.DoesNotExist):
             parcel.reload()
         assert parcel.update(set__item="changed") == 0
@@ -201,9 +199,7 @@ def _saved_copy_of_a_lost_insert(hook: LoseInsert, how: str, *, bulk: bool = Fal
     hook.collection = "parcel"
     hook.method = "insert_many" if bulk else "insert_one"
     parcel = Parcel(item="mine")
-    hook.armed = True
-    with pytest.raises(pymongo.errors.AutoReconnect):
-        Parcel.objects.insert([parcel]) if bulk else parcel.save()
+    hook.lose(lambda: Parcel.objects.insert([parcel]) if bulk else parcel.save())
     twin = copy.deepcopy(parcel) if how == "deepcopy" else pickle.loads(pickle.dumps(parcel))
     twin.item = "the copy"
     twin.save()
@@ -245,9 +241,7 @@ def test_a_key_nothing_holds_yet_is_refused_until_the_retry() -> None:
     with connected_threadsafe(TEST_URI, hook=hook) as connect:
         connect()
         order = Order(item="mine")
-        hook.armed = True
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            order.save()
+        hook.lose(order.save)
         with pytest.raises(OperationError, match=r"Order 1: .* is not stored in .*save\(\) it"):
             order.update(set__item="changed")
         assert raw() == []
@@ -264,9 +258,7 @@ def test_a_landed_document_changed_by_another_writer_is_refused_with_the_way_out
         connect()
         hook.collection = "parcel"
         parcel = Parcel(item="mine")
-        hook.armed = True
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            parcel.save()
+        hook.lose(parcel.save)
         Parcel._get_collection().update_one({}, {"$set": {"status": "picked"}})
         message = (
             r"holds under that key a document that no attempt sent: this one, changed since it "
@@ -303,9 +295,7 @@ def test_a_copy_adding_a_value_is_not_taken_for_an_own_steps_insert() -> None:
         db = connect()
         hook.collection = "step_parcel"
         parcel = StepParcel(item="mine")
-        hook.armed = True
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            parcel.save()
+        hook.lose(parcel.save)
         twin = copy.copy(parcel)
         twin.extra = "the copy's"
         twin.save()
@@ -329,9 +319,7 @@ def test_an_assigned_key_held_by_another_is_refused_with_the_way_out() -> None:
         db = connect()
         hook.collection = "ticket"
         ticket = Ticket(id=5, item="mine")
-        hook.armed = True
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            ticket.save()
+        hook.lose(ticket.save)
         db.ticket.insert_one({"_id": 5, "item": "theirs"})
         with pytest.raises(me.NotUniqueError, match=r"Ticket 5: .*give it another key"):
             ticket.save()
@@ -352,9 +340,7 @@ def test_an_assigned_key_of_a_plain_field_keeps_mongoengines_save() -> None:
         db = connect()
         hook.collection, hook.method = "labelled", "find_one_and_replace"
         labelled = Labelled(id="k1", item="mine")
-        hook.armed = True
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            labelled.save()
+        hook.lose(labelled.save)
         db.labelled.update_one({"_id": "k1"}, {"$set": {"item": "theirs"}})
         labelled.save()
         assert list(db.labelled.find()) == [{"_id": "k1", "item": "mine", "number": 1}]

@@ -89,6 +89,14 @@ def earlier_insert_landed(document: Any, collection: Any) -> bool:
     return earlier_insert(document, collection) is Found.SENT
 
 
+def refused(found: Found | None, document: Any, *, insert: bool) -> bool:
+    """Whether the retry of ``document`` refuses what :func:`earlier_insert` ``found``: another
+    document under a key the write inserts that no fresh value may replace (one made for the
+    document alone, or assigned). Not inserting, MongoEngine's save of an assigned key writes
+    over what holds it."""
+    return found is Found.OTHER and insert and not key_retried(document)
+
+
 def held_by_other(document: Any, collection: Any) -> str:
     """The error text for ``document`` when :func:`earlier_insert` found ``Found.OTHER``."""
     model = type(document).__name__

@@ -259,9 +259,7 @@ def save_create(
     # A key of a generated field is inserted, never written over a document holding it (also
     # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
     insert = made_pk or force_insert or shape.generates_pk
-    if found is landed.Found.OTHER and insert and not landed.key_retried(document):
-        # A key no fresh value may replace (made for this document alone, or assigned). (Not
-        # inserting, MongoEngine's save of an assigned key writes over what holds it.)
+    if landed.refused(found, document, insert=insert):
         values.unconfirmed(document, sent=None, made_pk=made_pk, filled=filled, noted=noted)
         raise NotUniqueError(landed.held_by_other(document, write.collection))
     if earlier is not None:
@@ -335,7 +333,7 @@ class _Insert:
         refused as :func:`save_create`'s look-up refuses it (a fresh value is no answer for a
         key made for it alone)."""
         found = landed.earlier_insert(self.document, self.write.collection)
-        if found is landed.Found.OTHER and self.insert and not landed.key_retried(self.document):
+        if landed.refused(found, self.document, insert=self.insert):
             raise NotUniqueError(landed.held_by_other(self.document, self.write.collection))
         return found is landed.Found.SENT
 
