@@ -1488,6 +1488,21 @@ def test_a_query_by_a_bool_is_refused(mongoengine_db: Any, field: str) -> None:
         list(Queried.objects(**{field: True}))
 
 
+@pytest.mark.parametrize("field", ["seq", "luhn", "ri", "rs", "u4", "u7", "loc"])
+@pytest.mark.parametrize("operator", ["", "__ne", "__in"])
+def test_a_query_by_a_dict_is_refused_not_sent_as_operators(
+    mongoengine_db: Any, field: str, operator: str
+) -> None:
+    # Probe AY-1: {"$ne": None} was sent as it is, and delete() removed every document
+    # (MongoEngine's SequenceField and IntField refuse a dict).
+    Queried().save()
+    Queried().save()
+    value: Any = {"$ne": None}
+    with pytest.raises(InvalidQueryValueError, match=rf"Queried\.{field}.*\{{'\$ne': None\}}"):
+        Queried.objects(**{field + operator: [value] if operator == "__in" else value}).delete()
+    assert mongoengine_db["queried"].count_documents({}) == 2
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [

@@ -368,7 +368,14 @@ class GeneratedField(BaseField):  # type: ignore[misc]
             if op in _WRITING_OPS:
                 self.validate(self.coerce(value))  # as an assignment coerces it, then save()
             elif isinstance(value, dict):
-                return value  # an operator document, given as it is
+                # Sent as it is, MongoDB would take it for operators: id={"$ne": None} would
+                # match every document (MongoEngine's SequenceField and IntField refuse it).
+                name = getattr(self, "name", None) or "field"
+                self.query_error(
+                    f"cannot query {self._label} by the dict {value!r}: a dict is no value of "
+                    f"this field; for an operator, use MongoEngine's ({name}__ne=, "
+                    f"{name}__in=[...]) or __raw__"
+                )
             return self.query_value(value)
         except InvalidQueryValueError:
             raise
