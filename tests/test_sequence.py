@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,6 +31,7 @@ from mongoengine_ids import (
 from mongoengine_ids.errors import IdSpaceExhaustedError, InvalidIdError, RetriesExhaustedError
 from mongoengine_ids.resets import reset_process_state
 from mongoengine_ids.sequence import admin
+from mongoengine_ids.sequence import field as sequence_module
 from mongoengine_ids.sequence.field import (
     DEFAULT_COLLECTION,
     INT64_MAX,
@@ -353,6 +355,96 @@ def test_prefetch_leases_the_next_block_in_the_background(mongoengine_db: Any) -
         flight.done.wait(timeout=30)
     assert counter(mongoengine_db, "p") == {"_id": "p", "next": 20}
     assert [sequence.next() for _ in range(15)] == list(range(6, 21))
+
+
+class _Interrupted(BaseException):
+    """An interrupt of one thread (KeyboardInterrupt, a gevent Timeout)."""
+
+
+class _WatchedEvent(threading.Event):
+    """A flight's event that says when a thread waits on it."""
+
+    waiting = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        type(self).waiting.set()
+        return super().wait(timeout)
+
+
+@pytest.fixture
+def watched_flights(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Flights whose waiters are seen: the event set once a thread waits on one."""
+    _WatchedEvent.waiting = threading.Event()
+    real = sequence_module._Flight.__init__
+
+    def init(self: Any, epoch: int) -> None:
+        real(self, epoch)
+        self.done = _WatchedEvent()
+
+    monkeypatch.setattr(sequence_module._Flight, "__init__", init)
+    return _WatchedEvent.waiting
+
+
+def _fail_lease_once(
+    monkeypatch: pytest.MonkeyPatch, waiting: threading.Event, error: BaseException, thread: str
+) -> None:
+    """The first lease by a thread whose name starts with ``thread`` waits until another
+    thread waits on it, then raises ``error`` (nothing written)."""
+    real = sequence_module.CounterStore.lease
+    armed = [True]
+
+    def lease(self: Any, count: int, **kwargs: Any) -> range:
+        if armed[0] and threading.current_thread().name.startswith(thread):
+            armed[0] = False
+            assert waiting.wait(timeout=30)
+            raise error
+        return real(self, count, **kwargs)
+
+    monkeypatch.setattr(sequence_module.CounterStore, "lease", lease)
+
+
+def test_a_failed_prefetch_is_leased_again_by_the_refill_waiting_on_it(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch, watched_flights: threading.Event
+) -> None:
+    # Probe AW: the refill waiting on the prefetch raised the prefetch's AutoReconnect (its own
+    # lease was never tried), though the next one leased at once.
+    _fail_lease_once(
+        monkeypatch, watched_flights, pymongo.errors.AutoReconnect("reset"), "prefetch"
+    )
+    sequence = Sequence("p", database=mongoengine_db, batch_size=4, prefetch=True)
+    values = [sequence.next() for _ in range(6)]  # the 2nd starts the prefetch; the 5th waits
+    assert values == [1, 2, 3, 4, 5, 6]
+    flight = sequence._flight  # the 6th started the prefetch of 9..12 (None: landed)
+    assert flight is None or flight.done.wait(timeout=30)
+    assert counter(mongoengine_db, "p") == {"_id": "p", "next": 12}
+
+
+def test_an_interrupt_of_the_leasing_thread_is_raised_in_that_thread_only(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch, watched_flights: threading.Event
+) -> None:
+    # Probe AW: an interrupt (a KeyboardInterrupt, a gevent Timeout) of the thread leasing the
+    # block was raised in every thread waiting on that lease.
+    _fail_lease_once(monkeypatch, watched_flights, _Interrupted(), "leader")
+    sequence = Sequence("i", database=mongoengine_db, batch_size=2)
+    outcomes: dict[str, Any] = {}
+
+    def take(name: str) -> None:
+        try:
+            outcomes[name] = sequence.next()
+        except _Interrupted as error:
+            outcomes[name] = error
+
+    leader = threading.Thread(target=take, args=("leader",), name="leader")
+    leader.start()
+    while sequence._flight is None:  # the leader's lease has begun
+        threading.Event().wait(0.001)
+    follower = threading.Thread(target=take, args=("follower",), name="follower")
+    follower.start()
+    leader.join(30)
+    follower.join(30)
+    assert isinstance(outcomes["leader"], _Interrupted)
+    assert outcomes["follower"] == 1
+    assert counter(mongoengine_db, "i") == {"_id": "i", "next": 2}
 
 
 def test_disconnect_and_reconnect_discard_leased_blocks(mongoengine_connect: Connect) -> None:

@@ -1176,12 +1176,13 @@ class Sequence:
                 if flight.error is not None:
                     raise flight.error
             else:
+                # Another thread's lease, or a prefetch. Its error is its own (an interrupt or
+                # a timeout of that thread, probe AW): if it failed, this thread leases itself.
                 flight.done.wait()
-                if flight.error is not None:
-                    raise flight.error
 
     def _fly(self, flight: _Flight) -> None:
-        """Lease a block (no lock held) and queue it; record the error instead of raising."""
+        """Lease a block (no lock held) and queue it; record the error instead of raising (the
+        leader raises it; those waiting lease again)."""
         block: range | None
         try:
             block = self._lease_block(self.batch_size)
@@ -1204,8 +1205,8 @@ class Sequence:
             return
         flight = self._flight = _Flight(self._epoch)
         # A thread per block (about 0.1 ms to start, once per batch_size values) instead of a
-        # long-lived worker: nothing to rebuild after fork(). A failed prefetch is forgotten;
-        # the next refill leases in the foreground and raises.
+        # long-lived worker: nothing to rebuild after fork(). A failed prefetch is forgotten:
+        # a refill waiting on it, and the next, lease in the foreground (and raise their own).
         threading.Thread(
             target=self._fly, args=(flight,), name=f"prefetch {self.name}", daemon=True
         ).start()
