@@ -11,6 +11,7 @@ The helpers here (:class:`Script`, :func:`stored`) are also used by the other
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 import re
@@ -22,6 +23,7 @@ import mongoengine as me
 import pymongo
 import pytest
 from _support import TEST_URI, real_server
+from bson.json_util import RELAXED_JSON_OPTIONS
 from mongoengine.errors import NotUniqueError, ValidationError
 
 from mongoengine_ids.errors import RetriesExhaustedError
@@ -1023,3 +1025,59 @@ def test_server_details_decide_the_retry(mongoengine_db: Any) -> None:
         Thing(email="a").save()
     assert script.draws == 4
     assert codes(collection) == [1, 2]
+
+
+# -- a space widened ------------------------------------------------------------------------------
+
+
+def _account(number: RandomUniqueField) -> Any:
+    return type(
+        "WidenedAccount",
+        (me.Document,),
+        {"__module__": __name__, "number": number, "owner": me.StringField()},
+    )
+
+
+def test_a_space_widened_keeping_the_stored_values_saves_them(mongoengine_db: Any) -> None:
+    stored = _account(RandomUniqueField(digits=6))(owner="Ada").save().number
+    Widened = _account(RandomUniqueField(min_value=100_000, max_value=99_999_999))
+    account = Widened.objects.get()
+    account.owner = "Ada L."
+    account.save()
+    assert [(d["number"], d["owner"]) for d in Widened._get_collection().find()] == [
+        (stored, "Ada L.")
+    ]
+
+
+def test_a_value_stored_outside_the_space_reads_and_serialises_but_is_no_value_of_it(
+    mongoengine_db: Any,
+) -> None:
+    # Probe AZ F3: to_mongo() checked the space, so to_json(), copy and pickle of a document
+    # stored before the space changed raised ValidationError.
+    stored = _account(RandomUniqueField(digits=6))(owner="Ada").save().number
+    Moved = _account(RandomUniqueField(digits=8))
+    account = Moved.objects.get()
+    assert account.number == stored
+    assert f'"number": {stored}' in account.to_json(json_options=RELAXED_JSON_OPTIONS)
+    assert copy.deepcopy(account).number == stored
+    assert Moved.objects(number=stored).count() == 1
+    account.owner = "Ada L."
+    with pytest.raises(ValidationError, match=rf"{stored} is not a valid id for .*number"):
+        account.save()
+    assert [(d["number"], d["owner"]) for d in Moved._get_collection().find()] == [(stored, "Ada")]
+
+
+@pytest.mark.parametrize("operator", ["startswith", "icontains", "regex", "not__startswith"])
+def test_a_string_operator_given_none_is_refused_never_sent_as_null(
+    mongoengine_db: Any, operator: str
+) -> None:
+    # Review N: code__startswith=None was sent as {code: None}, and delete() removed the
+    # documents without a code (a StringField raises TypeError).
+    class Voucher(me.Document):
+        code = RandomUniqueField(length=6)
+
+    Voucher().save()
+    mongoengine_db["voucher"].insert_one({"name": "no code"})
+    with pytest.raises(ValidationError, match=rf"Voucher\.code by {operator.split('__')[-1]} None"):
+        Voucher.objects(**{f"code__{operator}": None}).delete()
+    assert mongoengine_db["voucher"].count_documents({}) == 2

@@ -388,6 +388,8 @@ class RandomUniqueField(GeneratedField):
         self.warn_collision_rate = float(warn_collision_rate)
         self._counters = _Counters()
         self._size = self._space.size
+        #: Values of a space that is not of integers are text (see ``prepare_query_value``).
+        self.stores_text = not isinstance(self._space, IntegerSpace)
         #: An index into the space; the default randomness is ours and needs no checking.
         self._draw_index: Callable[[], int] = (
             SYSTEM_RANDOMNESS.below(self._size) if rng is None else self._checked_index
@@ -584,8 +586,9 @@ class RandomUniqueField(GeneratedField):
             f"{where} (max_retries={self.max_retries}); the space holds "
             f"{self._space.size:,} values ({self._space.description}) and "
             f"{stats.collision_rate:.1%} of this process's {stats.attempts:,} attempts "
-            "collided: it is close to full, widen it (more digits, a longer length); or its "
-            "randomness repeats itself (rng=, or os.urandom, patched in a test?)"
+            "collided: it is close to full, widen it so that it still holds the values stored "
+            "(docs/random-unique.md, 'Widening a space'); or its randomness repeats itself "
+            "(rng=, or os.urandom, patched in a test?)"
         )
 
     def _record(self, attempts: int, collisions: int) -> None:
@@ -599,7 +602,8 @@ class RandomUniqueField(GeneratedField):
         logger.warning(
             "%s: %d of the last %d attempts (%.1f%%) drew a value already taken: the space of "
             "%s values is about %.0f%% full (expected retries per insert f/(1-f) = %.3f); "
-            "widen it before inserts start failing",
+            "widen it before inserts start failing, so that it still holds the values stored "
+            "(docs/random-unique.md, 'Widening a space')",
             self._label,
             collided,
             window,
@@ -746,16 +750,24 @@ class RandomUniqueField(GeneratedField):
         """The canonical form of a loosely typed value (see the space); junk unchanged."""
         return self._space.coerce(value)
 
+    def in_own_form(self, stored: Any, uuid_representation: int | None = None) -> bool:
+        """Whether ``stored``, a key as read, is what the field writes (not an id in lower
+        case, nor a number as text: see :meth:`~.GeneratedField._written_back`)."""
+        return self._written_back(stored)
+
     def to_python(self, value: Any) -> Any:
         """The stored value as the Python value (ints and strings are stored as they are)."""
         return None if value is None else self._space.coerce(value)
 
     def to_mongo(self, value: Any) -> Any:
-        """The value to store; raises ValidationError for a value outside the space."""
-        checked = self._space.coerce(value)
-        if self._space.problem(checked) is not None:
-            self.validate(value)
-        return checked
+        """The value in stored form, not checked (as MongoEngine's fields: ``validate()`` and
+        the write path check what is written). A value stored before the space changed is
+        serialised as it is (``to_json()``, ``copy``, ``pickle``: probe AZ)."""
+        if value is None:
+            # Asked for the key of a document not saved (a reference's query by it): refused,
+            # as an ObjectId key is; null would match every reference left unset (review AQ).
+            self.error(f"{self._label}: None is not a value (a document not saved has no key)")
+        return self._space.coerce(value)
 
     def validate(self, value: Any, clean: bool = True) -> None:
         """Raise ``ValidationError`` unless ``value`` is in the field's space."""
@@ -765,27 +777,6 @@ class RandomUniqueField(GeneratedField):
                 f"{value!r} is not a valid id for {self._label}: {problem}; expected "
                 f"{self._space.description}"
             )
-
-    def prepare_query_value(self, op: str, value: Any) -> Any:
-        """As every generated field's; in a space that is not of integers, a string operator
-        but ``exact`` (``code__startswith="T-4"``, ``icontains``, ``regex``...) given text makes
-        a regex of it as it is, as a ``StringField``'s does (a part of a value is no value of
-        the space, to read leniently), and a compiled pattern is sent as it is. ``exact`` is
-        the query by the value (read leniently)."""
-        if (
-            op in seam.STRING_OPERATORS
-            and op != "exact"
-            and not isinstance(self._space, IntegerSpace)
-        ):
-            if isinstance(value, (re.Pattern, Regex)):
-                return value
-            if not isinstance(value, str):
-                self.query_error(
-                    f"cannot query {self._label} by {op} {value!r}: expected a str or a "
-                    "compiled pattern"
-                )
-            return seam.text_query(op, value)
-        return super().prepare_query_value(op, value)
 
     def query_value(self, value: Any) -> Any:
         """A query value in stored form.

@@ -708,12 +708,23 @@ class CounterStore:
 class _Flight:
     """One lease in progress; the others needing values wait on it, not on the lock."""
 
-    __slots__ = ("done", "epoch", "error")
+    __slots__ = ("done", "epoch", "error", "prefetch")
 
-    def __init__(self, epoch: int) -> None:
+    def __init__(self, epoch: int, *, prefetch: bool = False) -> None:
         self.done = threading.Event()
         self.epoch = epoch
         self.error: BaseException | None = None
+        self.prefetch = prefetch
+
+    def shared_error(self) -> BaseException | None:
+        """The error the threads waiting on this lease raise: the database's, once it failed
+        after its retries (each waiting thread leasing again would make an outage fail them
+        one after another, review N). None if they lease again: after a prefetch (a
+        background lease, which no one waits on by choice) or an interrupt of the leading
+        thread (a ``KeyboardInterrupt``, a gevent ``Timeout``: that thread's own, probe AW)."""
+        if self.prefetch or not isinstance(self.error, Exception):
+            return None
+        return self.error
 
 
 _EMPTY: Final = range(0)
@@ -1176,13 +1187,14 @@ class Sequence:
                 if flight.error is not None:
                     raise flight.error
             else:
-                # Another thread's lease, or a prefetch. Its error is its own (an interrupt or
-                # a timeout of that thread, probe AW): if it failed, this thread leases itself.
-                flight.done.wait()
+                flight.done.wait()  # another thread's lease, or a prefetch
+                error = flight.shared_error()
+                if error is not None:
+                    raise error
 
     def _fly(self, flight: _Flight) -> None:
-        """Lease a block (no lock held) and queue it; record the error instead of raising (the
-        leader raises it; those waiting lease again)."""
+        """Lease a block (no lock held) and queue it; record the error instead of raising (see
+        :meth:`_Flight.shared_error`)."""
         block: range | None
         try:
             block = self._lease_block(self.batch_size)
@@ -1203,7 +1215,7 @@ class Sequence:
     def _start_prefetch_locked(self) -> None:
         if self._flight is not None or self._ready:
             return
-        flight = self._flight = _Flight(self._epoch)
+        flight = self._flight = _Flight(self._epoch, prefetch=True)
         # A thread per block (about 0.1 ms to start, once per batch_size values) instead of a
         # long-lived worker: nothing to rebuild after fork(). A failed prefetch is forgotten:
         # a refill waiting on it, and the next, lease in the foreground (and raise their own).
@@ -1609,6 +1621,9 @@ class SequenceField(GeneratedField):
         self.format = SequenceFormat(prefix=prefix, width=digits if zero_pad else None, luhn=luhn)
         #: Whether stored values are made by a user's ``value_decorator`` (MongoEngine's way).
         self.decorated = value_decorator is not None
+        #: Formatted values are text: a string operator matches them as stored (probe AZ: it
+        #: was sent as the query by the value, ``n__startswith="N1"`` matched "N1" alone).
+        self.stores_text = self.format.active and not self.decorated
         #: The counter number -> the stored value: the user's decorator, the formatting options',
         #: or ``int`` (MongoEngine's attribute of the same name and meaning).
         self.value_decorator: Callable[[int], Any] = (
@@ -2105,6 +2120,12 @@ class SequenceField(GeneratedField):
             if value.isascii() and value.isdigit():
                 return int(value)
         return None
+
+    def in_own_form(self, stored: Any, uuid_representation: int | None = None) -> bool:
+        """Whether ``stored``, a key as read, is what the field writes (not a number as text,
+        nor a number under a field formatted since: see
+        :meth:`~.GeneratedField._written_back`)."""
+        return self._written_back(stored)
 
     def to_python(self, value: Any) -> Any:
         return None if value is None else self.coerce(value)

@@ -15,11 +15,13 @@ counter never hands them out later.
 from __future__ import annotations
 
 import copy
+import re
 from collections import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, NoReturn, overload
 
+from bson.regex import Regex
 from mongoengine.base import BaseDocument, BaseField
 from mongoengine.errors import ValidationError
 
@@ -309,6 +311,25 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         settled, or the values this field gave them given back: nothing of them is pending.
         Default: nothing."""
 
+    def in_own_form(self, stored: Any, uuid_representation: int | None = None) -> bool:
+        """Whether ``stored``, a key as read from the database, is in the form this field writes
+        the value it reads it as (a query by that value finds it): if not, the document is
+        addressed as stored and its ``save()`` refused (:func:`.seam.note_stored_key`).
+        Default: True (a field of yours: its values are taken as stored)."""
+        return True
+
+    def _written_back(self, stored: Any) -> bool:
+        """:meth:`in_own_form` of a field whose stored values are ints or text: the value read,
+        written again, equals ``stored`` (``7.0`` is ``7``, as MongoDB compares them; the text
+        ``"12345"`` is not the number a SequenceField reads it as, nor ``"k7m2q9"`` the
+        Crockford id ``"K7M2Q9"``). A value the field cannot write is taken as its own: the
+        document's ``validate()`` refuses its save."""
+        try:
+            written = self.to_mongo(self.to_python(stored))
+        except (ValidationError, ValueError, TypeError):
+            return True
+        return bool(written == stored)
+
     def reference_key(self, value: Any) -> Any:
         """``value``, as a key of this field, in the form MongoEngine's references (DBRefs) hold
         and send back to the database. Default: the Python value, which is also the stored one
@@ -358,6 +379,8 @@ class GeneratedField(BaseField):  # type: ignore[misc]
             InvalidQueryValueError: the value is not one the field accepts, quoted, saying what
                 is (a ``ValidationError`` and a ``ValueError``: what MongoEngine's fields raise).
         """
+        if op in seam.STRING_OPERATORS and op != "exact" and self.stores_text:
+            return self._text_query(op, value)  # None too: refused, never sent as null
         if value is None:
             return value
         if isinstance(value, Stored):
@@ -381,6 +404,23 @@ class GeneratedField(BaseField):  # type: ignore[misc]
             raise
         except ValidationError as error:  # a field's own validate() or query_value()
             raise InvalidQueryValueError(str(error), field_name=error.field_name) from error
+
+    #: Whether the values are stored as text (a formatted number, a string space): then a
+    #: string operator but ``exact`` matches the text as stored, as a ``StringField``'s does.
+    stores_text: bool = False
+
+    def _text_query(self, op: str, value: Any) -> Any:
+        """A string operator's value (``code__startswith="T-4"``, ``icontains``, ``regex``...):
+        text makes a regex of it as it is, as a ``StringField``'s does (a part of a value is no
+        value of the field, to read leniently); a compiled pattern is sent as it is."""
+        if isinstance(value, (re.Pattern, Regex)):
+            return value
+        if not isinstance(value, str):
+            self.query_error(
+                f"cannot query {self._label} by {op} {value!r}: expected a str or a compiled "
+                "pattern"
+            )
+        return seam.text_query(op, value)
 
     def query_value(self, value: Any) -> Any:
         """A query value (not None, not a bool, not a dict) in stored form. Default: its stored

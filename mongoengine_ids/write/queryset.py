@@ -132,6 +132,14 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
             seam.note_read(document, query)
         return found
 
+    def from_json(self, json_data: Any) -> list[Any]:
+        """MongoEngine's ``from_json()``: a key the JSON holds as text or a number is a value of
+        the field (:func:`.seam.note_json_key`), as for ``Document.from_json()``."""
+        documents: list[Any] = super().from_json(json_data)
+        for document in documents:
+            seam.note_json_key(document)
+        return documents
+
     def distinct(self, field: str) -> Any:
         """MongoEngine's ``distinct()``; the values of a generated field are the field's values
         (a LocalityUUID, not the stored Binary)."""

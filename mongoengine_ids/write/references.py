@@ -96,6 +96,24 @@ def wrap_from_son(owner: type[Document], own: Any) -> Any:
     return classmethod(_from_son)
 
 
+def wrap_from_json(owner: type[Document], own: Any) -> Any:
+    """``from_json`` for ``owner`` (``own``: the class's own classmethod, or None): a key the
+    JSON holds as text or a number is the application's, a value of the field in any form it
+    accepts (an API's text of a UUID, a number as text), not a form read from the database
+    (probe AZ: taken for one, the document's ``save()`` was refused and its ``delete()`` found
+    nothing), as MongoEngine's own fields take it (:func:`.seam.note_json_key`)."""
+
+    def from_json(cls: type[Document], json_data: Any, *args: Any, **kwargs: Any) -> Any:
+        if own is not None:
+            document = own.__func__(cls, json_data, *args, **kwargs)
+        else:
+            document = super(owner, cls).from_json(json_data, *args, **kwargs)
+        seam.note_json_key(document)
+        return document
+
+    return classmethod(from_json)
+
+
 def wrap_to_dbref(owner: type[Document], own: ToDBRef | None) -> ToDBRef:
     """``to_dbref`` for ``owner``: the DBRef holds the key as references hold it."""
 

@@ -120,9 +120,9 @@ def _stored_in_another_form(document: Document) -> ValidationError:
     return ValidationError(
         f"{type(document).__name__}: its key {seam.key(document)!r} is stored as "
         f"{seam.stored_key(document)!r}, another form than its field writes; this save() "
-        "would store a second copy under the field's form. Insert a copy under a new key (set "
-        "the key to None, save(): the object is then the copy), then delete the original, "
-        "loaded again (docs/standard-uuids.md)"
+        "would store a second copy under the field's form. Convert the stored key first: insert "
+        "the stored document again under the key in the field's form, then delete the one "
+        "stored under the old form (docs/migration.md, 'Keys stored in another form')"
     )
 
 

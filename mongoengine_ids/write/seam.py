@@ -30,7 +30,9 @@ declares a generated field, one on ``EmbeddedDocument`` that checks the classes 
   fields a projection loaded (:func:`note_loaded`);
 * ``_from_son``, which builds loaded documents: the embedded documents their dynamic
   attributes hold are loaded ones (:func:`note_loaded_dynamic`), and a key read in another
-  form than its field's is recorded (:func:`note_stored_key`; :mod:`.references`);
+  form than its field's is recorded (:func:`note_stored_key`; :mod:`.references`); and
+  ``from_json`` (also the queryset's), whose documents take a key the JSON holds as text or a
+  number as a value of the field (:func:`note_json_key`);
 * on the class that declares a generated primary key stored in another form than its value
   (a UUID), ``to_mongo`` and ``to_dbref`` are wrapped so that they give the key in stored form;
 * when the first UUID field of the package is made, these methods of MongoEngine's reference
@@ -123,6 +125,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (Document, "to_dbref", ()),
     (BaseDocument, "to_mongo", ("use_db_field", "fields")),
     (BaseDocument, "_from_son", ("son", "_auto_dereference", "created")),
+    (BaseDocument, "from_json", ("json_data", "created")),
     (BaseDocument, "_lookup_field", ("parts",)),
     (BaseDocument, "__getstate__", ()),
     (BaseDocument, "__setstate__", ("data",)),
@@ -143,6 +146,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (BaseQuerySet, "modify", ("upsert", "full_response", "remove", "new")),
     (BaseQuerySet, "upsert_one", ("write_concern", "read_concern")),
     (BaseQuerySet, "in_bulk", ("object_ids",)),
+    (BaseQuerySet, "from_json", ("json_data",)),
     (BaseQuerySet, "distinct", ("field",)),
     (BaseQuerySet, "__next__", ()),
     (BaseQuerySet, "__getitem__", ("key",)),
@@ -1498,16 +1502,15 @@ def note_loaded_dynamic(document: BaseDocument, *, inside: bool = False) -> None
 
 def note_stored_key(document: Any, stored: Any) -> None:
     """Record the key of ``document``, just loaded, if it is stored in another form than its
-    field writes (subtype 3, text under a binary field, binary or other text under
-    ``as_string``): MongoEngine would address it by the field's form, and its ``save()`` would
-    upsert a second copy."""
+    field writes (a UUID: subtype 3, text under a binary field, binary or other text under
+    ``as_string``; a number stored as text, a Crockford id in lower case, a number under a
+    field given a format since: :meth:`.GeneratedField.in_own_form`): MongoEngine would
+    address it by the field's form, and its ``save()`` would upsert a second copy."""
     found = shape(type(document))
     if stored is None or not found.generates_pk:
         return
     field = type(document)._fields[found.pk_name]
-    if not field.stored_form_differs:  # a key stored as its value is
-        return
-    if isinstance(stored, uuid.UUID) and not field.as_string:
+    if field.stored_form_differs and isinstance(stored, uuid.UUID) and not field.as_string:
         # Decoded: by the driver (from subtype 4 under ``standard``, from subtype 3 under the
         # legacy representations) or by json_util. Which one, the collection that read it
         # says: the queryset's (note_read), else the document's own (stored_key).
@@ -1516,6 +1519,19 @@ def note_stored_key(document: Any, stored: Any) -> None:
         # The queryset reading it, if any, names its collection (note_read); _from_son() does
         # not (nor connect: from_json() needs no connection).
         _record(document, stored, None)
+
+
+def note_json_key(document: Any) -> None:
+    """``document`` was built from JSON (``from_json()``): a key it holds as text or a number is
+    the application's, a value of its field in any form the field accepts (an API's text of a
+    UUID, a number as text), not a form read from the database; a ``Binary`` key, or one
+    decoded to a ``uuid.UUID`` (JSON of a raw row: ``QuerySet.to_json()``, a backup), is judged
+    as stored (:func:`note_stored_key`)."""
+    found = state(document, create=False)
+    if found is not None and isinstance(
+        getattr(found.stored_key, "stored", None), (str, int, float)
+    ):
+        found.stored_key = None
 
 
 def _record(document: Any, stored: Any, collection: Any) -> None:
@@ -1930,6 +1946,7 @@ def hook(document_class: type[Document]) -> None:
             ("__getstate__", _wrap_getstate),
             ("__setstate__", _wrap_setstate),
             ("_from_son", references.wrap_from_son),
+            ("from_json", references.wrap_from_json),
         ):
             own = vars(document_class).get(name)
             setattr(document_class, name, wrap(document_class, own))
