@@ -175,6 +175,24 @@ def test_assigned_values_are_inserted_ordered_as_before(mongoengine_db: Any) -> 
     assert codes(mongoengine_db.things) == [1, 5]  # ordered: stopped at the duplicate
 
 
+def test_a_draw_never_takes_a_value_assigned_to_another_document_of_the_batch(
+    mongoengine_db: Any,
+) -> None:
+    # Probe BB: the draw for document 0 took 7, which document 1 was given; document 0 was
+    # written first, document 1 refused and document 2 dropped.
+    script = Script(6, 0, 1)  # 7 (held by document 1: drawn again), 1, then 2
+    Thing = model(script)
+    batch = [Thing(name="drawn"), Thing(code=7, name="given"), Thing(name="after")]
+    Thing.objects.insert(batch)
+    assert [(d["name"], d["code"]) for d in stored(mongoengine_db.things)] == [
+        ("drawn", 1),
+        ("given", 7),
+        ("after", 2),
+    ]
+    assert script.draws == 3
+    assert Thing.code.stats() == RandomFieldStats(attempts=3, collisions=1, exhausted=0)
+
+
 def test_signals_fire_once_with_the_final_documents(mongoengine_db: Any) -> None:
     script = Script(0)
     Thing = model(script)

@@ -167,6 +167,47 @@ def test_an_upsert_setting_the_generated_field_to_none_is_refused(
     assert raw_docs(mongoengine_db.upsert_set_none) == []
 
 
+@pytest.mark.parametrize("condition", ["", "__exists", "__in"])
+@by_operation
+@by_role
+@by_kind
+def test_an_upsert_whose_filter_asks_the_generated_field_to_be_missing_is_refused(
+    mongoengine_db: Any, kind: Kind, role: str, operation: str, condition: str
+) -> None:
+    # Probe BB: the document inserted holds a value there, which the filter never matches:
+    # each run (or retry) inserted another (a plain IntField inserts one and matches it).
+    Model = account(kind, role, "AsksMissing", "upsert_asks_missing")
+    attr, _ = field_of(role)
+    given = {"": None, "__exists": False, "__in": [None]}[condition]
+    query = Model.objects(email="a@x", **{attr + condition: given})
+    with pytest.raises(InvalidQueryError, match=rf"AsksMissing\.{attr} is generated: .* null or"):
+        upsert(operation, query, set__n=1)
+    assert raw_docs(mongoengine_db.upsert_asks_missing) == []
+    if role == "plain":
+        # A document stored without it (before the field was added) is matched and updated.
+        mongoengine_db.upsert_asks_missing.insert_one({"email": "a@x", "n": 0})
+        upsert(operation, Model.objects(email="a@x", **{attr + condition: given}), set__n=2)
+        assert [
+            (d["email"], d["n"], attr in d) for d in raw_docs(mongoengine_db.upsert_asks_missing)
+        ] == [("a@x", 2, False)]
+
+
+def test_an_upsert_whose_filter_asks_an_embedded_generated_value_missing_is_refused(
+    mongoengine_db: Any,
+) -> None:
+    class MissingPart(me.EmbeddedDocument):
+        n = SequenceField()
+        label = me.StringField()
+
+    class Boxed(me.Document):
+        name = me.StringField()
+        part = me.EmbeddedDocumentField(MissingPart)
+
+    with pytest.raises(InvalidQueryError, match=r"MissingPart\.n is generated: .*part__n"):
+        Boxed.objects(name="x", part__n=None).upsert_one(set__part__label="a")
+    assert raw_docs(mongoengine_db.boxed) == []
+
+
 @pytest.mark.parametrize(
     ("role", "operator"),
     [("plain", "set"), ("plain", "set_on_insert"), ("pk", "set_on_insert")],
@@ -501,10 +542,19 @@ def test_a_deeper_filter_path_creates_each_embedded_document_on_the_way(
     assert stored["piece"]["inner"] == {"tag": "t", "serial": 1}
 
 
-def test_a_null_in_the_filter_is_no_value(mongoengine_db: Any) -> None:
+def test_a_null_in_the_filter_is_refused_when_the_upsert_would_insert(
+    mongoengine_db: Any,
+) -> None:
+    # Probe BB: the value generated for the document inserted made it one the filter never
+    # matches: each run inserted another. Matching a stored document, it is an update.
+    with pytest.raises(InvalidQueryError, match=r"Piece\.code is generated: .* null or missing"):
+        Crate.objects(piece__label="x", piece__code=None).update_one(upsert=True, set__name="n")
+    assert raw_docs(Crate._get_collection()) == []
+    Crate._get_collection().insert_one({"piece": {"label": "x"}})
     Crate.objects(piece__label="x", piece__code=None).update_one(upsert=True, set__name="n")
-    (stored,) = raw_docs(Crate._get_collection())
-    assert isinstance(stored["piece"]["code"], int)
+    assert [(d["piece"], d["name"]) for d in raw_docs(Crate._get_collection())] == [
+        ({"label": "x"}, "n")
+    ]
 
 
 def test_removing_a_generated_value_of_a_created_embedded_document_is_refused(

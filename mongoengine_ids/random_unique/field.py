@@ -509,6 +509,9 @@ class RandomUniqueField(GeneratedField):
 
     def note_assigned(self, write: Write, values: list[Any]) -> None:
         """With ``reserve_in``, reserve values the user assigned (a value taken is an error).
+        Without, claim them for their documents, as a draw is claimed (:class:`_Claims`): a
+        draw for another document of the write, or of this process, draws again (probe BB: a
+        draw took the value a later document of a bulk insert was given, which was refused).
 
         Raises:
             NotUniqueError: with ``reserve_in``, an assigned value is already reserved, or
@@ -517,6 +520,10 @@ class RandomUniqueField(GeneratedField):
         """
         if self.reserve_in is None:
             self.check_embedded_in(write.document_class, self.name)
+            where = _Claims.where(self, write.collection)
+            for holder, value in zip(write.documents, values, strict=True):
+                if isinstance(holder, BaseDocument):
+                    _CLAIMS.claim(where, value, holder)  # held by another: the index decides
             return
         if not values:
             return

@@ -1356,6 +1356,8 @@ def _fields_of(
                 "(__raw__=[...]) cannot give it a value on insert only; fix it in the filter, "
                 "or insert with save() or insert()"
             )
+        if _asks_absent(query, path) and collection.find_one(query, {"_id": 1}) is None:
+            raise _never_matched(f"{document_class.__name__}.{name}", name)
         empty.append(Slot(holder, holder, name, field, document_class))
     return empty, assigned, fixed
 
@@ -1390,6 +1392,8 @@ def _created_embedded(
     places = _Places(query, seam.update_operations(document_class, **update), owner)
     places.visit(document_class, ("", ""), None)
     places.visit_untyped(document_class)
+    if places.absent and collection.find_one(query, {"_id": 1}) is None:
+        raise _never_matched(*places.absent[0])
     if places.inserted and collection.find_one(query, {"_id": 1}) is not None:
         places.given = []  # the upsert matches: it inserts nothing
     else:
@@ -1409,6 +1413,9 @@ class _Places:
         #: The values the filter or the update gives generated fields, as the insert stores
         #: them: (field, value, db path).
         self.inserted: list[tuple[Any, Any, str]] = []
+        #: The generated fields to fill that the filter asks to be null or missing:
+        #: (``Kind.field``, the update name of its path).
+        self.absent: list[tuple[str, str]] = []
 
     def visit(self, kind: Any, prefix: tuple[str, str], whole: dict[str, Any] | None) -> None:
         """The embedded documents in fields of ``kind`` at ``prefix`` (a db path and an
@@ -1495,6 +1502,8 @@ class _Places:
                 continue
             if _writer(self.operations, inner_path) is not None:
                 continue  # written by another operator ($inc...: refused as an update's)
+            if _asks_absent(self.query, inner_path):
+                self.absent.append((f"{kind.__name__}.{inner}", f"{update_name}{inner}"))
             if whole_fixed:
                 raise InvalidQueryError(
                     f"{kind.__name__}.{inner} is generated: this upsert's filter matches "
@@ -1626,6 +1635,36 @@ def _given(
             if stored is not _ABSENT and stored is not None:
                 given[name] = source.to_python(stored)
     return given
+
+
+def _asks_absent(query: dict[str, Any], path: str) -> bool:
+    """Whether the filter's condition on ``path`` (at its top, or inside ``$and``) matches only
+    a document holding no value there: ``None``, ``{"$eq": None}``, ``{"$exists": False}``,
+    ``{"$in": [None]}``."""
+    condition = query.get(path, _ABSENT)
+    if condition is None:
+        return True
+    if isinstance(condition, dict):
+        if condition.get("$exists", True) in (False, 0) or (
+            "$eq" in condition and condition["$eq"] is None
+        ):
+            return True
+        listed = condition.get("$in")
+        if isinstance(listed, list) and listed and all(value is None for value in listed):
+            return True
+    return any(_asks_absent(clause, path) for clause in _clauses(query))
+
+
+def _never_matched(label: str, name: str) -> InvalidQueryError:
+    """The error for an upsert whose filter asks the generated field ``label`` to be null or
+    missing while no document matches: it would insert one holding a value there (probe BB:
+    each run, or retry, inserted another)."""
+    return InvalidQueryError(
+        f"{label} is generated: this upsert's filter asks it to be null or missing, and the "
+        "document it would insert holds a value there, which the filter never matches: each "
+        f"run, or retry, would insert another. Filter by other fields, or by a value of it "
+        f"({name}=...)"
+    )
 
 
 def _from_update(operations: dict[str, Any], path: str) -> Any:
