@@ -246,7 +246,8 @@ def save_create(
         raise OperationError(
             f"{type(document).__name__} was loaded without its key (exclude({shape.pk_name!r})): "
             "save() would insert it as a copy under a new key; load the key, or set it to None "
-            "to insert a copy"
+            "(and the unique generated values it holds, which the copy would share) to insert "
+            "a copy"
         )
     retrying = earlier is not None and earlier.unconfirmed  # an insert whose reply was lost
     # Values changed since an earlier attempt are told to the fields (a counter moves past

@@ -7,7 +7,7 @@ Rows (names are stable; the tests look for them):
 * with a simulated 1 ms round trip (mongomock wrapped so that every database call waits 1 ms,
   a real server's own latency with ``uri``), ``batch_size=1000`` against MongoEngine's field:
   id acquisition (target **at least 500 times faster**, issue 11), ``save()`` (target **at
-  least 1.8 times faster**, one round trip instead of two, issue 3) and ``insert()`` of 1,000
+  least 1.8 times faster**, one round trip instead of three, issue 3) and ``insert()`` of 1,000
   documents (target **at least 40 times faster**, issue 11), with the default ObjectId
   ``save()`` for scale. The notes give the counter round trips per 1,000 ids.
 * on mongomock without added latency: the same acquisition, ``save()`` (against the ObjectId
