@@ -250,3 +250,22 @@ def test_a_failed_draw_in_a_batch_gives_back_the_claims_of_the_others(
     assert [batch[0].code, batch[1].code] == [2, 3]
     found = [(doc["name"], doc["code"]) for doc in stored(mongoengine_db.things, "name", "code")]
     assert sorted(found) == [("a", 2), ("b", 3), ("c", 1)]
+
+
+def test_a_value_assigned_to_a_write_that_failed_is_drawn_again(mongoengine_db: Any) -> None:
+    # Review O: the claim of an assigned value outlived its failed write (the object kept):
+    # the value could not be drawn, and a tiny space ran out of retries.
+    script = Script(0)  # "other": 1
+    Thing = model(script)
+    Thing(email="taken", name="other").save()
+    refused = Thing(code=7, email="taken", name="refused")
+    with pytest.raises(NotUniqueError):
+        refused.save()  # the email's index: nothing written, 7 free again
+    script.then(6)  # 7
+    drawn = Thing(name="drawn").save()
+    assert drawn.code == 7
+    assert sorted((d["name"], d["code"]) for d in stored(mongoengine_db.things)) == [
+        ("drawn", 7),
+        ("other", 1),
+    ]
+    assert refused.code == 7  # an assigned value stays the document's

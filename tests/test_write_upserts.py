@@ -167,29 +167,71 @@ def test_an_upsert_setting_the_generated_field_to_none_is_refused(
     assert raw_docs(mongoengine_db.upsert_set_none) == []
 
 
-@pytest.mark.parametrize("condition", ["", "__exists", "__in"])
+#: Conditions on a generated field an upsert fills: (query suffix, value, whether a document
+#: stored without the field matches it).
+CONDITIONS = {
+    "null": ("", None, True),
+    "eq_null": ("__raw__", None, True),
+    "not_exists": ("__exists", False, True),
+    "in_null": ("__in", [None], True),
+    "not_exists_true": ("__not__exists", True, True),
+}
+
+
+def _condition(attr: str, db_field: str, name: str) -> dict[str, Any]:
+    suffix, value, _ = CONDITIONS[name]
+    if suffix == "__raw__":
+        return {"__raw__": {"$and": [{db_field: {"$eq": None}}]}}
+    return {attr + suffix: value}
+
+
+@pytest.mark.parametrize("condition", list(CONDITIONS))
 @by_operation
 @by_role
 @by_kind
-def test_an_upsert_whose_filter_asks_the_generated_field_to_be_missing_is_refused(
+def test_an_upsert_whose_filter_holds_a_condition_on_a_generated_field_is_refused(
     mongoengine_db: Any, kind: Kind, role: str, operation: str, condition: str
 ) -> None:
-    # Probe BB: the document inserted holds a value there, which the filter never matches:
-    # each run (or retry) inserted another (a plain IntField inserts one and matches it).
+    # Probe BB, review O: the document inserted holds a value made there, which the filter
+    # (null, missing, a range...) does not match: each run (or retry) inserted another (a
+    # plain IntField asked to be null inserts one and matches it).
     Model = account(kind, role, "AsksMissing", "upsert_asks_missing")
-    attr, _ = field_of(role)
-    given = {"": None, "__exists": False, "__in": [None]}[condition]
-    query = Model.objects(email="a@x", **{attr + condition: given})
-    with pytest.raises(InvalidQueryError, match=rf"AsksMissing\.{attr} is generated: .* null or"):
+    attr, key = field_of(role)
+    query = Model.objects(email="a@x", **_condition(attr, key, condition))
+    with pytest.raises(InvalidQueryError, match=rf"AsksMissing\.{attr} is generated: .* condition"):
         upsert(operation, query, set__n=1)
     assert raw_docs(mongoengine_db.upsert_asks_missing) == []
-    if role == "plain":
+    if role == "plain" and CONDITIONS[condition][2]:
         # A document stored without it (before the field was added) is matched and updated.
         mongoengine_db.upsert_asks_missing.insert_one({"email": "a@x", "n": 0})
-        upsert(operation, Model.objects(email="a@x", **{attr + condition: given}), set__n=2)
-        assert [
-            (d["email"], d["n"], attr in d) for d in raw_docs(mongoengine_db.upsert_asks_missing)
-        ] == [("a@x", 2, False)]
+        query = Model.objects(email="a@x", **_condition(attr, key, condition))
+        upsert(operation, query, set__n=2)
+        stored = raw_docs(mongoengine_db.upsert_asks_missing)
+        assert [(d["email"], d["n"], key in d) for d in stored] == [("a@x", 2, False)]
+
+
+def test_an_upsert_whose_filter_holds_a_range_on_a_generated_field_is_refused(
+    mongoengine_db: Any,
+) -> None:
+    class Ranged(me.Document):
+        email = me.StringField()
+        n = SequenceField()
+
+    for query in (Ranged.objects(email="a@x", n__lt=0), Ranged.objects(email="a@x", n__in=[0])):
+        with pytest.raises(InvalidQueryError, match=r"Ranged\.n is generated: .* condition"):
+            query.upsert_one(set__email="a@x")
+    assert raw_docs(mongoengine_db.ranged) == []
+
+
+def test_an_upsert_whose_filter_asks_for_a_generated_value_in_an_or_is_refused(
+    mongoengine_db: Any,
+) -> None:
+    Model = account(KINDS[0], "plain", "OrMissing", "upsert_or_missing")
+    attr, _ = field_of("plain")
+    query = Model.objects(me.Q(**{attr: None}) | me.Q(email="b@x"), email="a@x")
+    with pytest.raises(InvalidQueryError, match=rf"OrMissing\.{attr} is generated"):
+        query.upsert_one(set__n=1)
+    assert raw_docs(mongoengine_db.upsert_or_missing) == []
 
 
 def test_an_upsert_whose_filter_asks_an_embedded_generated_value_missing_is_refused(
@@ -547,7 +589,7 @@ def test_a_null_in_the_filter_is_refused_when_the_upsert_would_insert(
 ) -> None:
     # Probe BB: the value generated for the document inserted made it one the filter never
     # matches: each run inserted another. Matching a stored document, it is an update.
-    with pytest.raises(InvalidQueryError, match=r"Piece\.code is generated: .* null or missing"):
+    with pytest.raises(InvalidQueryError, match=r"Piece\.code is generated: .* condition on it"):
         Crate.objects(piece__label="x", piece__code=None).update_one(upsert=True, set__name="n")
     assert raw_docs(Crate._get_collection()) == []
     Crate._get_collection().insert_one({"piece": {"label": "x"}})

@@ -547,8 +547,12 @@ class RandomUniqueField(GeneratedField):
             )
 
     def release_values(self, write: Write, values: list[Any]) -> None:
-        """With ``reserve_in``, release the reservations of values that were not written."""
-        if self.reserve_in is not None and values:
+        """Release the reservations (``reserve_in``) of values that were not written, or
+        without it their claims (review O: a failed write kept them, and a free value could
+        not be drawn)."""
+        if self.reserve_in is None:
+            _CLAIMS.release(self, write.documents)
+        elif values:
             _release(self._proxy(write), [self.to_mongo(value) for value in values])
 
     def settled(self, holders: list[Any]) -> None:

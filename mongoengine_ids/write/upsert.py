@@ -1356,7 +1356,7 @@ def _fields_of(
                 "(__raw__=[...]) cannot give it a value on insert only; fix it in the filter, "
                 "or insert with save() or insert()"
             )
-        if _asks_absent(query, path) and collection.find_one(query, {"_id": 1}) is None:
+        if _conditions(query, path) and collection.find_one(query, {"_id": 1}) is None:
             raise _never_matched(f"{document_class.__name__}.{name}", name)
         empty.append(Slot(holder, holder, name, field, document_class))
     return empty, assigned, fixed
@@ -1413,7 +1413,7 @@ class _Places:
         #: The values the filter or the update gives generated fields, as the insert stores
         #: them: (field, value, db path).
         self.inserted: list[tuple[Any, Any, str]] = []
-        #: The generated fields to fill that the filter asks to be null or missing:
+        #: The generated fields to fill that the filter holds a condition on (:func:`_conditions`):
         #: (``Kind.field``, the update name of its path).
         self.absent: list[tuple[str, str]] = []
 
@@ -1502,7 +1502,7 @@ class _Places:
                 continue
             if _writer(self.operations, inner_path) is not None:
                 continue  # written by another operator ($inc...: refused as an update's)
-            if _asks_absent(self.query, inner_path):
+            if _conditions(self.query, inner_path):
                 self.absent.append((f"{kind.__name__}.{inner}", f"{update_name}{inner}"))
             if whole_fixed:
                 raise InvalidQueryError(
@@ -1637,33 +1637,37 @@ def _given(
     return given
 
 
-def _asks_absent(query: dict[str, Any], path: str) -> bool:
-    """Whether the filter's condition on ``path`` (at its top, or inside ``$and``) matches only
-    a document holding no value there: ``None``, ``{"$eq": None}``, ``{"$exists": False}``,
-    ``{"$in": [None]}``."""
-    condition = query.get(path, _ABSENT)
-    if condition is None:
-        return True
-    if isinstance(condition, dict):
-        if condition.get("$exists", True) in (False, 0) or (
-            "$eq" in condition and condition["$eq"] is None
+def _conditions(query: Any, path: str) -> bool:
+    """Whether the filter holds a condition on ``path``, a generated field the upsert fills (so
+    no equality to a value the insert would get): null, ``$exists``, ``$in``, a range, a
+    pattern, ``$not``, or any condition inside ``$or``, ``$nor`` or ``$and``. The value made
+    for the document inserted is not known to meet it (null and missing it never meets)."""
+    if not isinstance(query, dict):
+        return False
+    for key, condition in query.items():
+        if key == path:
+            return True
+        if (
+            key in ("$and", "$or", "$nor")
+            and isinstance(condition, list)
+            and any(_conditions(clause, path) for clause in condition)
         ):
             return True
-        listed = condition.get("$in")
-        if isinstance(listed, list) and listed and all(value is None for value in listed):
-            return True
-    return any(_asks_absent(clause, path) for clause in _clauses(query))
+    return False
 
 
 def _never_matched(label: str, name: str) -> InvalidQueryError:
-    """The error for an upsert whose filter asks the generated field ``label`` to be null or
-    missing while no document matches: it would insert one holding a value there (probe BB:
-    each run, or retry, inserted another)."""
+    """The error for an upsert whose filter holds a condition on the generated field ``label``
+    (null, missing, a range...) while no document matches: the document it would insert holds
+    a value made there, which the filter may never match (probe BB: asked to be null, each
+    run, or retry, inserted another)."""
     return InvalidQueryError(
-        f"{label} is generated: this upsert's filter asks it to be null or missing, and the "
-        "document it would insert holds a value there, which the filter never matches: each "
-        f"run, or retry, would insert another. Filter by other fields, or by a value of it "
-        f"({name}=...)"
+        f"{label} is generated: this upsert's filter holds a condition on it (null or missing, "
+        "a range, a pattern...) that the value made for the document it would insert may not "
+        "meet, and then never matches: each run, or retry, would insert another. Filter by "
+        f"other fields, or by a value of it ({name}=...). (Document.update(upsert=True) of a "
+        "document without a key filters by all its values, None included for a field declared "
+        "null=True.)"
     )
 
 
