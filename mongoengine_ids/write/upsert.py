@@ -144,8 +144,9 @@ def _upsert(
 ) -> _T:
     """:func:`upsert`, its values assigned for ``owner``."""
     document_class, collection = query.document_class, query.collection
-    empty, assigned, fixed = _fields_of(document_class, query.query, update, collection, owner)
-    inside, told = _created_embedded(document_class, query.query, update, collection, owner)
+    matches = _Matches(collection, query.query)
+    empty, assigned, fixed = _fields_of(document_class, query.query, update, matches, owner)
+    inside, told = _created_embedded(document_class, query.query, update, matches, owner)
     made_for, made = _made_for_filter.get()
     if made_for is document_class:  # its own: not given
         told = [slot for slot in told if _identity(slot) not in made]
@@ -1295,16 +1296,32 @@ def _own_copy(update: dict[str, Any]) -> dict[str, Any]:
     return {**update, "__raw__": copied}
 
 
+class _Matches:
+    """Whether an upsert's filter matches a stored document (it updates it, inserting
+    nothing): looked up in ``collection`` once, when first asked (nothing is written before the
+    upsert is sent), for every check of one attempt that depends on it."""
+
+    def __init__(self, collection: Any, query: dict[str, Any]) -> None:
+        self.collection = collection
+        self._query = query
+        self._found: bool | None = None
+
+    def __call__(self) -> bool:
+        if self._found is None:
+            self._found = self.collection.find_one(self._query, {"_id": 1}) is not None
+        return self._found
+
+
 def _fields_of(
     document_class: Any,
     query: dict[str, Any],
     update: dict[str, Any],
-    collection: Any,
+    matches: _Matches,
     owner: str,
 ) -> tuple[list[Slot], list[Slot], dict[str, Any]]:
     """The generated fields an upsert must give a value (neither fixed by the filter nor
-    written by the update); those the update gives one, or the filter a value no document of
-    ``collection`` holds yet, with it; and the values, by field name and as the filter gives
+    written by the update); those the update gives one, or the filter a value no stored
+    document holds yet (``matches``), with it; and the values, by field name and as the filter gives
     them, that the filter fixes only inside ``$and``, to set on insert as well (mongomock
     leaves them out of the document it inserts, which a server does not; the same value, so a
     server is unaffected)."""
@@ -1326,20 +1343,21 @@ def _fields_of(
             if inside_and and _writer(operations, path) is None:  # ($inc works on the filter's)
                 fixed[name] = in_filter
             if not field.tracks_assigned:
-                _check_fixed(field, in_filter, query, collection)
+                _check_fixed(field, in_filter, matches)
                 continue  # nothing to tell
-            if collection.find_one(query, {"_id": 1}) is not None:
+            if matches():
                 continue  # the upsert finds the document holding it
             given = in_filter
         elif (
             given is not _ABSENT
             and field.tracks_assigned
-            and collection.find_one({"$and": [query, {path: given}]}, {"_id": 1}) is not None
+            and matches.collection.find_one({"$and": [query, {path: given}]}, {"_id": 1})
+            is not None
         ):
             continue  # the upsert finds a document holding it already: not a new value
         if given is not _ABSENT:
             where = "its filter fixes" if given is in_filter else "it sets"
-            _check_stored_form(field, given, where, collection)
+            _check_stored_form(field, given, where, matches.collection)
             seam.data(holder)[name] = field.to_python(given)
             assigned.append(Slot(holder, holder, name, field, document_class))
             continue
@@ -1356,7 +1374,7 @@ def _fields_of(
                 "(__raw__=[...]) cannot give it a value on insert only; fix it in the filter, "
                 "or insert with save() or insert()"
             )
-        if _conditions(query, path) and collection.find_one(query, {"_id": 1}) is None:
+        if _conditions(query, path) and not matches():
             raise _never_matched(f"{document_class.__name__}.{name}", name)
         empty.append(Slot(holder, holder, name, field, document_class))
     return empty, assigned, fixed
@@ -1370,7 +1388,7 @@ def _created_embedded(
     document_class: Any,
     query: dict[str, Any],
     update: dict[str, Any],
-    collection: Any,
+    matches: _Matches,
     owner: str,
 ) -> tuple[dict[Slot, str], list[Slot]]:
     r"""The generated fields of the embedded documents an upsert's insert creates from its
@@ -1392,13 +1410,13 @@ def _created_embedded(
     places = _Places(query, seam.update_operations(document_class, **update), owner)
     places.visit(document_class, ("", ""), None)
     places.visit_untyped(document_class)
-    if places.absent and collection.find_one(query, {"_id": 1}) is None:
-        raise _never_matched(*places.absent[0])
-    if places.inserted and collection.find_one(query, {"_id": 1}) is not None:
+    if places.conditioned and not matches():
+        raise _never_matched(*places.conditioned[0])
+    if places.inserted and matches():
         places.given = []  # the upsert matches: it inserts nothing
     else:
         for field, given, path in places.inserted:  # sent as given (a __raw__ filter or update)
-            _check_stored_form(field, given, f"the upsert inserts at {path!r}", collection)
+            _check_stored_form(field, given, f"the upsert inserts at {path!r}", matches.collection)
     return places.empty, places.given
 
 
@@ -1415,7 +1433,7 @@ class _Places:
         self.inserted: list[tuple[Any, Any, str]] = []
         #: The generated fields to fill that the filter holds a condition on (:func:`_conditions`):
         #: (``Kind.field``, the update name of its path).
-        self.absent: list[tuple[str, str]] = []
+        self.conditioned: list[tuple[str, str]] = []
 
     def visit(self, kind: Any, prefix: tuple[str, str], whole: dict[str, Any] | None) -> None:
         """The embedded documents in fields of ``kind`` at ``prefix`` (a db path and an
@@ -1503,7 +1521,7 @@ class _Places:
             if _writer(self.operations, inner_path) is not None:
                 continue  # written by another operator ($inc...: refused as an update's)
             if _conditions(self.query, inner_path):
-                self.absent.append((f"{kind.__name__}.{inner}", f"{update_name}{inner}"))
+                self.conditioned.append((f"{kind.__name__}.{inner}", f"{update_name}{inner}"))
             if whole_fixed:
                 raise InvalidQueryError(
                     f"{kind.__name__}.{inner} is generated: this upsert's filter matches "
@@ -1565,7 +1583,7 @@ def _writer(operations: dict[str, Any], path: str) -> str | None:
     )
 
 
-def _check_fixed(field: Any, stored: Any, query: dict[str, Any], collection: Any) -> None:
+def _check_fixed(field: Any, stored: Any, matches: _Matches) -> None:
     """Refuse a value the filter fixes that ``save()`` would refuse, unless the filter matches a
     document (a value of the field's kind outside its space finds documents stored before the
     space changed; the upsert inserts it only when it matches none).
@@ -1576,7 +1594,7 @@ def _check_fixed(field: Any, stored: Any, query: dict[str, Any], collection: Any
     try:
         field.validate(field.to_python(stored))
     except ValidationError as error:
-        if collection.find_one(query, {"_id": 1}) is None:
+        if not matches():
             raise ValidationError(
                 f"{field._label}: the upsert would insert {stored!r}, which its filter fixes "
                 f"({error})",
@@ -1584,9 +1602,9 @@ def _check_fixed(field: Any, stored: Any, query: dict[str, Any], collection: Any
             ) from error
         return
     try:
-        _check_stored_form(field, stored, "its filter fixes", collection)
+        _check_stored_form(field, stored, "its filter fixes", matches.collection)
     except ValidationError:
-        if collection.find_one(query, {"_id": 1}) is None:
+        if not matches():
             raise
 
 
