@@ -23,6 +23,7 @@ import mongoengine as me
 import pymongo
 import pytest
 from _support import TEST_URI, real_server
+from _write_support import document
 from bson.json_util import RELAXED_JSON_OPTIONS
 from mongoengine.errors import NotUniqueError, ValidationError
 
@@ -1031,11 +1032,7 @@ def test_server_details_decide_the_retry(mongoengine_db: Any) -> None:
 
 
 def _account(number: RandomUniqueField) -> Any:
-    return type(
-        "WidenedAccount",
-        (me.Document,),
-        {"__module__": __name__, "number": number, "owner": me.StringField()},
-    )
+    return document("WidenedAccount", "widened_account", number=number, owner=me.StringField())
 
 
 def test_a_space_widened_keeping_the_stored_values_saves_them(mongoengine_db: Any) -> None:

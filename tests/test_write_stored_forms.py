@@ -22,6 +22,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from _write_support import document
 from bson import Binary, json_util
 from mongoengine import fields as me_fields
 
@@ -69,11 +70,8 @@ CASES = [
 
 
 def _model(name: str, key: Any) -> Any:
-    return type(
-        name,
-        (me.Document,),
-        {"__module__": __name__, "id": key, "name": me.StringField(), "meta": {"collection": name}},
-    )
+    """A model ``name`` on the collection ``name``: the key ``key`` and a ``name``."""
+    return document(name, name, id=key, name=me.StringField())
 
 
 def _stored(case: Case) -> Any:
