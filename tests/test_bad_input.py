@@ -64,6 +64,30 @@ LOCALITY_GENERATOR = LocalityUUIDGenerator(clock=time_ms)
 NOT_HEX = "g" + LOCALITY_TEXT.replace("-", "")[1:]
 
 
+class _SpaceLacking:
+    """A value space of the user's without ``problem()``."""
+
+    size = 10
+    description = "0 to 9"
+
+    def value(self, index: int) -> int:
+        return index
+
+    def coerce(self, value: Any) -> Any:
+        return value
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+
+class _SpaceOfSize(_SpaceLacking):
+    def __init__(self, size: Any) -> None:
+        self.size = size
+
+    def problem(self, value: Any) -> str | None:
+        return None
+
+
 class BadInputInts(Document):
     code = RandomUniqueField(digits=6)
 
@@ -717,6 +741,24 @@ ROWS = [
     ),
     # a space that is not one
     pytest.param(Bad(lambda: RandomUniqueField(space="x"), TypeError, "x"), id="ru-space-str"),
+    # a space lacking a member, or of no size (probe BD: the member, the size were not named)
+    pytest.param(
+        Bad(
+            lambda: RandomUniqueField(space=_SpaceLacking()),
+            TypeError,
+            _SpaceLacking(),
+            also="lacks problem",
+        ),
+        id="ru-space-lacking",
+    ),
+    pytest.param(
+        Bad(lambda: RandomUniqueField(space=_SpaceOfSize(0)), ValueError, 0, also="space.size"),
+        id="ru-space-empty",
+    ),
+    pytest.param(
+        Bad(lambda: RandomUniqueField(space=_SpaceOfSize("9")), TypeError, "9"),
+        id="ru-space-size-str",
+    ),
     # an rng that is neither callable nor has randbelow
     pytest.param(Bad(lambda: RandomUniqueField(digits=6, rng=5), TypeError, 5), id="ru-rng-int"),
     # negative retries

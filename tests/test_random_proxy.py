@@ -608,3 +608,39 @@ def test_a_modify_the_driver_cannot_encode_gives_its_values_back(mongoengine_db:
     assert list(mongoengine_db.late_slips.find()) == []
     assert list(mongoengine_db.late_slip_owns.find()) == []
     assert LateSlip(name="after", own=6).save().own == 6
+
+
+class Ledger(me.Document):
+    name = me.StringField()
+    number = me.SequenceField(collection_name="ledger_counters")
+    meta = {"collection": "ledger"}
+
+
+@pytest.mark.parametrize(
+    ("reserve_in", "user"),
+    [
+        ("tickets", "the collection of the documents themselves"),
+        ("ledger", "the collection of Ledger"),
+        ("mongoengine.counters", "the counters of SequenceFields"),
+        ("ledger_counters", "the counters of Ledger.number"),
+    ],
+)
+def test_reservations_are_refused_a_collection_other_documents_are_kept_in(
+    mongoengine_db: Any, reserve_in: str, user: str
+) -> None:
+    """Probe BD: only the documents' own collection was refused; reservations written among
+    another model's documents made its queries raise (FieldDoesNotExist), among counters
+    showed as a corrupted counter."""
+
+    class Ticket(me.Document):
+        code = RandomUniqueField(digits=6, reserve_in=reserve_in)
+        meta = {"collection": "tickets"}
+
+    Ledger(name="kept").save()
+    with pytest.raises(ValueError, match=rf"Ticket\.code: reserve_in='{reserve_in}' is {user};"):
+        Ticket().save()
+    assert sorted(mongoengine_db.list_collection_names()) == [
+        "ledger",
+        "ledger_counters",
+    ]
+    assert [d["name"] for d in mongoengine_db.ledger.find()] == ["kept"]

@@ -678,6 +678,46 @@ def test_string_operators_on_a_space_of_the_users_match_its_text(mongoengine_db:
     assert found == sorted(code for code in made if code.startswith(prefix))
 
 
+def test_a_key_of_a_users_space_is_judged_as_mongodb_compares_it(mongoengine_db: Any) -> None:
+    """Probe BD: whether a loaded key is stored in the form its field writes was judged by
+    Python equality: a space whose values hold a tuple (a list is no hashable value) wrote the
+    array it is stored as, read back as a list, and every loaded document's save() was refused
+    as keyed "in another form". A sub-document whose keys are in another order is another key
+    for MongoDB (a query by the field's form misses it): refused."""
+
+    class Cells:
+        size = 100
+        description = "cells {'row': r, 'at': (x, y)}"
+
+        def value(self, index: int) -> dict[str, Any]:
+            return {"row": index // 10, "at": (index % 10, index // 10)}
+
+        def coerce(self, value: Any) -> Any:
+            if isinstance(value, dict) and isinstance(value.get("at"), list):
+                return {"row": value["row"], "at": tuple(value["at"])}
+            return value
+
+        def problem(self, value: Any) -> str | None:
+            held = isinstance(value, dict) and isinstance(value.get("at"), tuple)
+            return None if held else "not a cell"
+
+    class Cell(me.Document):
+        id = RandomUniqueField(space=Cells(), primary_key=True)
+        name = me.StringField()
+        meta = {"collection": "cells"}
+
+    key = Cell(name="a").save().id
+    loaded = Cell.objects.get()
+    loaded.name = "b"
+    loaded.save()
+    assert list(mongoengine_db.cells.find()) == [
+        {"_id": {"row": key["row"], "at": list(key["at"])}, "name": "b"}
+    ]
+    field = Cell._fields["id"]
+    assert field.in_own_form({"row": 1, "at": [2, 1]})
+    assert not field.in_own_form({"at": [2, 1], "row": 1})
+
+
 def test_the_index_check_is_made_again_after_drop_collection(mongoengine_db: Any) -> None:
     class Dropped(me.Document):
         code = RandomUniqueField(digits=1, rng=Script(4, 4, 4), max_retries=1)

@@ -271,8 +271,27 @@ def test_a_junk_value_held_is_refused_before_the_upsert(mongoengine_db: Any) -> 
     )
     document.note = "y"
     with pytest.raises(me.ValidationError, match="-7"):
-        document.save(validate=False)
+        document.save()
     assert raw(HeldEverything) == []
+
+
+def test_save_without_validation_writes_a_held_value_outside_the_space(
+    mongoengine_db: Any,
+) -> None:
+    """Probe BD: ``save(validate=False)`` of a document holding a value its field no longer
+    accepts (a space narrowed since, a legacy value) was refused by the write path's own check
+    of the values it sets on insert, where MongoEngine skips validation as asked. Such a value
+    is no value the field makes: it cannot be one a generated value repeats."""
+    HeldEverything._get_collection().insert_one({"note": "x", "code": -7})
+    loaded = HeldEverything.objects.get()
+    loaded.note = "y"
+    loaded.save(validate=False)
+    stored_id = loaded.id
+    assert [(d["_id"], d["note"], d["code"]) for d in raw(HeldEverything)] == [(stored_id, "y", -7)]
+    HeldEverything._get_collection().delete_many({})  # deleted by another process: upserted
+    loaded.note = "z"
+    loaded.save(validate=False)
+    assert [(d["note"], d["code"]) for d in raw(HeldEverything)] == [("z", -7)]
 
 
 class HeldInner(me.EmbeddedDocument):
@@ -402,3 +421,49 @@ def test_values_save_fills_are_changes_post_save_sees(mongoengine_db: Any) -> No
     }
     assert stored["number"] == 2  # the first number went with the unset copy
     assert Basket.objects(featured__number=loaded.number).count() == 1
+
+
+# -- a cached copy of an embedded document with generated values: auto_sync ------------------
+
+
+class Part(me.EmbeddedDocument):
+    meta = {"allow_inheritance": True}  # stored with its _cls
+    label = me.StringField()
+    reserved = RandomUniqueField(length=8, reserve_in="cached_part_codes")
+    strict = SequenceField(allow_explicit=False)
+
+
+class PartOwner(me.Document):
+    meta = {"collection": "part_owner"}
+    name = me.StringField()
+    part = me.EmbeddedDocumentField(Part)
+
+
+class Pet(me.Document):
+    meta = {"collection": "pet"}
+    number = SequenceField()  # a model of the package's: its updates go through the write path
+    owner = me.CachedReferenceField(PartOwner, fields=["name", "part"])
+
+
+def test_auto_sync_of_a_cached_embedded_document_is_no_new_value(mongoengine_db: Any) -> None:
+    """Probe BC: MongoEngine's ``auto_sync`` copies the owner's new embedded document into the
+    cached references (``update(set__owner__part=<its stored dict>)``). The update path read
+    that path as untyped, took the copy (its ``_cls``) for a new embedded document and claimed
+    its values again: ``reserve_in`` refused the owner's own code as taken, a strict sequence
+    its number as assigned, and the owner's ``save()`` raised after the owner was written, the
+    cached copies left stale."""
+    owner = PartOwner(name="a", part=Part(label="x")).save()
+    Pet(owner=owner).save()
+    reservations = mongoengine_db.cached_part_codes.count_documents({})
+    owner.part = Part(label="y")
+    owner.save()
+    stored = mongoengine_db.part_owner.find_one()
+    assert stored["part"]["label"] == "y"
+    assert stored["part"]["strict"] == 2
+    assert mongoengine_db.pet.find_one({}, {"_id": 0}) == {
+        "number": 1,
+        "owner": {"_id": owner.id, "name": "a", "part": stored["part"]},
+    }
+    # One more reservation, the owner's new code: the copy claimed nothing.
+    assert mongoengine_db.cached_part_codes.count_documents({}) == reservations + 1
+    assert mongoengine_db.cached_part_codes.find_one({"_id": stored["part"]["reserved"]})

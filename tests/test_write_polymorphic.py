@@ -275,6 +275,32 @@ def test_an_upsert_through_the_base_queryset_inserting_a_subclass_value_is_refus
     assert PmSub(name="b").save().n == 2
 
 
+class PmDynamicBase(me.DynamicDocument):
+    name = me.StringField()
+    meta = {"allow_inheritance": True, "collection": "pm_dynamic_bases"}
+
+
+class PmDynamicSub(PmDynamicBase):
+    n = SequenceField(sequence_name="pm_dynamic_sub_n")
+
+
+def test_an_upsert_through_a_dynamic_base_inserts_a_subclass_field_as_its_attribute(
+    mongoengine_db: Any,
+) -> None:
+    """Probe BC: a ``DynamicDocument`` holds any attribute; the base document this upsert
+    inserts holds ``n`` as its own, as the base's ``save()`` and MongoEngine store it. It was
+    refused as for a base that cannot hold it. The value is told to the subclass's counter
+    (the upsert may have matched a subclass document): its next number comes after it."""
+    PmDynamicBase.objects(name="upserted").update_one(set__n=2, upsert=True)
+    sub = PmDynamicSub(name="sub").save()
+    stored = sorted((d["_cls"], d["name"], d["n"]) for d in mongoengine_db.pm_dynamic_bases.find())
+    assert stored == [
+        ("PmDynamicBase", "upserted", 2),
+        ("PmDynamicBase.PmDynamicSub", "sub", 3),
+    ]
+    assert sub.n == 3
+
+
 class PmShelf(me.Document):
     name = me.StringField()
     code = me.IntField()

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
 import threading
+import uuid
 from typing import Any
 
 import mongoengine as me
 import pytest
-from bson.binary import Binary
+from bson import json_util
+from bson.binary import Binary, UuidRepresentation
 from bson.json_util import RELAXED_JSON_OPTIONS
 from mongoengine.context_managers import switch_db
 from mongoengine.queryset import QuerySet
@@ -21,6 +24,7 @@ from mongoengine_ids import (
     LocalityUUIDField,
     LocalityUUIDGenerator,
     Write,
+    backfill,
 )
 from mongoengine_ids.constants import SPREAD_STEP
 from mongoengine_ids.testing import Connect
@@ -938,3 +942,105 @@ def test_the_callers_cascade_kwargs_decide_the_cascades_force_insert(mongoengine
         entry.save(cascade=True, cascade_kwargs={"force_insert": True})
     assert [doc["text"] for doc in Note._get_collection().find()] == ["a"]
     assert raw(Entry) == [{"_id": Binary(entry.id.bytes, 4), "note": note.id}]
+
+
+# -- a field of the user's, as the field contract describes it ----------------------------------
+
+
+class SlugField(GeneratedField):
+    """``<name>-<n>``: reads the document's ``name``, which it says (``depends_on``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.handed = 0
+        super().__init__(**kwargs)
+
+    @property
+    def depends_on(self) -> tuple[str, ...]:
+        return ("name",)
+
+    def new_values(self, write: Write, count: int) -> list[Any]:
+        self.handed += count
+        first = self.handed - count + 1
+        return [f"{doc.name}-{first + n}" for n, doc in enumerate(write.documents)]
+
+
+def test_a_field_reads_the_values_it_depends_on_on_every_write(mongoengine_db: Any) -> None:
+    """Probe BD: an upsert and a backfill, which have no document, hand the field holders of
+    the values it depends on; those read ``doc.name`` as None (the field stored ``None-3``):
+    they read as a document's attributes now, on every path."""
+
+    class Page(me.Document):
+        name = me.StringField()
+        owner = me.StringField()  # a field named as the holder's own attribute was
+        slug = SlugField(unique=True)
+
+    Page(name="saved").save()
+    Page.objects.insert([Page(name="bulk")])
+    Page.objects(name="upserted").update_one(set__owner="o", upsert=True)
+    Page._get_collection().insert_one({"name": "stored"})
+    backfill(Page)
+    assert sorted((d["name"], d["slug"]) for d in raw(Page)) == [
+        ("bulk", "bulk-2"),
+        ("saved", "saved-1"),
+        ("stored", "stored-4"),
+        ("upserted", "upserted-3"),
+    ]
+
+
+class BinaryKeyField(GeneratedField):
+    """A UUID key stored as Binary subtype 4 (``stored_form_differs``), without ``as_string``."""
+
+    stored_form_differs = True
+
+    def new_values(self, write: Write, count: int) -> list[Any]:
+        return [uuid.uuid4() for _ in range(count)]
+
+    def to_mongo(self, value: Any) -> Any:
+        return Binary(value.bytes, 4)
+
+    def to_python(self, value: Any) -> Any:
+        return value.as_uuid() if isinstance(value, Binary) else value
+
+
+def test_a_key_field_whose_stored_form_differs_loads_a_decoded_key(mongoengine_db: Any) -> None:
+    """Probe BD: a key read as a ``uuid.UUID`` (a server's driver decodes Binary subtype 4 so
+    under ``standard``; ``from_json()`` of a raw row does) raised AttributeError for a field of
+    the user's: the write path read ``as_string``, an option of the package's UUID fields."""
+
+    class Thing(me.Document):
+        id = BinaryKeyField(primary_key=True)
+        name = me.StringField()
+
+    thing = Thing(name="a").save()
+    for loaded in (
+        Thing._from_son({"_id": thing.id, "name": "a"}),
+        Thing.from_json(
+            json_util.dumps(Thing._get_collection().find_one()),
+            json_options=json_util.JSONOptions(uuid_representation=UuidRepresentation.STANDARD),
+        ),
+    ):
+        loaded.name = "b"
+        loaded.save()
+    assert raw(Thing) == [{"_id": Binary(thing.id.bytes, 4), "name": "b"}]
+
+
+@pytest.mark.parametrize("returned", [[], [None], None, [1, 2]], ids=repr)
+def test_a_field_breaking_the_contract_is_told_before_any_write(
+    mongoengine_db: Any, returned: Any
+) -> None:
+    """Probe BD: ``new_values()`` returning the wrong count raised zip()'s error (or too many
+    values to unpack), and None values were stored as null (left out by a bulk insert)."""
+
+    class Broken(GeneratedField):
+        def new_values(self, write: Write, count: int) -> Any:
+            return returned
+
+    class Item(me.Document):
+        made = Broken()
+
+    expected = rf"Item\.made: new_values\(\) returned {re.escape(repr(returned))} for 1 document"
+    with pytest.raises(TypeError, match=expected):
+        Item().save()
+    with pytest.raises(TypeError, match=expected):
+        Item.objects.insert([Item()])
+    assert raw(Item) == []

@@ -709,10 +709,15 @@ class RandomUniqueField(GeneratedField):
 
     def _proxy(self, write: Write) -> Any:
         assert self.reserve_in is not None
-        if self.reserve_in == write.collection.name:
+        user = (
+            "the collection of the documents themselves"
+            if self.reserve_in == write.collection.name
+            else seam.collection_user(self.reserve_in)
+        )
+        if user is not None:  # probe BD: reservations written among another model's documents
             raise ValueError(
-                f"{self._label}: reserve_in={self.reserve_in!r} is the collection of the "
-                "documents themselves; the reservations need a collection of their own"
+                f"{self._label}: reserve_in={self.reserve_in!r} is {user}; the reservations "
+                "need a collection of their own"
             )
         return write.database.get_collection(
             self.reserve_in,
@@ -867,6 +872,12 @@ def _check_retry_options(max_retries: object, warn_collision_rate: object) -> No
         )
 
 
+def _lacking(space: object) -> str:
+    """The members of a ``ValueSpace`` that ``space`` lacks, for a message."""
+    members = ("size", "description", "value", "coerce", "problem")
+    return ", ".join(name for name in members if not hasattr(space, name))
+
+
 def _space_from(
     *,
     digits: int | None,
@@ -905,7 +916,16 @@ def _space_from(
         )
     if space is not None:
         if not isinstance(space, ValueSpace):
-            raise TypeError(f"space must be a ValueSpace, not {space!r}")
+            raise TypeError(
+                f"space must be a ValueSpace, not {space!r} (it lacks {_lacking(space)}): "
+                "expected an object with size, description, value(index), coerce(value) and "
+                "problem(value)"
+            )
+        size = space.size
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise TypeError(f"space.size must be an int >= 1, not {size!r}")
+        if size < 1:
+            raise ValueError(f"space.size must be an int >= 1, not {size!r}")
         if luhn:
             raise ValueError("luhn=True with space=...: the space decides its own check digit")
         return space

@@ -36,6 +36,23 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 
+def _equal_in_mongodb(one: Any, other: Any) -> bool:
+    """Whether two values are one value as MongoDB compares them: numbers by value whatever
+    their type (not booleans), arrays (lists, tuples) item by item, documents key by key in
+    their order; anything else as Python compares it (probe BD: Python equality took a tuple
+    for another value than the array it is stored as, and a sub-document for one whose keys
+    are in another order)."""
+    if isinstance(one, bool) or isinstance(other, bool):
+        return type(one) is type(other) and one == other
+    if isinstance(one, (int, float)) and isinstance(other, (int, float)):
+        return one == other
+    if isinstance(one, (list, tuple)) and isinstance(other, (list, tuple)):
+        return len(one) == len(other) and all(map(_equal_in_mongodb, one, other))
+    if isinstance(one, abc.Mapping) and isinstance(other, abc.Mapping):
+        return list(one) == list(other) and all(_equal_in_mongodb(one[k], other[k]) for k in one)
+    return bool(one == other)
+
+
 @dataclass(slots=True)
 class Write:
     """What one write knows, handed to the fields.
@@ -322,13 +339,14 @@ class GeneratedField(BaseField):  # type: ignore[misc]
         """:meth:`in_own_form` of a field whose stored values are ints or text: the value read,
         written again, equals ``stored`` (``7.0`` is ``7``, as MongoDB compares them; the text
         ``"12345"`` is not the number a SequenceField reads it as, nor ``"k7m2q9"`` the
-        Crockford id ``"K7M2Q9"``). A value the field cannot write is taken as its own: the
+        Crockford id ``"K7M2Q9"``; a tuple is the array stored, a sub-document's keys in another
+        order another sub-document). A value the field cannot write is taken as its own: the
         document's ``validate()`` refuses its save."""
         try:
             written = self.to_mongo(self.to_python(stored))
         except (ValidationError, ValueError, TypeError):
             return True
-        return bool(written == stored)
+        return _equal_in_mongodb(written, stored)
 
     def reference_key(self, value: Any) -> Any:
         """``value``, as a key of this field, in the form MongoEngine's references (DBRefs) hold

@@ -554,9 +554,9 @@ def held_on_insert(document: Document, update: dict[str, Any]) -> dict[str, Any]
         place = path.rpartition(".")[0]
         if place and not any(p.startswith(f"{place}.") for p in update.get("$set", ())):
             continue  # an embedded document the update does not create
-        value = seam.data(holder)[name]
-        field.validate(value)  # save(validate=False) skips it: nothing junk is inserted
-        found[path] = field.to_mongo(value)
+        # Not validated here: save() has validated the document, unless told not to
+        # (validate=False, which MongoEngine honours for what it writes; probe BD).
+        found[path] = field.to_mongo(seam.data(holder)[name])
     return found
 
 

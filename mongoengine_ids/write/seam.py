@@ -568,6 +568,21 @@ def uuid_keyed_models_of(collection_name: str) -> list[type[Document]]:
     return _uuid_keyed_models(registered).get(collection_name, [])
 
 
+def collection_user(name: str) -> str | None:
+    """What keeps documents of its own in the collection ``name`` of a database: a registered
+    model (as its collection), or a ``SequenceField`` of one (MongoEngine's or this package's,
+    as its counters), said for a message; None if nothing registered does."""
+    if name == "mongoengine.counters":  # MongoEngine's SequenceField's default (and ours)
+        return "the counters of SequenceFields"
+    for kind in tuple(_document_registry.values()):
+        if issubclass(kind, Document) and kind._meta.get("collection") == name:
+            return f"the collection of {kind.__name__}"
+        for field_name, field in kind._fields.items():
+            if getattr(field, "collection_name", None) == name:  # a SequenceField's counters
+                return f"the counters of {kind.__name__}.{field_name}"
+    return None
+
+
 @functools.lru_cache(maxsize=1)
 def _uuid_keyed_models(registered: tuple[Any, ...]) -> dict[str, list[type[Document]]]:
     """:func:`uuid_keyed_models_of` for every collection, the ``registered`` models given."""
@@ -1027,6 +1042,12 @@ def models_made_from(owner: type) -> list[type[Document]]:
     ]
 
 
+def is_dynamic(kind: type[BaseDocument]) -> bool:
+    """Whether ``kind`` is a ``DynamicDocument`` (or ``DynamicEmbeddedDocument``): its
+    documents hold any attribute."""
+    return bool(kind._dynamic)
+
+
 def with_subclasses(kind: type[BaseDocument]) -> list[type[BaseDocument]]:
     """``kind`` and every class derived from it, bases first."""
     found: dict[type[BaseDocument], None] = {}
@@ -1134,6 +1155,8 @@ def generated_in(
     found: list[
         tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], tuple[str, ...]]
     ] = []
+    if _in_cached_copy(document_class, path):
+        return []  # a copy of another document's values, which its own writes made
     # A path no class declares (a dynamic attribute) holds any value: None, untyped.
     seen: set[tuple[int, int]] = set()
     fields: list[Any] = [each[2] for each in _fields_at(document_class, path)]
@@ -1146,6 +1169,20 @@ def generated_in(
                 seen.add((id(each[2]), id(each[3])))
                 found.append(each)
     return found
+
+
+def _in_cached_copy(document_class: type[BaseDocument], path: str) -> bool:
+    """Whether the dotted db ``path`` leads into what a ``CachedReferenceField`` stores: the
+    copy of the referenced document's fields that MongoEngine's ``auto_sync`` updates
+    (``set__owner__part=``), which :func:`_fields_at` does not enter (probe BC: read as an
+    untyped path, the copy's embedded document was taken as a new one, its values claimed
+    again, and the owner's ``save()`` raised after it was written)."""
+    steps = path.split(".")
+    return any(
+        isinstance(field, CachedReferenceField)
+        for end in range(1, len(steps))
+        for _, _, field, _ in _fields_at(document_class, ".".join(steps[:end]))
+    )
 
 
 def _generated_inside(
@@ -1510,7 +1547,8 @@ def note_stored_key(document: Any, stored: Any) -> None:
     if stored is None or not found.generates_pk:
         return
     field = type(document)._fields[found.pk_name]
-    if field.stored_form_differs and isinstance(stored, uuid.UUID) and not field.as_string:
+    as_string = getattr(field, "as_string", False)  # a UUID field of this package's option
+    if field.stored_form_differs and isinstance(stored, uuid.UUID) and not as_string:
         # Decoded: by the driver (from subtype 4 under ``standard``, from subtype 3 under the
         # legacy representations) or by json_util. Which one, the collection that read it
         # says: the queryset's (note_read), else the document's own (stored_key).

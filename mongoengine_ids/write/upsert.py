@@ -179,12 +179,14 @@ def _refuse_subclass_values(
     or its update) to a generated field only a subclass declares, when it would insert: the
     document it inserts is a ``document_class``, which does not hold that field, and its value
     would be told to no field (probe AR: later documents of the subclass got it again).
-    Matching a document of the subclass, it is an update of that document, told as any.
+    Matching a document of the subclass, it is an update of that document, told as any. A
+    ``DynamicDocument`` holds any attribute: the one it inserts holds the value as a dynamic
+    attribute, as its ``save()`` does (probe BC), and as MongoEngine inserts it.
 
     Raises:
         InvalidQueryError: naming the field and the queryset to upsert through.
     """
-    if not update or isinstance(update.get("__raw__"), list):
+    if not update or isinstance(update.get("__raw__"), list) or seam.is_dynamic(document_class):
         return
     declared = seam.shape(document_class).by_db_field  # its own fields (generated or not)
     operations: dict[str, Any] | None = None
@@ -336,7 +338,7 @@ def _to_tell(
     this = values.Holder(owner=attempt.owner)
     for slot, _ in writes.given:  # whom each value is for: this update (and the embedded object)
         if isinstance(slot.holder, values.Holder):
-            slot.holder.owner = attempt.owner
+            slot.holder._owner = attempt.owner
         else:
             slot.root = this
     if attempt.earlier:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import reprlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar, cast
@@ -80,11 +81,21 @@ def duplicate_key(error: BaseException) -> pymongo.errors.DuplicateKeyError | No
 class Holder:
     """Generated values without a document (an upsert's, a backfill's): what a slot fills, and
     the values of the document it stands for that the fields read (``depends_on``); ``owner``:
-    whom its assigned values are for (see :attr:`Write.owners`)."""
+    whom its assigned values are for (see :attr:`Write.owners`). A field reads those values as
+    it reads a document's: as attributes (``holder.name``), None for one it does not hold."""
+
+    __slots__ = ("_data", "_owner")
 
     def __init__(self, data: dict[str, Any] | None = None, owner: str | None = None) -> None:
         self._data: dict[str, Any] = {} if data is None else data
-        self.owner = owner
+        self._owner = owner  # not ``owner``: a field of that name reads its value
+
+    def __getattr__(self, name: str) -> Any:
+        # Called for names that are not attributes of the holder itself (probe BD: a field of
+        # the user's reading ``document.name`` got None, and stored it).
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._data.get(name)
 
 
 class Slot:
@@ -403,9 +414,9 @@ def _owner(slot: Slot) -> str:
 
 def _token(holder: Any) -> str:
     if isinstance(holder, Holder):
-        if holder.owner is None:
-            holder.owner = new_owner()
-        return holder.owner
+        if holder._owner is None:
+            holder._owner = new_owner()
+        return holder._owner
     state = seam.state(holder)
     if state.owner is None:
         state.owner = new_owner()
@@ -592,7 +603,7 @@ def fill(
         for ready in _in_order(empty, untold or [], tell):
             for (klass, field), group in _by_field(ready).items():
                 holders = [slot.holder for slot in group]
-                values = field.new_values(write.of(klass, holders), len(group))
+                values = made(field, write.of(klass, holders), len(group))
                 for slot, value in zip(group, values, strict=True):
                     slot.value = value
                     filled.append(slot)
@@ -600,6 +611,23 @@ def fill(
         give_back(write, filled)
         raise
     return filled
+
+
+def made(field: GeneratedField, write: Write, count: int) -> list[Any]:
+    """``field.new_values(write, count)``, checked: a field of the user's that breaks the
+    contract is told so, before anything is written (probe BD: a wrong count raised zip()'s
+    error, None values were stored as null).
+
+    Raises:
+        TypeError: not a list of ``count`` values, or one of them None.
+    """
+    values = field.new_values(write, count)
+    if not isinstance(values, (list, tuple)) or len(values) != count or None in values:
+        raise TypeError(
+            f"{field._label}: new_values() returned {reprlib.repr(values)} for {count} "
+            f"document(s); expected a list of {count} values, none of them None"
+        )
+    return list(values)
 
 
 def _in_order(
@@ -830,7 +858,7 @@ def refill(write: Write, slot: Slot, filled: list[Slot]) -> None:
     ``filled`` made from it (a number of its scope: :func:`_reads`), and from those, are made
     again from the fresh one, theirs given back."""
     slot.value = None
-    (slot.value,) = slot.field.new_values(write.of(slot.kind, [slot.holder]), 1)
+    (slot.value,) = made(slot.field, write.of(slot.kind, [slot.holder]), 1)
     made_from: list[Slot] = []
     reading = [slot]
     while reading:  # those made from it, and those made from them (a scope of a scope)
