@@ -7,6 +7,7 @@ counts) and check only the structure of what is printed.
 from __future__ import annotations
 
 import argparse
+import builtins
 import io
 import json
 import math
@@ -463,3 +464,61 @@ def test_database_leaves_the_uri_database_alone(monkeypatch: pytest.MonkeyPatch)
     assert connected["name"].startswith("mongoengine_ids_bench_")
     assert connected["host"] == "mongodb://u:p@db/?authSource=shop"
     assert connected["serverSelectionTimeoutMS"] == _core.SERVER_SELECTION_TIMEOUT_MS
+
+
+def test_database_reports_a_client_mongoengine_could_not_make_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Probe BE: MongoEngine wraps pymongo's refusal of the client's options in its own
+    # ConnectionFailure, which escaped as an internal error.
+    import mongoengine
+    from mongoengine.connection import ConnectionFailure
+
+    def connect(name: str, **settings: Any) -> None:
+        try:
+            raise ValueError("authentication source must be $external or None for MONGODB-X509")
+        except ValueError as error:
+            raise ConnectionFailure(f"Cannot connect to database {name} :\n{error}")  # noqa: B904
+
+    monkeypatch.setattr(mongoengine, "connect", connect)
+
+    with (
+        pytest.raises(_core.BenchError) as caught,
+        _core.database("mongodb://CN=client@db/shop?authMechanism=MONGODB-X509"),
+    ):
+        pass
+
+    assert str(caught.value) == (
+        "cannot use the server at 'mongodb://CN=client@db/shop?authMechanism=MONGODB-X509': "
+        "authentication source must be $external or None for MONGODB-X509"
+    )
+
+
+# -- without mongomock (probe BE) ----------------------------------------------------------------
+
+
+@pytest.fixture
+def no_mongomock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The package's imports of mongomock fail, as where it is not installed."""
+    real_import = builtins.__import__
+
+    def guarded(name: str, globals: Any = None, *args: Any, **kwargs: Any) -> Any:
+        importer = str((globals or {}).get("__name__", ""))
+        if name.partition(".")[0] == "mongomock" and importer.startswith("mongoengine_ids"):
+            raise ModuleNotFoundError("No module named 'mongomock'", name="mongomock")
+        return real_import(name, globals, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", guarded)
+
+
+@pytest.mark.parametrize("group", ["sequence", "random_unique", "writes"])
+@pytest.mark.usefixtures("no_mongomock")
+def test_without_mongomock_a_database_group_says_so_in_one_line(
+    capsys: pytest.CaptureFixture[str], group: str
+) -> None:
+    # The sequence and writes groups failed as an internal error (ModuleNotFoundError).
+    status, out, err = _run(capsys, "--quick", "--group", group)
+
+    assert status == bench.FAILURE
+    assert err == f"mongoengine-ids: error: bench: {_core.NEEDS_MONGOMOCK}\n"
+    assert f"[{group}]" not in out

@@ -696,3 +696,102 @@ def test_a_bad_mac_in_the_environment_is_a_usage_error(
     err = capsys.readouterr().err
     assert f"error: {subcommand[0]}: $MONGOENGINE_IDS_MAC: 'zz' is not a valid MAC address" in err
     assert "internal error" not in err
+
+
+# -- against a server: mongomock under pymongo's name (probe BE) --------------------------------
+
+#: A user authenticated by a certificate: on $external, whatever the URI's database.
+X509_URI = "mongodb://CN=client@db.example:27017/shop?authMechanism=MONGODB-X509"
+
+
+@pytest.fixture
+def fake_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pymongo's client is mongomock's, after pymongo's own client checked its URI and options
+    (without connecting): a server that takes any credential pymongo would send."""
+    import mongoengine.connection
+    import mongomock
+    import pymongo
+
+    real_client = pymongo.MongoClient
+
+    class Server(mongomock.MongoClient):  # type: ignore[misc]
+        def __init__(self, host: Any = None, *args: Any, **kwargs: Any) -> None:
+            kwargs.pop("event_listeners", None)  # compare's call counter: mongomock has none
+            real_client(host, *args, connect=False, **kwargs).close()
+            super().__init__(host, *args, **kwargs)
+
+    monkeypatch.setattr(pymongo, "MongoClient", Server)
+    monkeypatch.setattr(mongoengine.connection, "MongoClient", Server)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["demo", "--uri", X509_URI],
+        ["counters", "--uri", X509_URI, "list"],
+        ["compare", "--quick", "--uri", X509_URI],
+        ["bench", "--quick", "--group", "random_unique", "--uri", X509_URI],
+    ],
+)
+@pytest.mark.usefixtures("fake_server")
+def test_a_uri_authenticating_on_external_is_used_as_given(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    # compare and bench rewrote the URI with authSource=shop, which pymongo refuses for
+    # MONGODB-X509: an internal error.
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.usefixtures("fake_server")
+def test_bench_on_a_server_needs_no_mongomock(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The sequence group's hand-out rows leased their block from mongomock, imported whatever
+    # --uri said: without it, an internal error.
+    import builtins
+
+    real_import = builtins.__import__
+
+    def guarded(name: str, globals: Any = None, *args: Any, **kwargs: Any) -> Any:
+        importer = str((globals or {}).get("__name__", ""))
+        if name.partition(".")[0] == "mongomock" and importer.startswith("mongoengine_ids"):
+            raise ModuleNotFoundError("No module named 'mongomock'", name="mongomock")
+        return real_import(name, globals, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", guarded)
+
+    status = cli.main(["bench", "--quick", "--group", "sequence", "--uri", "mongodb://db/shop"])
+
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    assert captured.err == ""
+    assert "\n[sequence]\n" in captured.out
+    assert "\nSequence.next() from a leased block " in captured.out
+
+
+def test_compare_reports_a_client_mongoengine_could_not_make_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Probe BE: MongoEngine's ConnectionFailure, wrapping pymongo's refusal of the client's
+    # options, escaped as an internal error.
+    from mongoengine_ids.tools import compare
+
+    def connect(name: str, **settings: Any) -> None:
+        try:
+            raise ValueError("authentication source must be $external or None for MONGODB-X509")
+        except ValueError as error:
+            raise ConnectionFailure(f"Cannot connect to database {name} :\n{error}")  # noqa: B904
+
+    monkeypatch.setattr(mongoengine, "connect", connect)
+
+    with (
+        pytest.raises(cli.CommandError) as caught,
+        compare._counting_database(X509_URI, compare._CallCounter()),
+    ):
+        pass
+
+    assert str(caught.value) == (
+        f"cannot use the server at {X509_URI!r}: "
+        "authentication source must be $external or None for MONGODB-X509"
+    )

@@ -15,6 +15,7 @@ from mongoengine import Document, StringField
 from mongoengine import fields as me_fields
 
 from mongoengine_ids import backfill
+from mongoengine_ids.errors import CorruptedCounterError
 from mongoengine_ids.sequence.admin import (
     has_scoped_counters,
     list_counters,
@@ -28,6 +29,7 @@ from mongoengine_ids.tools.sequence_cli import (
     EMBEDDED_NOTE,
     FAILED,
     OK,
+    SHARDED_NOTE,
     USAGE_ERROR,
     add_subcommand,
     run,
@@ -478,6 +480,99 @@ def test_set_on_a_new_scope_of_a_sharded_field_makes_its_shard(mongoengine_db: A
     assert len(set(numbers)) == 40
     mine = {n for n in numbers if made["low"] <= n <= made["high"]}
     assert mine == set(range(value, value + len(mine)))  # the set shard goes on from value
+
+
+def test_set_refuses_a_shard_name_that_has_no_counter(mongoengine_db: Any) -> None:
+    """Probe BE: ``counters set ticket.number#1 7000`` (a shard's ``_id``, as ``show`` prints
+    it) made an unbounded counter of that name, which the field then refused on every save."""
+
+    class Ticket(Document):
+        number = SequenceField(start=0, digits=2, shards=2, batch_size=1)
+
+    Ticket().save()
+    counters = mongoengine_db[DEFAULT_COLLECTION]
+    (made,) = counters.find()
+    shard, other = made["shard"], 1 - made["shard"]
+    before = list(counters.find())
+    not_made = (
+        rf"no counter 'ticket.number#{other}' in .*, and a name ending in '#{other}' is a "
+        r"shard's: .*save a document first, then name the sequence \('ticket.number'.*"
+        "nothing was changed"
+    )
+    with pytest.raises(ValueError, match=not_made):
+        set_next_value(mongoengine_db, f"ticket.number#{other}", 50)
+    made_by_the_field = (
+        rf"'ticket.number#{shard}' is the counter of shard {shard} of sequence "
+        r"'ticket.number', not a sequence: name the sequence"
+    )
+    with pytest.raises(ValueError, match=made_by_the_field):
+        set_next_value(mongoengine_db, f"ticket.number#{shard}", made["high"])
+    status, out, err = _cli(mongoengine_db)("set", f"ticket.number#{other}", "50")
+    assert (status, out) == (FAILED, "")
+    assert err.startswith(f"set: no counter 'ticket.number#{other}' in ")
+    assert list(counters.find()) == before
+    numbers = [Ticket().save().number for _ in range(6)]  # on either shard: none refused
+    assert len(set(numbers)) == 6
+    # A counter whose own name ends so (a sequence_name) is set as any other.
+    counters.insert_one({"_id": "legacy#2", "next": 5})
+    assert set_next_value(mongoengine_db, "legacy#2", 10).next_value == 10
+
+
+def test_cli_set_says_that_a_sharded_field_makes_its_own_counters(mongoengine_db: Any) -> None:
+    """Probe BE: set before a sharded field's first save makes an unsharded counter, which the
+    field refuses on every save: the note after the output says so, and how to undo it."""
+
+    class Card(Document):
+        number = SequenceField(start=0, digits=4, shards=2)
+
+    class Stamp(Document):
+        tenant = StringField()
+        number = SequenceField(scope="tenant", start=0, digits=2, shards=2)
+
+    cli = _cli(mongoengine_db)
+    status, out, _ = cli("set", "card.number", "100")
+    assert status == OK
+    assert out.endswith(f"`counters list` shows them all. {SHARDED_NOTE})\n")
+    counters = mongoengine_db[DEFAULT_COLLECTION]
+    with pytest.raises(CorruptedCounterError):
+        Card().save()
+    counters.delete_one({"_id": "card.number"})  # as the note says
+    assert Card().save().number in (0, 5000)
+    # A new scope's counter made as a shard, laid out as the other scopes': no such note.
+    Stamp(tenant="acme").save()
+    (made,) = counters.find({"scope": "acme"})
+    status, out, _ = cli("set", "stamp.number", str(made["low"] + 5), "--scope", "zeta")
+    assert status == OK
+    assert "there was none named 'stamp.number' with scope 'zeta'" in out
+    assert SHARDED_NOTE not in out
+
+
+def test_counters_options_are_taken_after_the_action_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Probe BE: ``counters list --uri URI`` was refused (unrecognized arguments), although
+    ``counters --help`` lists ``--uri``."""
+    monkeypatch.delenv("MONGOENGINE_IDS_URI", raising=False)
+    parser = argparse.ArgumentParser(prog="mongoengine-ids")
+    add_subcommand(parser.add_subparsers(dest="command"))
+
+    def options(*argv: str) -> tuple[Any, ...]:
+        args = parser.parse_args(["counters", *argv])
+        return args.uri, args.db, args.collection
+
+    assert options("list") == (None, None, DEFAULT_COLLECTION)
+    assert options("list", "--uri", "mongodb://db/shop", "--db", "x", "--collection", "c") == (
+        "mongodb://db/shop",
+        "x",
+        "c",
+    )
+    assert options("--db", "x", "set", "n", "5") == (None, "x", DEFAULT_COLLECTION)  # kept
+    assert options("--db", "x", "show", "n", "--db", "y") == (None, "y", DEFAULT_COLLECTION)
+    # Used, not only accepted:
+    assert main(["counters", "list", "--uri", "localhost:27017/shop"]) == USAGE_ERROR
+    assert "counters: --uri 'localhost:27017/shop' is not a MongoDB URI" in capsys.readouterr().err
+    assert main(["counters", "set", "order.id", "5", "--db", "shop"]) == OK
+    assert "next value: 5" in capsys.readouterr().out
 
 
 # -- scopes the driver decodes as dicts (probe AM) ----------------------------------------------

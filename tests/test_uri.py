@@ -72,6 +72,29 @@ def test_a_uri_with_its_own_timeout_keeps_it() -> None:
         ("mongodb://u:p@db/shop", "mongodb://u:p@db/?authSource=shop"),
         ("mongodb://u:p@db/shop?w=1", "mongodb://u:p@db/?w=1&authSource=shop"),
         ("mongodb://u:p@db/shop?authSource=admin", "mongodb://u:p@db/?authSource=admin"),
+        # Probe BE: these mechanisms authenticate on $external, and pymongo refuses another
+        # authSource for them: none is added (the command failed as an internal error).
+        (
+            "mongodb://CN=client@db/shop?authMechanism=MONGODB-X509",
+            "mongodb://CN=client@db/?authMechanism=MONGODB-X509",
+        ),
+        (
+            "mongodb://CN=client@db/shop?authmechanism=MONGODB-X509",  # the key in any case
+            "mongodb://CN=client@db/?authmechanism=MONGODB-X509",
+        ),
+        (
+            "mongodb://KEY:SECRET@db/shop?authMechanism=MONGODB-AWS",
+            "mongodb://KEY:SECRET@db/?authMechanism=MONGODB-AWS",
+        ),
+        (
+            "mongodb://u%40REALM@db/shop?authMechanism=GSSAPI",
+            "mongodb://u%40REALM@db/?authMechanism=GSSAPI",
+        ),
+        # PLAIN (LDAP) takes the URI's database as its source: kept.
+        (
+            "mongodb://u:p@db/shop?authMechanism=PLAIN",
+            "mongodb://u:p@db/?authMechanism=PLAIN&authSource=shop",
+        ),
     ],
 )
 def test_without_database(text: str, without: str) -> None:
@@ -105,6 +128,17 @@ def test_without_database(text: str, without: str) -> None:
         ("mongodb://db,:1/x", ["a host is empty"]),
         ("mongodb://d b/x", ["the host 'd b' has spaces or control characters in it"]),
         ("mongodb://db\t/x", ["the host 'db\\t' has spaces"]),
+        # Probe BE: an unencoded '/' or '?' in the password was reported as a bad port.
+        ("mongodb://app:pa/ss@db.example/shop", [uri.BAD_USERINFO]),
+        ("mongodb://app:pa?ss@db.example/shop", [uri.BAD_USERINFO]),
+        ("mongodb+srv://app:pa/ss@db.example/shop", [uri.BAD_USERINFO]),
+        # Probe BE: what pymongo's client refuses, not its parser, failed each command later,
+        # as an internal error: the credentials (the TLS files: below).
+        (
+            "mongodb://CN=c@db/shop?authMechanism=MONGODB-X509&authSource=admin",
+            ["is not a valid MongoDB URI: authentication source must be $external"],
+        ),
+        ("mongodb://u@db/shop?authMechanism=SCRAM-SHA-256", ["A password is required"]),
     ],
 )
 def test_parse_rejects_with_a_usage_error(text: str, fragments: list[str]) -> None:
@@ -138,6 +172,52 @@ def test_a_rejected_uri_never_shows_its_password(text: str) -> None:
     for secret in ("pa/ss", "ss@", "s3cr"):
         assert secret not in message
     assert "admin:***@" in message
+
+
+@pytest.mark.parametrize("option", ["tlsCertificateKeyFile", "tlsCAFile"])
+def test_parse_rejects_a_tls_file_the_client_cannot_load(tmp_path: Any, option: str) -> None:
+    # Probe BE: pymongo's parser checks that the file can be read, its client what it holds.
+    path = tmp_path / "not-a-certificate.pem"
+    path.write_text("not a certificate\n")
+
+    with pytest.raises(CommandError) as caught:
+        uri.parse(f"mongodb://db/shop?tls=true&{option}={path}")
+
+    assert caught.value.status == 2
+    assert str(caught.value).startswith(f"--uri 'mongodb://db/shop?tls=true&{option}=")
+    assert " is not a valid MongoDB URI: " in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # pymongo takes an '@' in an option's value: not user information, the URI is valid.
+        "mongodb://db/shop?appName=x@y:abc",
+        "mongodb://db:27017/shop?appName=a/b@c",
+        "mongodb://u:p@db/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:a@b",
+    ],
+)
+def test_an_at_sign_in_the_options_is_no_user_information(text: str) -> None:
+    assert uri.parse(text).text == text
+
+
+def test_connect_message_is_the_error_mongoengine_wraps() -> None:
+    from mongoengine.connection import ConnectionFailure
+
+    try:
+        try:
+            raise ValueError("authentication source must be $external or None for MONGODB-X509")
+        except ValueError as error:
+            raise ConnectionFailure(f"Cannot connect to database bench :\n{error}")  # noqa: B904
+    except ConnectionFailure as failure:
+        wrapped = failure
+    assert uri.connect_message(wrapped) == (
+        "authentication source must be $external or None for MONGODB-X509"
+    )
+    # Not wrapping anything: its own message.
+    assert uri.connect_message(ConnectionFailure("A different connection")) == (
+        "A different connection"
+    )
 
 
 def test_a_long_uri_is_cut_short() -> None:

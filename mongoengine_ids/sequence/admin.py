@@ -327,6 +327,13 @@ def set_next_value(
     owns ``value`` is moved. A missing counter is created: unsharded, or for a new scope of a
     sharded sequence, the shard owning ``value`` as its other scopes' shards are laid out.
 
+    .. warning::
+       A sharded field (``shards=``) makes its own counters, with the bounds of their values:
+       one that has made none yet (no document saved) refuses the unsharded counter made here
+       (``CorruptedCounterError`` on every save) until it is deleted. Save a document first.
+       A name ending as a shard's ``_id`` does (``"ticket.number#1"``) is refused when it has
+       no counter.
+
     Args:
         database: where the counters are: a pymongo ``Database``, or a MongoEngine alias.
         name: the sequence name.
@@ -343,7 +350,8 @@ def set_next_value(
             ``database`` neither a ``Database`` nor an alias.
         ValueError: ``value`` is below the counter, or the counter is corrupted (its ``next``
             not an integer), and ``force`` is False; no shard owns ``value`` (of a new scope:
-            no shard its other scopes have made); or ``name`` is empty.
+            no shard its other scopes have made); ``name`` is empty, or has no counter and
+            ends in ``#`` and digits (a shard's ``_id``: its counter is made by the field).
         LookupError: a sharded sequence that does not exist (unsharded ones are created).
     """
     _check_sequence_name(name)
@@ -369,6 +377,8 @@ def set_next_value(
         if layout is not None:
             document_id = _counter_id(name, scope, layout["shard"])
             extra.update(layout)
+    if info is None and "shard" not in extra:
+        _refuse_shard_name(target, document_id, name, scope)
     if info is None:
         _refuse_foreign(target, document_id, name, scope)
     if not force:
@@ -383,6 +393,40 @@ def set_next_value(
     # This process's blocks of the sequence would keep handing out the old values.
     discard_blocks(database.name, collection, name)
     return show_counter(database, name, scope=scope, collection=collection)
+
+
+def _refuse_shard_name(target: Any, document_id: str, name: str, scope: object) -> None:
+    """Refuse to make an unsharded counter of ``name`` and ``scope`` (none was found) when
+    ``name`` ends as a shard's ``_id`` does (``#<k>``): a shard's counter document is made by
+    its field, with the bounds of its values. One made here would have none, and the field
+    would refuse it on every save (probe BE: ``counters set ticket.number#1 7000``, the
+    ``_id`` that ``counters show`` prints).
+
+    Raises:
+        ValueError: ``name`` ends in ``#`` and ASCII digits.
+    """
+    base, separator, shard = name.rpartition(SHARD_SEPARATOR)
+    if not (separator and base and shard.isascii() and shard.isdigit()):
+        return
+    of_scope = "" if scope is None else f" with scope {scope!r}"
+    found = target.find_one({"_id": document_id})
+    owner = None if found is None else found.get("sequence")
+    if found is not None and isinstance(owner, str) and _is_int(found.get("shard")):
+        raise ValueError(
+            f"{document_id!r} is the counter of shard {found['shard']!r} of sequence "
+            f"{owner!r}, not a sequence: name the sequence ({owner!r}, with its scope if it "
+            "has one), and the shard owning the value is moved; nothing was changed"
+        )
+    if found is not None:
+        return  # not a shard's: _refuse_foreign says what it is
+    where = f"{target.database.name}.{target.name}"
+    raise ValueError(
+        f"no counter {name!r}{of_scope} in {where}, and a name ending in "
+        f"{SHARD_SEPARATOR + shard!r} is a shard's: a shard's counter is made by its field, "
+        "with the bounds of its values (one made here would have none, and the field would "
+        f"refuse it): save a document first, then name the sequence ({base!r} if that is "
+        "its name); nothing was changed"
+    )
 
 
 def _refuse_foreign(target: Any, document_id: str, name: str, scope: object) -> None:

@@ -117,7 +117,9 @@ RETRYABLE_ERRORS: Final = (pymongo.errors.ConnectionFailure, pymongo.errors.WTim
 def _corrupted(document_id: object, collection: str, problem: str) -> CorruptedCounterError:
     return CorruptedCounterError(
         f"counter document {document_id!r} in {collection!r} is corrupted: {problem}; "
-        "repair it or remove it (mongoengine-ids counters show/set)"
+        "fix or delete it by hand once you know which values it handed out "
+        "(`mongoengine-ids counters list` shows the counters; `counters set --force` rewrites "
+        "only its 'next')"
     )
 
 

@@ -502,6 +502,7 @@ def _counting_database(uri: str | None, counter: _CallCounter) -> Iterator[Any]:
     """
     import mongoengine
     import pymongo.errors
+    from mongoengine.connection import ConnectionFailure
 
     name = f"mongoengine_ids_compare_{uuid.uuid4().hex[:12]}"
     target = None if uri is None else mongo_uri.parse(uri)
@@ -531,10 +532,10 @@ def _counting_database(uri: str | None, counter: _CallCounter) -> Iterator[Any]:
         raise CommandError(
             f"without --uri, compare needs mongomock ({error}): pip install 'mongoengine-ids[demo]'"
         ) from error
-    except pymongo.errors.PyMongoError as error:
+    except (pymongo.errors.PyMongoError, ConnectionFailure) as error:
         mongoengine.disconnect(COMPARE_ALIAS)
         where = "mongomock" if target is None else f"the server at {target.shown}"
-        raise CommandError(f"cannot use {where}: {mongo_uri.server_message(error)}") from error
+        raise CommandError(f"cannot use {where}: {mongo_uri.connect_message(error)}") from error
     try:
         yield mongoengine.get_db(COMPARE_ALIAS)
     finally:

@@ -134,32 +134,17 @@ def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--uri",
-        metavar="URI",
-        default=None,
-        help=(
-            "a MongoDB URI, mongodb://HOST[:PORT]/DATABASE (default: $MONGOENGINE_IDS_URI, "
-            "else an embedded mongomock database)"
-        ),
-    )
-    parser.add_argument(
-        "--db", metavar="NAME", default=None, help="database name (default: the URI's)"
-    )
-    parser.add_argument(
-        "--collection",
-        metavar="NAME",
-        default=DEFAULT_COLLECTION,
-        help=f"counter collection (default: {DEFAULT_COLLECTION})",
-    )
+    _add_target_options(parser)
     actions = parser.add_subparsers(dest="action", metavar="{list,show,set}")
     actions.required = True
 
     list_help = "every counter: next value, shards, headroom"
-    actions.add_parser("list", help=list_help, description=list_help.capitalize())
+    list_ = actions.add_parser("list", help=list_help, description=list_help.capitalize())
+    _add_target_options(list_, after_action=True)
 
     show_help = "one counter: value, shards, headroom"
     show = actions.add_parser("show", help=show_help, description=show_help.capitalize())
+    _add_target_options(show, after_action=True)
     show.add_argument("name", help='the sequence name, e.g. "order.id"')
     show.add_argument("--scope", default=None, help="the scope value of a scoped sequence")
     show.add_argument(
@@ -171,6 +156,7 @@ def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_
 
     set_help = "set the next value (upwards only unless --force)"
     set_ = actions.add_parser("set", help=set_help, description=set_help.capitalize())
+    _add_target_options(set_, after_action=True)
     set_.add_argument("name", help='the sequence name, e.g. "order.id"')
     set_.add_argument(
         "value", type=_ascii_int(0, INT64_MAX), help="the next value a lease hands out"
@@ -186,6 +172,35 @@ def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_
         return run(args, open_database=open_database)
 
     parser.set_defaults(func=handler)
+
+
+def _add_target_options(parser: argparse.ArgumentParser, *, after_action: bool = False) -> None:
+    """Add ``--uri``, ``--db`` and ``--collection`` to ``parser``: the ``counters`` parser's, or
+    (``after_action``) an action's, so that they are taken after the action too
+    (``counters list --uri URI``), as ``--help`` lists them. An action's default is to leave
+    the attribute out: a value given before the action is kept, one given after it wins."""
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if after_action else value
+
+    parser.add_argument(
+        "--uri",
+        metavar="URI",
+        default=default(None),
+        help=(
+            "a MongoDB URI, mongodb://HOST[:PORT]/DATABASE (default: $MONGOENGINE_IDS_URI, "
+            "else an embedded mongomock database)"
+        ),
+    )
+    parser.add_argument(
+        "--db", metavar="NAME", default=default(None), help="database name (default: the URI's)"
+    )
+    parser.add_argument(
+        "--collection",
+        metavar="NAME",
+        default=default(DEFAULT_COLLECTION),
+        help=f"counter collection (default: {DEFAULT_COLLECTION})",
+    )
 
 
 def _ascii_int(low: int, high: int) -> Callable[[str], int]:
@@ -249,7 +264,7 @@ def run(
                 scoped = args.scope is None and has_scoped_counters(
                     database, args.name, collection=args.collection
                 )
-                print(f"\n{_created_note(args, scoped)}", file=out)
+                print(f"\n{_created_note(args, scoped, sharded=info.sharded)}", file=out)
     except LookupError as error:
         # KeyError's str() is the repr of its argument: take the message itself.
         message = error.args[0] if error.args else str(error)
@@ -279,18 +294,30 @@ def _exists(database: Any, args: argparse.Namespace) -> bool:
     return True
 
 
-def _created_note(args: argparse.Namespace, scoped: bool) -> str:
+#: Added to the note on a new unsharded counter: the command cannot tell a sharded field's
+#: sequence that has made no counter yet, and that field refuses the one made (probe BE).
+SHARDED_NOTE: Final = (
+    "A sharded field's counters (shards=) are made by the field, with their bounds, and it "
+    "refuses this one: for such a field, delete this counter by hand, save a document first, "
+    "then set it"
+)
+
+
+def _created_note(args: argparse.Namespace, scoped: bool, *, sharded: bool = False) -> str:
     """Said after ``counters set`` made a counter: a misspelt name makes one too, which no
-    field uses, while the counter meant stays where it was (so does a missing ``--scope``)."""
+    field uses, while the counter meant stays where it was (so does a missing ``--scope``);
+    and an unsharded one is not what a sharded field uses (``sharded``: it is a shard)."""
     scope = "" if args.scope is None else f" with scope {args.scope!r}"
+    after = "" if sharded else f". {SHARDED_NOTE}"
     if scoped:
         return (
             f"(a new counter: there was no unscoped one named {args.name!r}, which has counters "
-            "per scope; if you meant one of those, pass --scope: the counter meant did not move)"
+            "per scope; if you meant one of those, pass --scope: the counter meant did not "
+            f"move{after})"
         )
     return (
         f"(a new counter: there was none named {args.name!r}{scope}; if that name is misspelt, "
-        "the counter meant did not move: `counters list` shows them all)"
+        f"the counter meant did not move: `counters list` shows them all{after})"
     )
 
 

@@ -6,7 +6,8 @@ with :func:`parse` before any work starts, and reaches the server with
 same answer everywhere:
 
 * a URI that is not a MongoDB URI (another scheme, no scheme, an empty host, a port outside
-  0-65535, an unknown option, a bad database name) is a usage error, exit status 2;
+  0-65535, an unknown option, a bad database name, credentials or TLS files pymongo's client
+  refuses) is a usage error, exit status 2;
 * a ``mongodb+srv://`` host that DNS cannot resolve, or a server that does not answer within
   the timeout, is a runtime error, exit status 1;
 * a URI is only ever shown as :attr:`MongoURI.shown`: the password replaced by ``***``, long
@@ -32,6 +33,14 @@ EXPECTED: Final = (
     "or 'mongodb+srv://[USER:PASSWORD@]HOST[/DATABASE][?OPTIONS]'"
 )
 MASK: Final = "***"
+#: Said of a URI whose user information pymongo cannot read (not percent-encoded).
+BAD_USERINFO: Final = (
+    "the user name or password is not valid (percent-encode ':', '/', '?', '#', '[', ']', "
+    "'@' and '%' in them)"
+)
+#: The ``authMechanism`` values whose user is always authenticated on ``$external`` (pymongo
+#: refuses another ``authSource`` for them; PLAIN, LDAP, does take the URI's database).
+EXTERNAL_MECHANISMS: Final = frozenset({"GSSAPI", "MONGODB-AWS", "MONGODB-OIDC", "MONGODB-X509"})
 #: How many characters of a URI a message shows.
 SHOWN_CHARACTERS: Final = 120
 
@@ -107,6 +116,19 @@ def server_message(error: BaseException) -> str:
     for tail in (", Timeout: ", " (configured timeouts: ", ", full error: "):
         text = text.split(tail)[0]
     return shorten(text, 300, quoted=False) if text else type(error).__name__
+
+
+def connect_message(error: BaseException) -> str:
+    """:func:`server_message` of an error raised while connecting: of a pymongo error, or of
+    what MongoEngine's ``ConnectionFailure`` wraps (pymongo's refusal of the client's options,
+    which MongoEngine words as ``Cannot connect to database ALIAS :`` and its own alias)."""
+    from mongoengine.connection import ConnectionFailure
+
+    if isinstance(error, ConnectionFailure):
+        cause = error.__cause__ or error.__context__
+        if cause is not None:
+            return server_message(cause)
+    return server_message(error)
 
 
 def _database_problem(name: str) -> str | None:
@@ -188,15 +210,21 @@ class MongoURI:
         """The URI with its database left out, for a command that makes its own database.
 
         MongoEngine uses the URI's database over the one it is given; the URI's database is
-        also where a user authenticates unless ``authSource`` says otherwise, so that is kept.
+        also where a user authenticates unless ``authSource`` says otherwise, so that is kept
+        (as ``authSource``), except for the mechanisms that authenticate on ``$external``
+        whatever the URI's database (:data:`EXTERNAL_MECHANISMS`), which pymongo refuses
+        with any other ``authSource``.
         """
         if self.database is None:
             return self.text
         scheme, _, rest = self.text.partition("://")
         before_query, question, query = rest.partition("?")
         hosts = before_query.partition("/")[0]
-        if self.username is not None and not any(
-            key.lower() == "authsource" for key in self.options
+        options = {key.lower(): value for key, value in self.options.items()}
+        if (
+            self.username is not None
+            and "authsource" not in options
+            and options.get("authmechanism") not in EXTERNAL_MECHANISMS
         ):
             auth = f"authSource={quote_plus(self.database)}"
             query = f"{query}&{auth}" if query else auth
@@ -277,6 +305,11 @@ def parse(text: str, *, source: str = "--uri") -> MongoURI:
         raise CommandError(
             f"{source} {shown} names a database MongoDB refuses: {problem}", status=EXIT_USAGE
         )
+    problem = _client_problem(text)
+    if problem is not None:
+        raise CommandError(
+            f"{source} {shown} is not a valid MongoDB URI: {problem}", status=EXIT_USAGE
+        )
     return MongoURI(
         text=text,
         shown=shown,
@@ -288,9 +321,34 @@ def parse(text: str, *, source: str = "--uri") -> MongoURI:
 
 def _netloc_problem(text: str) -> str | None:
     """What is wrong with the hosts of ``text``, said the same way whatever pymongo's version
-    (4.0 reads ``mongodb:///shop`` as the host ``shop``, and words the rest differently)."""
+    (4.0 reads ``mongodb:///shop`` as the host ``shop``, and words the rest differently).
+
+    The hosts are read as pymongo reads them: up to the first ``/`` or ``?``, after the last
+    ``@`` there. A password holding an unencoded ``/`` or ``?`` then reads as a host and port
+    (``app:pa`` of ``mongodb://app:pa/ss@db/shop``): when the hosts after the URI's last ``@``
+    have no problem, the user information is what is wrong, and is said to be."""
     scheme, _, rest = text.partition("://")
-    hosts = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+    problem = _hosts_text_problem(scheme, _hosts_text(rest))
+    userinfo, at, after = rest.rpartition("@")
+    # Only hosts pymongo would refuse are read again: an "@" in an option's value, which
+    # pymongo takes, leaves a valid URI valid.
+    if (
+        problem is not None
+        and at
+        and ("/" in userinfo or "?" in userinfo)
+        and _hosts_text_problem(scheme, _hosts_text(after)) is None
+    ):
+        return BAD_USERINFO
+    return problem
+
+
+def _hosts_text(rest: str) -> str:
+    """The hosts of a URI without its scheme, as pymongo cuts them out."""
+    return rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+
+
+def _hosts_text_problem(scheme: str, hosts: str) -> str | None:
+    """What is wrong with ``hosts``, the hosts of a URI of ``scheme``, or None."""
     if not hosts or not all(hosts.split(",")):
         return "Empty host (or extra comma in host list)"
     for host in hosts.split(","):
@@ -305,6 +363,26 @@ def _netloc_problem(text: str) -> str | None:
         return "a mongodb+srv:// URI must have one, and only one, hostname"
     if scheme == "mongodb+srv" and ":" in hosts.rpartition("]")[2]:
         return "a mongodb+srv:// URI must not include a port number"
+    return None
+
+
+def _client_problem(text: str) -> str | None:
+    """Why pymongo's client refuses ``text``, which its parser took, or None.
+
+    The parser checks neither the credentials (an ``authSource`` other than ``$external`` for
+    MONGODB-X509, a user without a password) nor what the TLS files hold, which the client
+    loads when it is made: each command failed there, as an internal error (probe BE). Made
+    with ``connect=False``: nothing is sent.
+    """
+    from pymongo.errors import PyMongoError
+    from pymongo.mongo_client import MongoClient
+
+    try:
+        MongoClient(text, connect=False).close()
+    except (PyMongoError, ValueError, TypeError, OSError) as error:
+        if _is_dns_failure(error):
+            return None  # resolved once already: the command reports it when it connects
+        return scrub(shorten(server_message(error), 200, quoted=False), secrets(text))
     return None
 
 
@@ -335,18 +413,17 @@ def _safe_reason(text: str, error: BaseException) -> str:
     except Exception as masked_error:  # the same reason, without the secret
         if not _is_dns_failure(masked_error):
             return shorten(server_message(masked_error), 200, quoted=False)
-    return (
-        "the user name or password is not valid (percent-encode ':', '/', '?', '#', '[', ']', "
-        "'@' and '%' in them)"
-    )
+    return BAD_USERINFO
 
 
 __all__ = [
     "EXPECTED",
+    "EXTERNAL_MECHANISMS",
     "SERVER_SELECTION_TIMEOUT_MS",
     "MongoURI",
     "check_collection_name",
     "check_database_name",
+    "connect_message",
     "open_client",
     "parse",
     "redact",

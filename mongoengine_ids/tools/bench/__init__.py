@@ -1,8 +1,7 @@
 """The benchmark: each id strategy timed against named baselines, as ratios from one run.
 
 Run it as ``mongoengine-ids bench``, or without the command as ``python -m
-mongoengine_ids.tools.bench`` (which needs a ``bench/__main__.py``; until that exists,
-``python -m mongoengine_ids.tools.bench.__init__``)::
+mongoengine_ids.tools.bench`` (``bench/__main__.py``)::
 
     mongoengine-ids bench                      # every group, mongomock, a table per group
     mongoengine-ids bench --quick --json       # tiny counts, one JSON document (CI smoke run)

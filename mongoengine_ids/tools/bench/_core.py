@@ -511,6 +511,28 @@ class BenchError(RuntimeError):
     """A problem the user can fix (no mongomock, an unreachable server); printed as one line."""
 
 
+#: Said when the benchmark runs on mongomock (no ``--uri``) and it is not installed.
+NEEDS_MONGOMOCK: Final = (
+    "without --uri the benchmark needs mongomock: pip install 'mongoengine-ids[demo]' "
+    "(or give --uri mongodb://HOST to use a server)"
+)
+
+
+def require_mongomock() -> Any:
+    """The ``mongomock`` module, for the benchmark's runs without a server.
+
+    Raises:
+        BenchError: it is not installed (:data:`NEEDS_MONGOMOCK`).
+    """
+    try:
+        import mongomock
+    except ModuleNotFoundError as error:
+        if error.name != "mongomock":
+            raise  # mongomock is there, something it imports is not: a broken installation
+        raise BenchError(NEEDS_MONGOMOCK) from None
+    return mongomock
+
+
 #: How long to wait for a server given with ``--uri`` unless the URI says otherwise: pymongo's
 #: default of 30 s is a long time to stare at a benchmark that cannot start.
 SERVER_SELECTION_TIMEOUT_MS: Final = _uri.SERVER_SELECTION_TIMEOUT_MS
@@ -536,22 +558,16 @@ def database(uri: str | None, *, alias: str = BENCH_ALIAS) -> Iterator[Any]:
     """
     import mongoengine
     import pymongo.errors
+    from mongoengine.connection import ConnectionFailure
 
     name = f"mongoengine_ids_bench_{uuid.uuid4().hex[:12]}"
     target = None if uri is None else _uri.parse(uri)
     try:
         if target is None:
-            try:
-                import mongomock
-            except ImportError as error:  # pragma: no cover - in the demo and test extras
-                raise BenchError(
-                    "without --uri the benchmark needs mongomock: "
-                    "pip install 'mongoengine-ids[demo]'"
-                ) from error
             mongoengine.connect(
                 name,
                 alias=alias,
-                mongo_client_class=mongomock.MongoClient,
+                mongo_client_class=require_mongomock().MongoClient,
                 uuidRepresentation="standard",
             )
         else:
@@ -565,10 +581,10 @@ def database(uri: str | None, *, alias: str = BENCH_ALIAS) -> Iterator[Any]:
             )
             # Fail here, once and clearly, rather than inside the first timed write.
             mongoengine.get_db(alias).command("ping")
-    except pymongo.errors.PyMongoError as error:
+    except (pymongo.errors.PyMongoError, ConnectionFailure) as error:
         mongoengine.disconnect(alias)
         where = "mongomock" if target is None else f"the server at {target.shown}"
-        raise BenchError(f"cannot use {where}: {_uri.server_message(error)}") from error
+        raise BenchError(f"cannot use {where}: {_uri.connect_message(error)}") from error
     except BaseException:
         mongoengine.disconnect(alias)
         raise
@@ -592,6 +608,7 @@ __all__ = [
     "BenchError",
     "StatusLine",
     "JSON_FORMAT_VERSION",
+    "NEEDS_MONGOMOCK",
     "Result",
     "Statistic",
     "Step",
@@ -613,5 +630,6 @@ __all__ = [
     "measure",
     "measure_alternating",
     "reporting",
+    "require_mongomock",
     "save_trial",
 ]

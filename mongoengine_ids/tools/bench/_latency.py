@@ -26,7 +26,7 @@ from typing import Any
 import mongoengine
 
 from ...instrumented import Hook, instrumented_client_class
-from ._core import BENCH_ALIAS
+from ._core import BENCH_ALIAS, require_mongomock
 
 #: The end of a wait spent spinning: :func:`time.sleep` overshoots by up to about this much.
 SPIN_SECONDS = 0.00015
@@ -80,7 +80,11 @@ def latency_database(hook: Hook) -> Iterator[Any]:
     whose calls go through ``hook``.
 
     Yields the database; disconnects on exit.
+
+    Raises:
+        BenchError: mongomock is not installed.
     """
+    require_mongomock()  # the instrumented client is mongomock's: say so in one line
     name = f"mongoengine_ids_bench_{uuid.uuid4().hex[:12]}"
     mongoengine.connect(
         name,
