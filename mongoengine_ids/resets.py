@@ -1,4 +1,5 @@
-"""Per-process caches (leased blocks, checked indexes) and how to drop them all at once."""
+"""Per-process state (leased blocks, generator counters, checked indexes): how to drop it all
+at once, and how a forked child makes it its own."""
 
 from __future__ import annotations
 
@@ -93,10 +94,94 @@ class PerClient(Generic[_K, _V]):
 _per_client: weakref.WeakSet[PerClient[Any, Any]] = weakref.WeakSet()
 
 
+# -- the process the state belongs to -----------------------------------------------------------
+
+_getpid = os.getpid
+_fork_callbacks: list[Callable[[], None]] = []
+
+#: The id of the process whose state this package holds. A child forked by ``os.fork()`` (or
+#: ``multiprocessing``) makes the state its own in Python's at-fork hook. A child forked by the
+#: C ``fork()`` never runs that hook: uWSGI's default prefork (without
+#: ``--py-call-osafterfork``, unbit/uwsgi#1978), a C extension's fork. Its state stays its
+#: parent's, which every sibling shares (the same Locality pid and counters, the same leased
+#: block, the same unread random words), until a hand-out sees that ``os.getpid()`` differs
+#: from this, as ``bson.ObjectId`` and pymongo do. Changed only by :func:`adopt_process`.
+owner_pid: int = _getpid()
+
+#: The lock of :func:`adopt_process` by process id: every thread of a process gets the same one
+#: (``dict.setdefault`` is atomic), made in that process. A lock made in the parent could be
+#: held by one of its threads at fork time, which the child does not have.
+_adopt_locks: dict[int, threading.Lock] = {}
+
+
+def on_fork(callback: Callable[[], None]) -> Callable[[], None]:
+    """Register ``callback`` to make per-process state its own in a forked child: a new pid,
+    counters and random words, leased blocks dropped, locks made anew.
+
+    It runs once per process, before that process hands out an id: in Python's at-fork hook, or
+    after a fork that skips it, on the first hand-out that sees another pid
+    (:func:`check_process`), perhaps while other threads of the child run.
+
+    **Warning:** a callback makes new locks and never acquires the parent's (a thread that held
+    one at fork time does not exist in the child). Code taking a lock that a callback makes anew
+    calls :func:`check_process` before, or another thread of the child may hold the old one
+    while the callback replaces it. A callback hands out no id: the check inside it would wait
+    for the reset it is part of.
+    """
+    _fork_callbacks.append(callback)
+    return callback
+
+
+def check_process() -> None:
+    """Make this package's state this process's if it was forked without Python's at-fork
+    hooks (see :data:`owner_pid`); else nothing but one ``os.getpid()`` (about 0.2 us).
+
+    Call it before touching state an :func:`on_fork` callback resets. The hottest paths inline
+    it: ``if _getpid() != resets.owner_pid: resets.adopt_process()``.
+    """
+    if _getpid() != owner_pid:
+        adopt_process()
+
+
+def adopt_process() -> None:
+    """Run every :func:`on_fork` callback, once in this process, unless the state is already its
+    own. Also Python's at-fork hook in a child.
+
+    Threads of the child that notice together wait for the first. A callback that raises does
+    not stop the others; its error propagates, and the state stays another process's, so the
+    next check runs them all again (dropping leased blocks again loses values, never repeats
+    one).
+    """
+    global owner_pid
+    pid = _getpid()
+    with _adopt_locks.setdefault(pid, threading.Lock()):
+        if owner_pid == pid:
+            return  # another thread of this process did it while this one waited
+        failed: Exception | None = None
+        for callback in list(_fork_callbacks):
+            try:
+                callback()
+            except Exception as error:
+                if failed is None:
+                    failed = error
+        if failed is not None:
+            raise failed
+        owner_pid = pid
+    # An ancestor's lock may be held; a descendant given its pid again must not find it.
+    for other in list(_adopt_locks):
+        if other != pid:
+            _adopt_locks.pop(other, None)
+
+
+@on_fork
 def _new_locks_in_child() -> None:
-    # A lock held by another thread at fork time would stay held forever in the child.
+    # A lock held by another thread at fork time would stay held forever in the child. After a
+    # fork without the hooks, a thread of the child may be inside a method under the old lock
+    # (the callers of a cache do not check the process): each method is a few dict operations,
+    # and the worst an overlap once per process does is lose one cache entry.
     for cache in list(_per_client):
         cache._lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_new_locks_in_child)
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork()
+    os.register_at_fork(after_in_child=adopt_process)

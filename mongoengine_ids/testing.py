@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import mongoengine
+import pymongo.errors
 from mongoengine.connection import DEFAULT_CONNECTION_NAME
 
 from ._checks import check_callable
@@ -77,14 +79,53 @@ class _Connections:
         return mongoengine.get_db(alias)
 
     def close(self) -> None:
-        for alias, name in reversed(self._aliases):
-            if self._uri is not None:
-                with contextlib.suppress(Exception):
-                    mongoengine.get_connection(alias).drop_database(name)
+        names = [name for _, name in reversed(self._aliases)]
+        left = _drop(self._uri, self._options, names) if self._uri is not None and names else None
+        for alias, _ in reversed(self._aliases):
             mongoengine.disconnect(alias)
         _forget_cached_collections({alias for alias, _ in self._aliases})
         self._aliases.clear()
         reset_process_state()
+        if left is not None:  # last: with warnings as errors, the rest is done all the same
+            warnings.warn(left, RuntimeWarning, stacklevel=4)
+
+
+def _drop(uri: str, client_options: dict[str, Any], names: list[str]) -> str | None:
+    """Drop the databases ``names`` made on the server of ``uri``; what was left, in words.
+
+    Through a client of its own, connected with the options the aliases were: an alias the
+    test disconnected has closed its client (pymongo cannot reopen it), one it connected again
+    may be on another server, and a hook (``connected_threadsafe``) is not asked. MongoEngine
+    reuses the client of an alias still connected with the same options.
+    """
+    alias = f"mongoengine_ids_drop_{uuid.uuid4().hex[:12]}"
+    options: dict[str, Any] = {**client_options, "uuidRepresentation": "standard"}
+    options["host"] = _without_database(uri, username="username" in options)
+    left: list[str] = []
+    error: Exception | None = None
+    try:
+        mongoengine.connect(names[0], alias=alias, **options)
+        client = mongoengine.get_connection(alias)
+        for at, name in enumerate(names):
+            try:
+                client.drop_database(name)
+            except pymongo.errors.ConnectionFailure as failed:  # no server: no use waiting again
+                left, error = [*left, *names[at:]], failed
+                break
+            except Exception as failed:
+                left.append(name)
+                error = failed
+    except Exception as failed:  # no client: nothing was dropped
+        left, error = names, failed
+    finally:
+        mongoengine.disconnect(alias)
+    if not left:
+        return None
+    return (
+        f"mongoengine_ids.testing: the test database(s) {', '.join(map(repr, left))} could not "
+        f"be dropped and are left on the server ({type(error).__name__}: {error}); drop them "
+        "by hand"
+    )
 
 
 #: pymongo's names of the ``uuidRepresentation`` option (mongomock takes any and ignores it).
@@ -149,8 +190,9 @@ def connected(uri: str | None = None, **client_options: Any) -> Iterator[Connect
 
     Args:
         uri: a MongoDB URI to use a real server (each alias gets a new database, dropped on
-            exit: a database the URI names is not used, but still authenticates the URI's
-            credentials where pymongo would use it); None for mongomock.
+            exit, also if the test disconnected the alias; one that could not be dropped is
+            named in a ``RuntimeWarning``. A database the URI names is not used, but still
+            authenticates the URI's credentials where pymongo would use it); None for mongomock.
         client_options: more keyword arguments for every client (``read_preference=``,
             ``tz_aware=``...), as ``mongoengine.connect()`` takes them.
     """

@@ -16,6 +16,8 @@ from typing import Any
 import mongoengine as me
 import pytest
 from bson import Binary, ObjectId
+from bson.binary import UuidRepresentation
+from bson.codec_options import CodecOptions
 
 from mongoengine_ids import (
     GeneratedField,
@@ -82,10 +84,10 @@ class Kind:
     def check(self, raw: Any) -> None:
         """Assert that the raw stored ``raw`` is a value this kind generates."""
         if self.name == "sequence":
-            assert type(raw) is int, f"{raw!r} is not an int"
+            assert is_integer(raw), f"{raw!r} is not an int"
             assert raw >= 1
         elif self.name == "random":
-            assert type(raw) is int, f"{raw!r} is not an int"
+            assert is_integer(raw), f"{raw!r} is not an int"
             assert 10**11 <= raw < 10**12, f"{raw!r} has not 12 digits"
         else:
             assert self.uuid_version is not None
@@ -123,9 +125,30 @@ def norm(value: Any) -> Any:
     return value
 
 
+#: Codec options of a raw read: every BSON Binary stays ``Binary`` (subtype 3 and 4 included),
+#: whatever the client's ``uuidRepresentation`` (with "standard" pymongo decodes subtype 4 to
+#: ``uuid.UUID``; mongomock never does). An int64 still reads as ``bson.Int64`` from a server.
+RAW = CodecOptions(document_class=dict, uuid_representation=UuidRepresentation.UNSPECIFIED)
+
+
+def raw_collection(collection: Any) -> Any:
+    """``collection`` (a pymongo collection, or a model class for its collection) reading the
+    stored BSON values as they are: the same on mongomock and on a real server."""
+    if isinstance(collection, type):
+        collection = collection._get_collection()
+    return collection.with_options(codec_options=RAW)
+
+
+def is_integer(value: Any) -> bool:
+    """Whether ``value`` is a stored integer: an int, or the ``bson.Int64`` a server's reply
+    decodes an int64 to (never a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def raw_docs(collection: Any, query: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The raw documents of ``collection`` (pymongo-like), normalised, in insertion order."""
-    return [norm(doc) for doc in collection.find(query or {})]
+    """The raw documents of ``collection`` (pymongo-like), in insertion order; a
+    ``uuid.UUID`` mongomock holds as given reads as the Binary subtype 4 a server stores."""
+    return [norm(doc) for doc in raw_collection(collection).find(query or {})]
 
 
 def raw_one(collection: Any, query: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -137,7 +160,7 @@ def raw_one(collection: Any, query: dict[str, Any] | None = None) -> dict[str, A
 
 def counters(database: Any) -> list[dict[str, Any]]:
     """The raw counter documents of ``database``, sorted by ``_id``."""
-    return sorted(database[COUNTERS].find(), key=lambda doc: str(doc["_id"]))
+    return sorted(raw_collection(database[COUNTERS]).find(), key=lambda doc: str(doc["_id"]))
 
 
 def distinct(values: list[Any]) -> bool:

@@ -38,6 +38,7 @@ import mongoengine as me
 import pytest
 from _faults import ACCEPTABLE, MODES, Faults, Outcome, StoredValues, draw, draws, retrying
 from _support import CLIENT_OPTIONS, TEST_URI
+from _write_support import raw_collection
 from bson.binary import Binary
 
 from mongoengine_ids import (
@@ -423,7 +424,7 @@ def _run(case: Case, make_write: Callable[[Any, Any], Write], faults: Faults) ->
             db["mongoengine.counters"].insert_one({"_id": case.counter, "next": max(case.existing)})
         box._get_collection()
         write = make_write(part, box)
-        collection = db[box._get_collection_name()]
+        collection = raw_collection(db[box._get_collection_name()])
         stored_values = StoredValues(faults, lambda: _codes_by_label(collection), "code")
         faults.armed = True
         try:

@@ -7,6 +7,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from _write_support import raw_collection
 from bson.binary import Binary
 
 from mongoengine_ids import LocalityUUID, LocalityUUIDField, LocalityUUIDGenerator
@@ -146,7 +147,7 @@ def test_sequential_mode_keeps_ids_of_the_same_moment_together(mongoengine_db: A
     events = [Event().save() for _ in range(5)]
     counters = [event.id.sequential_counter for event in events]
     assert counters == list(range(counters[0], counters[0] + 5))
-    stored = [doc["_id"] for doc in mongoengine_db["event"].find().sort("_id", 1)]
+    stored = [doc["_id"] for doc in raw_collection(mongoengine_db["event"]).find().sort("_id", 1)]
     assert stored == [Binary(event.id.bytes, 4) for event in events]
 
 

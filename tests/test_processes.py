@@ -17,6 +17,7 @@ from typing import Any
 import mongoengine as me
 import pytest
 from _support import TEST_URI, real_server, run_threads
+from _write_support import raw_collection
 
 from mongoengine_ids import LocalityUUIDField, RandomUniqueField, SequenceField
 from mongoengine_ids.sequence import DEFAULT_COLLECTION
@@ -94,7 +95,7 @@ def _process(uri: str, database: str, kind: str, writer: int) -> list[Any]:
 
 def _check(kind: str, handed_out: list[Any], db: Any) -> None:
     model, field = MODELS[kind]
-    stored = list(model._get_collection().find())
+    stored = list(raw_collection(model).find())
     values = [doc["_id" if field == "id" else field] for doc in stored]
     assert len(stored) == WRITERS * PER_WRITER
     assert [value for value, times in Counter(values).items() if times > 1] == []

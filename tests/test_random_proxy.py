@@ -644,3 +644,45 @@ def test_reservations_are_refused_a_collection_other_documents_are_kept_in(
         "ledger_counters",
     ]
     assert [d["name"] for d in mongoengine_db.ledger.find()] == ["kept"]
+
+
+class Scan(me.Document):
+    image = me.FileField()  # GridFS: its collection_name "fs" names no counters
+    meta = {"collection": "scans"}
+
+
+class ElsewhereCodes(me.Document):
+    name = me.StringField()
+    meta = {"collection": "elsewhere_codes", "db_alias": "elsewhere"}
+
+
+class Reservation(me.Document):
+    """A model reading the reservations themselves (to inspect or clean them)."""
+
+    id = me.StringField(primary_key=True)
+    ns = me.StringField()
+    at = me.DateTimeField()
+    by = me.StringField()
+    meta = {"collection": "inspected_codes"}
+
+
+@pytest.mark.parametrize("reserve_in", ["fs", "elsewhere_codes", "inspected_codes"])
+def test_reservations_may_go_where_no_document_breaks(
+    mongoengine_connect: Any, reserve_in: str
+) -> None:
+    """Review P: the first check refused GridFS's "fs" (a FileField's collection_name), a
+    collection of that name used by a model of another database, and a model written to read
+    the reservations."""
+    mongoengine_db = mongoengine_connect()
+    elsewhere = mongoengine_connect("elsewhere")
+    ElsewhereCodes(name="kept").save()
+
+    class Voucher(me.Document):
+        code = RandomUniqueField(digits=6, reserve_in=reserve_in)
+        meta = {"collection": "vouchers"}
+
+    code = Voucher().save().code
+    assert [d["_id"] for d in mongoengine_db[reserve_in].find()] == [code]
+    if reserve_in == "inspected_codes":
+        assert [r.ns for r in Reservation.objects] == ["vouchers.code"]
+    assert [d["name"] for d in elsewhere.elsewhere_codes.find()] == ["kept"]

@@ -24,6 +24,7 @@ import pymongo
 import pytest
 from _support import TEST_URI, real_server
 from _write_support import document
+from bson import Int64
 from bson.json_util import RELAXED_JSON_OPTIONS
 from mongoengine.errors import NotUniqueError, ValidationError
 
@@ -35,7 +36,7 @@ from mongoengine_ids.random_unique.field import (
     UniqueIndexMissingError,
 )
 from mongoengine_ids.random_unique.space import SYSTEM_RANDOMNESS
-from mongoengine_ids.write import Write, seam
+from mongoengine_ids.write import Write, seam, values
 
 
 class Script:
@@ -503,7 +504,10 @@ def test_missing_index_without_auto_create_is_an_error(mongoengine_db: Any) -> N
     with pytest.raises(UniqueIndexMissingError):
         Manual().save()
 
-    # Once the index exists, writes go through (a missing index is not remembered).
+    # Once the index exists, writes go through (a missing index is not remembered). The plain
+    # one goes first: MongoDB before 5.0 refuses a second index on the same key differing only
+    # in uniqueness (IndexOptionsConflict).
+    mongoengine_db.manual.drop_index("plain")
     mongoengine_db.manual.create_index([("code", pymongo.ASCENDING)], unique=True, name="u")
     Manual().save()
     assert codes(mongoengine_db.manual) == [1]
@@ -1049,14 +1053,17 @@ def test_server_details_decide_the_retry(mongoengine_db: Any) -> None:
         collection.insert_one({"code": 3, "email": "a"})
     assert theirs.value.details["keyPattern"] == {"email": 1}
 
-    def wrapped(error: pymongo.errors.DuplicateKeyError) -> NotUniqueError:
+    def unwrapped(error: pymongo.errors.DuplicateKeyError) -> pymongo.errors.DuplicateKeyError:
+        """What the write path asks the field about: the pymongo error behind MongoEngine's."""
         outer = NotUniqueError(str(error))
         outer.__cause__ = error
-        return outer
+        found = values.duplicate_key(outer)
+        assert found is error  # its details with it
+        return found
 
     # Documents chosen so that a probe would answer the opposite of the details.
-    assert _is_collision(Thing(code=9), wrapped(ours.value)) is True
-    assert _is_collision(Thing(code=1), wrapped(theirs.value)) is False
+    assert _is_collision(Thing(code=9), unwrapped(ours.value)) is True
+    assert _is_collision(Thing(code=1), unwrapped(theirs.value)) is False
 
     # And end to end: one retry for our index, none for the email's.
     script.then(0, 1)
@@ -1066,6 +1073,26 @@ def test_server_details_decide_the_retry(mongoengine_db: Any) -> None:
         Thing(email="a").save()
     assert script.draws == 4
     assert codes(collection) == [1, 2]
+
+
+def test_an_int64_read_loads_as_a_plain_int(mongoengine_db: Any) -> None:
+    """Review BF: a server's reply decodes an int64 (every 12-digit value) to ``bson.Int64``,
+    which the field kept, where MongoEngine's IntField and LongField load an int."""
+
+    class Ticket(me.Document):
+        id = RandomUniqueField(digits=12, primary_key=True)
+        code = RandomUniqueField(digits=12)
+        meta = {"collection": "int64_tickets"}
+
+    key, code = 123_456_789_012, 987_654_321_098
+    Ticket._get_collection().insert_one({"_id": Int64(key), "code": Int64(code)})
+    loaded = Ticket.objects.get()
+    assert (type(loaded.id), type(loaded.code)) == (int, int)
+    assert (loaded.id, loaded.code) == (key, code)
+    assert type(Ticket(code=Int64(code)).code) is int  # assigned: as loaded
+    assert Ticket.code.to_python(True) is True  # a bool is no int: validate() refuses it
+    with pytest.raises(ValidationError, match="not an int"):
+        Ticket(code=True).validate()
 
 
 # -- a space widened ------------------------------------------------------------------------------

@@ -156,6 +156,22 @@ def test_reading_an_empty_field_never_burns_a_value(mongoengine_db: Any) -> None
     assert doc.id == 1
 
 
+def test_an_int64_read_loads_as_a_plain_int(mongoengine_db: Any) -> None:
+    """Review BF: a server's reply decodes an int64 to ``bson.Int64``, which the field kept,
+    where MongoEngine's IntField and LongField load an int."""
+
+    class Invoice(Document):
+        id = SequenceField(primary_key=True)
+        number = SequenceField()
+
+    Invoice._get_collection().insert_one({"_id": bson.Int64(7), "number": bson.Int64(2**40)})
+    loaded = Invoice.objects.get()
+    assert (type(loaded.id), type(loaded.number)) == (int, int)
+    assert (loaded.id, loaded.number) == (7, 2**40)
+    assert type(Invoice(number=bson.Int64(3)).number) is int  # assigned: as loaded
+    assert Invoice.number.to_python(True) is True  # a bool is no int: validate() refuses it
+
+
 def test_counters_live_on_the_models_alias(mongoengine_connect: Connect) -> None:
     default = mongoengine_connect()
     other = mongoengine_connect("other")

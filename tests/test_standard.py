@@ -11,6 +11,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from _write_support import raw_collection
 from bson.binary import Binary
 from mongoengine.errors import ValidationError
 
@@ -337,7 +338,7 @@ def test_uuid4_values_of_a_bulk_insert_are_version_4_and_read_from_random_bytes(
 
     Ticket.objects.insert([Ticket(n=n) for n in range(3)], load_bulk=False)
     assert asked == [48]  # one read for the whole insert
-    stored = [raw["_id"] for raw in mongoengine_db.ticket.find().sort("n")]
+    stored = [raw["_id"] for raw in raw_collection(mongoengine_db.ticket).find().sort("n")]
     expected = []
     for at in (0, 16, 32):
         value = bytearray(range(at, at + 16))

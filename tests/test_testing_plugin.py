@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
 import mongoengine
 import mongoengine.connection
+import mongomock
+import pymongo.errors
 import pytest
 from bson import DBRef
+from mongomock.store import ServerStore
 from pymongo import ReadPreference
 
 from mongoengine_ids.testing import connected, connected_threadsafe
@@ -294,13 +298,80 @@ def test_a_uri_naming_a_database_still_gives_each_alias_a_new_one(threadsafe: bo
     client connects lazily.)"""
     make = connected_threadsafe if threadsafe else connected
     uri = "mongodb://user:pw@127.0.0.1:1/app?serverSelectionTimeoutMS=100"
-    with make(uri) as connect:
+    with contextlib.ExitStack() as stack:
+        connect = stack.enter_context(make(uri))
         first, second = connect(), connect("archive")
         names = {first.name, second.name}
         assert len(names) == 2
         assert all(name.startswith("mongoengine_ids_test_") for name in names)
         settings = mongoengine.connection._connection_settings["archive"]
         assert settings["authentication_source"] == "app"  # the credentials' database
+        # No server: the databases cannot be dropped on exit, and a warning names them.
+        with pytest.warns(RuntimeWarning, match="could not be dropped") as warned:
+            stack.close()
+    (warning,) = warned
+    assert all(repr(name) in str(warning.message) for name in names)
+    assert "pw" not in str(warning.message)  # no credentials
+    assert mongoengine.connection._connection_settings == {}  # and all disconnected
+
+
+class _OneServer(mongomock.MongoClient):
+    """mongomock clients that share their databases, as the clients of one server do."""
+
+    store = ServerStore()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, _store=self.store, **kwargs)
+
+
+@pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])
+def test_the_databases_of_a_uri_are_dropped_also_for_an_alias_the_test_disconnected(
+    threadsafe: bool,
+) -> None:
+    """Review BF: each database was dropped through its alias's client, silently skipped for an
+    alias the test had disconnected (``mongoengine.get_connection()`` refused): it stayed on
+    the server. The fixture drops them through a client of its own."""
+    make = connected_threadsafe if threadsafe else connected
+    uri = "mongodb://127.0.0.1:27017/"
+    with make(uri, mongo_client_class=_OneServer) as connect:
+        made = [connect(), connect("archive"), connect("other")]
+        for db in made:
+            db.things.insert_one({"name": "a"})
+        mongoengine.disconnect("archive")  # as a test of reconnects does
+        mongoengine.disconnect("other")  # and connected again, to another server
+        mongoengine.connect(
+            "elsewhere",
+            alias="other",
+            mongo_client_class=mongomock.MongoClient,
+            uuidRepresentation="standard",
+        )
+        names = {db.name for db in made}
+        assert names <= set(_OneServer().list_database_names())
+    assert not names & set(_OneServer().list_database_names())
+
+
+class _Refusing(_OneServer):
+    def drop_database(self, name: Any, *args: Any, **kwargs: Any) -> None:
+        raise pymongo.errors.OperationFailure("not authorized to drop", 13)
+
+
+def test_a_database_that_could_not_be_dropped_is_named_in_a_warning() -> None:
+    """Review BF: a failed drop was silent."""
+    with contextlib.ExitStack() as stack:
+        connect = stack.enter_context(
+            connected("mongodb://127.0.0.1:27017/", mongo_client_class=_Refusing)
+        )
+        names = [connect().name, connect("archive").name]
+        for name in names:
+            _OneServer()[name].things.insert_one({})
+        with pytest.warns(RuntimeWarning, match=r"could not be dropped.*not authorized") as warned:
+            stack.close()
+    (warning,) = warned
+    assert all(repr(name) in str(warning.message) for name in names)
+    assert mongoengine.connection._connection_settings == {}
+    assert set(names) <= set(_OneServer().list_database_names())  # left, as the warning says
+    for name in names:
+        _OneServer().drop_database(name)
 
 
 @pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])

@@ -13,6 +13,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from _write_support import raw_collection
 from bson import ObjectId, json_util
 from mongoengine import signals
 from mongoengine.errors import NotUniqueError
@@ -54,7 +55,7 @@ RELAXED = json_util.RELAXED_JSON_OPTIONS
 
 
 def _stored(model: type[me.Document]) -> list[dict[str, Any]]:
-    return list(model._get_collection().find())
+    return list(raw_collection(model).find())
 
 
 def _saved_under_a_key_the_field_made(

@@ -17,6 +17,7 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 import pytest
+from _write_support import raw_collection
 from mongoengine.context_managers import switch_collection, switch_db
 
 from mongoengine_ids import (
@@ -577,7 +578,7 @@ def test_a_bulk_insert_failing_after_a_first_command_keeps_the_stored_keys(
         docs[0].save()  # its own copy, not a second one
         FwPlace.objects.insert(docs[1:])
         assert sorted(doc["name"] for doc in db.fw_place.find()) == ["n0-renamed", "n1", "n2"]
-        assert sorted(doc["_id"] for doc in db.fw_place.find()) == sorted(
+        assert sorted(doc["_id"] for doc in raw_collection(db.fw_place).find()) == sorted(
             FwPlace._fields["id"].to_mongo(doc.pk) for doc in docs
         )
 
@@ -889,7 +890,7 @@ def test_a_document_holding_nan_is_stored_once_after_a_lost_reply(key: str, bulk
         write = (lambda: model.objects.insert([document])) if bulk else document.save
         _first_attempt_lost(hook, write)
         write()
-        stored = list(db.fw_nan.find())
+        stored = list(raw_collection(db.fw_nan).find())
         assert sorted(doc["name"] for doc in stored) == ["before", "nan"]
         assert [doc["_id"] for doc in stored if doc["name"] == "nan"] == [
             document.to_mongo()["_id"]
@@ -916,7 +917,7 @@ def test_a_value_edited_in_place_before_the_retry_is_stored_once(key: str, bulk:
         else:
             write()  # save() writes the current version over its own copy
             expected = [1.5, 2.0]
-        stored = [doc for doc in db.fw_edited.find() if doc["name"] == "edited"]
+        stored = [doc for doc in raw_collection(db.fw_edited).find() if doc["name"] == "edited"]
         assert [(doc["_id"], doc["loc"]) for doc in stored] == [
             (document.to_mongo()["_id"], expected)
         ]
@@ -941,7 +942,7 @@ def test_a_key_changed_to_another_documents_before_the_retry_is_refused(
         document.id = other.id
         with pytest.raises(me.NotUniqueError):
             document.save()
-        stored = sorted((doc["name"], doc["_id"]) for doc in db.fw_rekeyed.find())
+        stored = sorted((doc["name"], doc["_id"]) for doc in raw_collection(db.fw_rekeyed).find())
         mine = [("mine", first_key)] if mode == "after" else []
         assert stored == sorted([("other", other.to_mongo()["_id"]), *mine])
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from _write_support import raw_collection
 from mongoengine.errors import InvalidQueryError
 
 from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
@@ -462,7 +463,10 @@ def test_a_pipeline_leaving_the_key_alone_runs_when_the_key_is_the_only_generate
 
     keyed = PipeKeyed(name="a", other="o").save()
     assert PipeKeyed.objects(id=keyed.id).update_one(__raw__=[{"$project": {"name": 1}}]) == 1
-    assert mongoengine_db.pipe_keyed.find_one() == {"_id": keyed.to_mongo()["_id"], "name": "a"}
+    assert raw_collection(mongoengine_db.pipe_keyed).find_one() == {
+        "_id": keyed.to_mongo()["_id"],
+        "name": "a",
+    }
 
 
 def test_a_pipeline_upsert_writing_a_generated_value_is_refused(mongoengine_db: Any) -> None:

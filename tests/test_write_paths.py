@@ -42,6 +42,7 @@ from _write_support import (
     frozen_uuid7,
     is_object_id,
     model_for,
+    raw_collection,
     raw_docs,
     raw_one,
 )
@@ -1541,7 +1542,7 @@ def test_the_retry_of_a_loaded_document_copied_under_a_new_key_inserts_it_once(
         with pytest.raises(pymongo.errors.AutoReconnect):
             loaded.save()
         loaded.save()  # the application's retry
-        stored = sorted((doc["name"], doc["_id"]) for doc in db.copied.find())
+        stored = sorted((doc["name"], doc["_id"]) for doc in raw_collection(db.copied).find())
         assert stored == sorted(
             [("a", original.to_mongo()["_id"]), ("copy", loaded.to_mongo()["_id"])]
         )

@@ -10,6 +10,7 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 import pytest
+from _write_support import raw_collection
 from bson import Binary
 
 from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
@@ -52,7 +53,7 @@ class PrBox(me.Document):
 
 
 def _stored() -> list[dict[str, Any]]:
-    return list(PrBox._get_collection().find({}, {"_id": 0, "name": 0}))
+    return list(raw_collection(PrBox).find({}, {"_id": 0, "name": 0}))
 
 
 def test_a_number_another_scope_holds_is_pushed(mongoengine_db: Any) -> None:
@@ -204,7 +205,7 @@ def _in_flight_then_retried(write: Any) -> list[dict[str, Any]]:
         with pytest.raises(pymongo.errors.AutoReconnect):
             write()
         write()  # the application's retry
-        stored = list(db.pr_nested.find({}, {"_id": 0}))
+        stored = list(raw_collection(db.pr_nested).find({}, {"_id": 0}))
     PrNested._collection = None
     return stored
 
@@ -247,7 +248,7 @@ def test_an_upsert_inserting_pushes_into_a_nested_list(mongoengine_db: Any) -> N
     """No document matches: the upsert inserts one holding the pushed item, as a push would."""
     item = PrPart(label="new")
     PrNested.objects(name="none").update_one(upsert=True, push__holder__by_key__k=item)
-    (doc,) = PrNested._get_collection().find({}, {"_id": 0})
+    (doc,) = raw_collection(PrNested).find({}, {"_id": 0})
     stored_item = {"code": Binary(item.code.bytes, 4), "label": "new"}
     assert doc == {"name": "none", "holder": {"by_key": {"k": [stored_item]}}}
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from _write_support import raw_collection
 from bson import Binary
 from mongoengine.queryset import QuerySet
 
@@ -18,7 +19,7 @@ from mongoengine_ids import LocalityUUIDField, SequenceField, UUID4Field
 
 
 def raw(model: type[me.Document]) -> list[dict[str, Any]]:
-    return list(model._get_collection().find())
+    return list(raw_collection(model).find())
 
 
 class QsAuditQuerySet(QuerySet):

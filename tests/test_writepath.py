@@ -11,6 +11,7 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from _write_support import raw_collection
 from bson import json_util
 from bson.binary import Binary, UuidRepresentation
 from bson.json_util import RELAXED_JSON_OPTIONS
@@ -74,7 +75,7 @@ class CountingField(GeneratedField):
 
 
 def raw(model: type[me.Document]) -> list[dict[str, Any]]:
-    return list(model._get_collection().find().sort("name"))
+    return list(raw_collection(model).find().sort("name"))
 
 
 # -- only on the write path ---------------------------------------------------------------------
@@ -1015,7 +1016,7 @@ def test_a_key_field_whose_stored_form_differs_loads_a_decoded_key(mongoengine_d
     for loaded in (
         Thing._from_son({"_id": thing.id, "name": "a"}),
         Thing.from_json(
-            json_util.dumps(Thing._get_collection().find_one()),
+            json_util.dumps(raw_collection(Thing).find_one()),
             json_options=json_util.JSONOptions(uuid_representation=UuidRepresentation.STANDARD),
         ),
     ):
@@ -1044,3 +1045,19 @@ def test_a_field_breaking_the_contract_is_told_before_any_write(
     with pytest.raises(TypeError, match=expected):
         Item.objects.insert([Item()])
     assert raw(Item) == []
+
+
+def test_a_field_may_return_its_values_as_any_iterable(mongoengine_db: Any) -> None:
+    """Review P: the contract's check first took only lists and tuples (a generator of the
+    right length had worked)."""
+
+    class Counted(GeneratedField):
+        def new_values(self, write: Write, count: int) -> Any:
+            return (f"v{n}" for n in range(count))
+
+    class Item(me.Document):
+        made = Counted()
+
+    Item().save()
+    Item.objects.insert([Item(), Item()])
+    assert sorted(d["made"] for d in raw(Item)) == ["v0", "v0", "v1"]

@@ -12,6 +12,7 @@ from typing import Any
 import mongoengine as me
 import pymongo.errors
 import pytest
+from _write_support import raw_collection
 from bson.binary import Binary
 
 from mongoengine_ids import (
@@ -60,6 +61,11 @@ class Place(me.Document):
     name = me.StringField()
 
 
+def places(db: Any) -> list[dict[str, Any]]:
+    """The stored places, Binary as stored (a server decodes subtype 4 to uuid.UUID)."""
+    return list(raw_collection(db["place"]).find())
+
+
 @pytest.mark.parametrize("error", ERRORS, ids=lambda e: type(e).__name__)
 def test_applied_but_unconfirmed_save_never_writes_twice(
     faults: tuple[Faults, Any], error: BaseException
@@ -73,7 +79,7 @@ def test_applied_but_unconfirmed_save_never_writes_twice(
     assert first_id is not None  # kept: the write may have happened
     place.save()  # it did: the retry finds it stored and writes nothing new
     assert place.id == first_id
-    assert list(db["place"].find()) == [{"_id": Binary(first_id.bytes, 4), "name": "a"}]
+    assert places(db) == [{"_id": Binary(first_id.bytes, 4), "name": "a"}]
 
 
 @pytest.mark.parametrize("error", ERRORS, ids=lambda e: type(e).__name__)
@@ -88,10 +94,10 @@ def test_unapplied_and_unconfirmed_save_is_written_once_on_retry(
     first_id = place.id
     place.save()  # the same id, inserted now
     assert place.id == first_id
-    assert list(db["place"].find()) == [{"_id": Binary(first_id.bytes, 4), "name": "a"}]
+    assert places(db) == [{"_id": Binary(first_id.bytes, 4), "name": "a"}]
     place.name = "b"
     place.save()  # confirmed: an ordinary update from now on
-    assert list(db["place"].find()) == [{"_id": Binary(first_id.bytes, 4), "name": "b"}]
+    assert places(db) == [{"_id": Binary(first_id.bytes, 4), "name": "b"}]
 
 
 def test_a_certain_failure_gives_the_id_back(faults: tuple[Faults, Any]) -> None:
@@ -191,7 +197,7 @@ def test_an_unconfirmed_value_without_a_unique_index_is_looked_up_before_it_is_s
     code = document.code
     assert code is not None
     document.save()  # looked up by its _id: sent again only if the first did not land
-    stored = [(raw["code"], raw["name"]) for raw in db[collection].find()]
+    stored = [(raw["code"], raw["name"]) for raw in raw_collection(db[collection]).find()]
     assert stored == [(model.code.to_mongo(code), "a")]
     if model is Ticket:
         assert [raw["_id"] for raw in db["ticket_codes"].find()] == [code]  # still reserved
@@ -211,5 +217,5 @@ def test_an_unconfirmed_bulk_insert_sent_again_is_never_written_twice(
     codes = [model.code.to_mongo(doc.code) for doc in docs]
     model.objects.insert(docs)  # the documents found stored are not sent again
     assert [state(doc).unconfirmed for doc in docs] == [False] * 3  # confirmed
-    stored = sorted((raw["name"], raw["code"]) for raw in db[collection].find())
+    stored = sorted((raw["name"], raw["code"]) for raw in raw_collection(db[collection]).find())
     assert stored == [(f"p{i}", code) for i, code in enumerate(codes)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from typing import TYPE_CHECKING, Any, ClassVar, overload
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, overload
 from bson.binary import Binary, UuidRepresentation
 
 from .. import constants as C
+from .. import resets
 from ..stored import StoredUUID, StoredUUIDText
 from ..write import seam
 from ..write.field import GeneratedField, Write
@@ -35,7 +35,7 @@ def _new_lock_in_child() -> None:
     _generator_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_new_lock_in_child)
+resets.on_fork(_new_lock_in_child)
 
 
 class UUIDValueField(GeneratedField):

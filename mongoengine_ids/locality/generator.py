@@ -20,11 +20,12 @@ import warnings
 import weakref
 from array import array
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import Any, Final, Literal, NoReturn
 
 from bson.binary import Binary
 
 from .. import constants as C
+from .. import resets
 from .._checks import (
     check_callable,
     check_int,
@@ -57,6 +58,7 @@ ACCEPTED_TEXT: Final = (
 ACCEPTED_UUID_TEXT: Final = ACCEPTED_TEXT.replace("-bxxx-", "-xxxx-")
 
 _time_ns = time.time_ns
+_getpid = os.getpid
 _COUNTER_MASK: Final = C.LOCALITY_COUNTER_MASK
 _TIME_MASK: Final = C.LOCALITY_TIME_MASK
 _COUNTER_SHIFT: Final = C.LOCALITY_COUNTER_SHIFT
@@ -347,6 +349,7 @@ def machine_mac() -> int:
     Read once per process: :func:`uuid.getnode` may run ``ip`` or ``ifconfig``.
     """
     global _machine_mac
+    resets.check_process()  # the lock may be the parent's, held by a thread gone
     with _machine_mac_lock:
         if _machine_mac is None:
             override = os.environ.get(C.MAC_ENV_VAR)
@@ -419,6 +422,12 @@ _generators: weakref.WeakSet[LocalityUUIDGenerator] = weakref.WeakSet()
 
 class LocalityUUIDGenerator:
     """Makes Locality UUIDs; thread-safe, fork-safe, never repeats a value.
+
+    A forked child takes its own pid and a fresh counter before it makes an id, also when the
+    fork skipped Python's at-fork hooks (the C ``fork()`` of uWSGI's default prefork): each call
+    compares ``os.getpid()`` with the process the state belongs to
+    (:func:`mongoengine_ids.resets.check_process`). A generator cannot be copied or pickled: a
+    copy would repeat its ids.
 
     Args:
         pid: process id written into the ids (used mod 65536). Default: ``os.getpid()``, read
@@ -533,7 +542,8 @@ class LocalityUUIDGenerator:
         return secrets.randbits(C.LOCALITY_COUNTER_BITS)
 
     def _after_fork_in_child(self) -> None:
-        # The parent's lock may have been held by another thread at fork time.
+        # The parent's lock may have been held by another thread at fork time. Every method
+        # taking the lock checks the process first: no thread of the child holds the old one.
         self._new_lock()
         self._set_pid(os.getpid())
         self._ms = -1
@@ -565,6 +575,7 @@ class LocalityUUIDGenerator:
     @property
     def pid(self) -> int:
         """The process id written into ids (mod 65536)."""
+        resets.check_process()  # a child forked without the hooks: its own, as its ids will
         return self._pid
 
     @property
@@ -577,6 +588,7 @@ class LocalityUUIDGenerator:
 
         A no-op if the generator is already sequential.
         """
+        resets.check_process()
         with self._lock:
             if self._mode == "sequential":
                 return
@@ -584,6 +596,7 @@ class LocalityUUIDGenerator:
 
     def use_spread(self) -> None:
         """Switch to spread mode; the counter carries on. A no-op if already spread."""
+        resets.check_process()
         with self._lock:
             if self._mode == "spread":
                 return
@@ -596,6 +609,11 @@ class LocalityUUIDGenerator:
         # The benchmark's hot path (target: half the cost of uuid.uuid4()). Slots, one lock, the
         # wall clock read inline, a table look-up for the digit reversal and no helper calls
         # took it from 0.76x to under 0.5x of uuid4 on the 2-core development machine.
+        if _getpid() != resets.owner_pid:
+            # Forked without Python's at-fork hooks: the pid, counter and lock are the parent's,
+            # which every sibling shares. The check costs one getpid() (about 0.2 us), as in
+            # bson.ObjectId(); a call of check_process() would add 0.04 us more.
+            resets.adopt_process()
         self._acquire()
         try:
             clock = self._clock
@@ -641,6 +659,7 @@ class LocalityUUIDGenerator:
         if not is_int(count) or count < 0:
             check_int("count", count, 0)
         check_room("count", count)  # before the lock, which other threads wait for
+        resets.check_process()
         made: list[tuple[int, int]] = []
         self._acquire()
         try:
@@ -681,13 +700,31 @@ class LocalityUUIDGenerator:
             f"LocalityUUIDGenerator(pid={self._pid}, node=0x{self._node:07x}, mode={self._mode!r})"
         )
 
+    # A copy would go on from the same pid, node, counter and millisecond as the original, and
+    # make the ids it makes (BG-3). Returning the original instead would be a copy whose
+    # use_sequential() switches the original: refused, as deepcopy and pickle always were.
+    def __copy__(self) -> NoReturn:
+        raise _not_copied("copy.copy()")
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
+        raise _not_copied("copy.deepcopy()")
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise _not_copied("pickle")
+
+
+def _not_copied(how: str) -> TypeError:
+    return TypeError(
+        f"a LocalityUUIDGenerator cannot be copied ({how}): the copy would repeat its ids (the "
+        "same pid, node and counter). Share the one generator (the same object for every model "
+        "writing a collection); in another process, make one there"
+    )
+
+
+@resets.on_fork
 def _reinit_generators_in_child() -> None:
     # A lock another thread held at fork time stays held forever in the child: make new ones.
     global _machine_mac_lock
     _machine_mac_lock = threading.Lock()
     for generator in list(_generators):
         generator._after_fork_in_child()
-
-
-os.register_at_fork(after_in_child=_reinit_generators_in_child)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-import os
 import re
 import threading
 import weakref
@@ -44,7 +43,7 @@ from pymongo.write_concern import WriteConcern
 
 from .._checks import check_bool, check_collection_name
 from ..errors import RetriesExhaustedError, UniqueIndexMissingError
-from ..resets import PerClient, on_drop, on_reset
+from ..resets import PerClient, on_drop, on_fork, on_reset
 from ..write import seam
 from ..write.field import GeneratedField, Write
 from .space import (
@@ -199,7 +198,7 @@ def _new_locks_in_child() -> None:
     _CLAIMS.after_fork()
 
 
-os.register_at_fork(after_in_child=_new_locks_in_child)
+on_fork(_new_locks_in_child)
 
 
 class _Claims:
@@ -712,7 +711,7 @@ class RandomUniqueField(GeneratedField):
         user = (
             "the collection of the documents themselves"
             if self.reserve_in == write.collection.name
-            else seam.collection_user(self.reserve_in)
+            else seam.collection_user(self.reserve_in, write.database)
         )
         if user is not None:  # probe BD: reservations written among another model's documents
             raise ValueError(

@@ -18,9 +18,11 @@ import os
 import random
 import re
 import secrets
+import weakref
 from collections.abc import Callable
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
+from .. import resets
 from .._checks import check_bool, check_int, closest, is_int, suggest_keywords
 from ..resets import on_reset
 
@@ -250,10 +252,11 @@ class IntegerSpace:
         return payload * 10 + luhn_check_index(_digits_of(payload), 10)
 
     def coerce(self, value: Any) -> Any:
-        """An int (bools excluded) as is; a string of ASCII digits (optional ``-``, surrounding
-        spaces) as its int; anything else as is."""
-        if type(value) is int:
-            return value
+        """An int (bools excluded) as a plain int (a ``bson.Int64``, as a server's reply
+        decodes an int64, as MongoEngine's ``IntField`` does); a string of ASCII digits
+        (optional ``-``, surrounding spaces) as its int; anything else as is."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return int(value)
         if isinstance(value, str):
             text = value.strip()
             if _ASCII_INT.fullmatch(text):
@@ -466,6 +469,7 @@ def _bad_index(index: object, size: int) -> Exception:
 #: Bytes read from the operating system at a time: 512 draws per system call.
 POOL_BYTES: Final = 4096
 _WORD: Final = 1 << 64
+_getpid = os.getpid
 
 
 class SystemRandomness:
@@ -475,16 +479,19 @@ class SystemRandomness:
     ``secrets.randbelow`` makes one system call per draw (0.8 us, measured); this makes one per
     512 draws of a space up to 2**64 (larger spaces call ``secrets.randbelow``). Each 64-bit word
     is used once: ``list.pop()`` is atomic, so threads never share one. A forked child drops the
-    unread words it inherited, or parent and child would draw the same values. Unbiased: words
-    at or above the largest multiple of ``n`` are thrown away.
+    unread words it inherited before its first draw, or parent and child would draw the same
+    values; also after a fork that skipped Python's at-fork hooks (each draw compares
+    ``os.getpid()`` with the process the words were read in, see
+    :func:`mongoengine_ids.resets.check_process`). Unbiased: words at or above the largest
+    multiple of ``n`` are thrown away.
     """
 
     def __init__(self) -> None:
         self._words: list[int] = []
-        os.register_at_fork(after_in_child=self.forget)
+        _randomness.add(self)
 
     def forget(self) -> None:
-        """Drop the unread words (called in a forked child)."""
+        """Drop the unread words (called in a forked child, and on reset)."""
         self._words = []
 
     def randbelow(self, n: int) -> int:
@@ -509,6 +516,10 @@ class SystemRandomness:
         limit = _WORD - _WORD % n  # the largest multiple of n not above 2**64
 
         def draw() -> int:
+            if _getpid() != resets.owner_pid:
+                # Forked without Python's at-fork hooks: the words are the parent's, which every
+                # sibling would draw again. One getpid() (about 0.2 us) per draw.
+                resets.adopt_process()
             words = self._words
             for _ in range(_MAX_THROWN):
                 try:
@@ -529,6 +540,16 @@ class SystemRandomness:
 
 #: Words thrown away in a row before the source is taken for broken: 2**-128 by chance.
 _MAX_THROWN: Final = 128
+
+#: Every live :class:`SystemRandomness`: a forked child drops their words. (Each used to
+#: register its own at-fork hook, which kept it alive for the life of the process.)
+_randomness: weakref.WeakSet[SystemRandomness] = weakref.WeakSet()
+
+
+@resets.on_fork
+def _forget_in_child() -> None:
+    for randomness in list(_randomness):
+        randomness.forget()
 
 
 def _read_words() -> list[int]:

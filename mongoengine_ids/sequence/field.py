@@ -45,6 +45,7 @@ from pymongo import ReturnDocument, WriteConcern
 from pymongo.read_concern import ReadConcern
 from pymongo.read_preferences import ReadPreference
 
+from .. import resets
 from .._checks import (
     check_callable,
     check_collection_name,
@@ -105,6 +106,7 @@ _MAX_CONTENDED_ATTEMPTS: Final = 100
 
 _T = TypeVar("_T")
 _DOUBLE: Final = {"$type": "double"}
+_getpid = os.getpid
 
 #: Errors after which a lease is retried: the request may or may not have been applied, so the
 #: retry may skip a block (a gap) but takes its values only from its own reply (never a reuse).
@@ -353,6 +355,7 @@ class CounterStore:
             CorruptedCounterError: a counter document is not what the sequence wrote.
             pymongo.errors.PyMongoError: the database failed after every retry.
         """
+        resets.check_process()  # the locks may be the parent's, held by a thread gone
         if self.space.shards == 1:
             block = self._lease_from(self._counters[0], count, held)
             if block is None:
@@ -766,6 +769,7 @@ def set_leased_floor(
     if it is deleted, it is made again from there (:func:`leased_floor`). With ``down`` (the set
     may have moved it down, on purpose), not from a higher value this process leased before."""
     client, key = collection.database.client, (str(collection.full_name), document_id)
+    resets.check_process()
     with _leased_lock:
         found = _leased_to.get(client, key)
         if found is not None:  # else no sequence of the process held values of it
@@ -862,6 +866,7 @@ class Sequence:
             self._database = database
         self._store: CounterStore | None = None
         self._reset_state()
+        resets.check_process()
         with _live_lock:
             _live_sequences.add(self)
 
@@ -935,6 +940,11 @@ class Sequence:
             CorruptedCounterError: the counter document is not what the sequence wrote.
             pymongo.errors.PyMongoError: the lease failed after every retry.
         """
+        if _getpid() != resets.owner_pid:
+            # Forked without Python's at-fork hooks: the blocks are the parent's, which every
+            # sibling would hand out again. One getpid() (about 0.2 us) per value, as in
+            # bson.ObjectId(); the hand-out from a block costs about 0.1 us.
+            resets.adopt_process()
         if self._source is not None:
             self.store()  # a reconnect of the alias drops the blocks
         try:
@@ -965,6 +975,7 @@ class Sequence:
         """
         check_int("count", count, 0, INT64_MAX)
         check_room("count", count)  # before the counter moves for them
+        resets.check_process()  # as next(): not the parent's blocks
         if self._source is not None:
             self.store()
         raises_done = self._raises_done  # before any value is taken out
@@ -1022,11 +1033,13 @@ class Sequence:
             IdSpaceExhaustedError: the space is used up.
         """
         check_int("count", count, 1, INT64_MAX)
+        resets.check_process()
         return self.store().lease(count, held=True)  # the caller's to hand out
 
     def discard(self) -> None:
         """Drop the leased blocks (their values are lost, never handed out), and what this
         process knew of the shards' counters (the counters were set, or dropped)."""
+        resets.check_process()
         with self._lock:
             self._drop_blocks()
         self._forget_used_up()
@@ -1057,6 +1070,7 @@ class Sequence:
         """
         if self.space.shards != 1:
             raise _sharded(self.name, self.space.shards, "next value")
+        resets.check_process()  # not a value of the parent's blocks
         if self._source is not None:
             self.store()  # a reconnect of the alias drops the blocks
         with self._lock:
@@ -1106,6 +1120,7 @@ class Sequence:
             TypeError: ``value`` is not an int.
         """
         check_int("value", value)
+        resets.check_process()
         store = self.store()
         database = store.collection.database.name
         sharing = _sequences_of(database, self.collection_name, self.name, self._scope)
@@ -1274,6 +1289,7 @@ def _check_name(option: str, value: object) -> None:
 
 
 def _forget_all_blocks() -> None:
+    resets.check_process()
     with _live_lock:
         sequences = list(_live_sequences)
     for sequence in sequences:
@@ -1296,6 +1312,7 @@ def _sequences_of(
 ) -> list[Sequence]:
     """The live sequences of this process on the counters of ``name`` in
     ``database.collection`` (of one ``scope``, as ``Sequence._scope`` holds it, if given)."""
+    resets.check_process()
     with _live_lock:
         sequences = list(_live_sequences)
     return [
@@ -1309,9 +1326,13 @@ def _sequences_of(
     ]
 
 
+@resets.on_fork
 def _after_fork_in_child() -> None:
     # The child must not hand out values its parent (and siblings) also hold; the lock may
     # have been held by a thread that does not exist in the child: rebuild, do not acquire.
+    # Run before the child's first hand-out, also after a fork without Python's at-fork hooks
+    # (resets.check_process), when the child may have threads: the methods taking these locks
+    # check the process first, so none of them holds an old one.
     global _live_lock, _leased_lock
     _live_lock = threading.Lock()
     _leased_lock = threading.Lock()
@@ -1322,10 +1343,6 @@ def _after_fork_in_child() -> None:
         sequence._reset_state()
     for field in list(_live_fields):
         field._reset_after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # -- formatting ---------------------------------------------------------------------------------
@@ -1702,6 +1719,7 @@ class SequenceField(GeneratedField):
         entry = self._sequences.get(key)
         if entry is not None and entry[0]() is client:
             return entry[1]
+        resets.check_process()  # the lock may be the parent's, held by a thread gone
         with self._sequences_lock:
             entry = self._sequences.get(key)
             if entry is not None and entry[0]() is client:
@@ -1731,6 +1749,7 @@ class SequenceField(GeneratedField):
 
     def forget_sequences(self) -> None:
         """Drop every cached sequence and its leased blocks (on reset and disconnect)."""
+        resets.check_process()
         with self._sequences_lock:
             entries = list(self._sequences.values())
             self._sequences.clear()
@@ -1928,6 +1947,7 @@ class SequenceField(GeneratedField):
                 return found.sequence
         self._check_apart(write)
         sequence = self.sequence_for(write.database, write.document_class)
+        resets.check_process()  # the lock may be the parent's (sequence_for may not check)
         with self._sequences_lock:
             # The entries of collections gone (a with_options() copy, an ended switch_db).
             live = {key: entry for key, entry in self._by_collection.items() if entry.collection()}
@@ -2100,6 +2120,8 @@ class SequenceField(GeneratedField):
             ):
                 return self.format.format(value)
             return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return int(value)  # a bson.Int64 (a server's int64) as a plain int, as IntField
         if isinstance(value, str) and value.isascii() and value.isdigit():
             return int(value)
         return value

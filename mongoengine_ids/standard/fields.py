@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
+from .. import resets
 from .._checks import check_callable, check_int, check_room, is_int, suggest_keywords
 from ..errors import IdSpaceExhaustedError, invalid_id
 from ..locality.field import UUIDValueField
@@ -176,7 +177,7 @@ def _reinit_in_child() -> None:
         generator._after_fork_in_child()
 
 
-os.register_at_fork(after_in_child=_reinit_in_child)
+resets.on_fork(_reinit_in_child)
 
 
 def uuid7_timestamp_ms(value: uuid.UUID) -> int:

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from bson import DBRef
+from bson.binary import Binary
 from mongoengine.base import LazyReference
 from mongoengine.document import Document
 from mongoengine.errors import ValidationError
@@ -363,24 +364,29 @@ def wrap_untyped_container(own: Callable[..., Any]) -> Callable[..., Any]:
         found = own(self, value, *args, **kwargs)
         if self.field is not None:
             return found
-        if isinstance(found, list) and any(_made_from_uuid(item) for item in found):
-            return [keyed_by_collection(i) if _made_from_uuid(i) else i for i in found]
-        if isinstance(found, dict) and any(_made_from_uuid(item) for item in found.values()):
+        if isinstance(found, list) and any(_may_hold_uuid_key(item) for item in found):
+            return [keyed_by_collection(i) if _may_hold_uuid_key(i) else i for i in found]
+        if isinstance(found, dict) and any(_may_hold_uuid_key(item) for item in found.values()):
             return {
-                k: keyed_by_collection(i) if _made_from_uuid(i) else i for k, i in found.items()
+                k: keyed_by_collection(i) if _may_hold_uuid_key(i) else i for k, i in found.items()
             }
         return found
 
     return convert
 
 
-def _made_from_uuid(value: Any) -> bool:
-    """Whether ``value`` is a DBRef MongoEngine made from a UUID key as a document holds it
-    (any other, an ObjectId's, is left alone at no cost)."""
+def _may_hold_uuid_key(value: Any) -> bool:
+    """Whether ``value`` is a DBRef whose id may be a UUID key not held as references hold it:
+    one MongoEngine made from the key as a document holds it (a ``uuid.UUID``), or one read
+    back from a server (review BF: the driver decodes the stored form to a ``Binary`` or, under
+    ``standard``, a ``uuid.UUID``; the text of an ``as_string`` key to a ``str``), which
+    ``DeReference`` matched to no document it loaded. mongomock hands back the objects sent.
+    Any other (an ObjectId's) is left alone at no cost."""
     return (
         isinstance(value, DBRef)
         and not isinstance(value, LazyReference)
-        and isinstance(value.id, uuid.UUID)
+        and isinstance(value.id, (uuid.UUID, Binary, str))
+        and not isinstance(value.id, (StoredUUID, StoredUUIDText))
     )
 
 

@@ -554,10 +554,31 @@ def held_on_insert(document: Document, update: dict[str, Any]) -> dict[str, Any]
         place = path.rpartition(".")[0]
         if place and not any(p.startswith(f"{place}.") for p in update.get("$set", ())):
             continue  # an embedded document the update does not create
-        # Not validated here: save() has validated the document, unless told not to
-        # (validate=False, which MongoEngine honours for what it writes; probe BD).
-        found[path] = field.to_mongo(seam.data(holder)[name])
+        found[path] = field.to_mongo(_held(document, path, field, seam.data(holder)[name]))
     return found
+
+
+def _held(document: Document, path: str, field: Any, value: Any) -> Any:
+    """``value``, held at ``path`` and about to be set on insert, validated even under
+    ``save(validate=False)``: the package adds it to MongoEngine's update, and the document
+    may be inserted with it (deleted since it was loaded); junk there (a number stored as
+    ``3.0``, a ``Decimal128``) would be told to no field and made again (review P).
+
+    Raises:
+        ValidationError: the value quoted, and how to change such a document.
+    """
+    try:
+        field.validate(value)
+    except ValidationError as error:
+        raise ValidationError(
+            f"{type(document).__name__}: save() sets {path}={value!r} on insert (the document "
+            f"may have been deleted since it was loaded), and its field refuses it, even with "
+            f"validate=False ({error}); change such a document with an update "
+            f"({type(document).__name__}.objects(pk=...).update_one(...)), or give "
+            f"{path} a value its field accepts",
+            field_name=path,
+        ) from error
+    return value
 
 
 def _overlap(one: str, other: str) -> bool:

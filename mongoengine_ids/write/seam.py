@@ -61,7 +61,6 @@ import dataclasses
 import datetime
 import functools
 import inspect
-import os
 import threading
 import uuid
 import weakref
@@ -92,6 +91,7 @@ from mongoengine.fields import (
     ListField,
     MapField,
     ReferenceField,
+    SequenceField,
     SortedListField,
     StringField,
 )
@@ -101,7 +101,7 @@ from mongoengine.queryset.field_list import QueryFieldList
 from pymongo import ReadPreference, WriteConcern
 from pymongo.read_concern import ReadConcern
 
-from ..resets import collection_dropped
+from ..resets import collection_dropped, on_fork
 from ..stored import StoredUUID, StoredUUIDText
 
 if TYPE_CHECKING:
@@ -568,19 +568,54 @@ def uuid_keyed_models_of(collection_name: str) -> list[type[Document]]:
     return _uuid_keyed_models(registered).get(collection_name, [])
 
 
-def collection_user(name: str) -> str | None:
-    """What keeps documents of its own in the collection ``name`` of a database: a registered
-    model (as its collection), or a ``SequenceField`` of one (MongoEngine's or this package's,
-    as its counters), said for a message; None if nothing registered does."""
+def collection_user(name: str, database: Any) -> str | None:
+    """What keeps documents of its own in the collection ``name`` of ``database``, said for a
+    message; None if nothing registered does: a model stored there (on that database, by its
+    ``db_alias``) that could not load other documents (not dynamic, ``strict``, without the
+    fields ``ns`` and ``at`` of a reservation: its queries would raise), or the counters of a
+    ``SequenceField`` (MongoEngine's or this package's, by name whatever the database)."""
     if name == "mongoengine.counters":  # MongoEngine's SequenceField's default (and ours)
         return "the counters of SequenceFields"
-    for kind in tuple(_document_registry.values()):
-        if issubclass(kind, Document) and kind._meta.get("collection") == name:
+    for kind, field_name in _collection_users(tuple(_document_registry.values())).get(name, ()):
+        if field_name is not None:
+            return f"the counters of {kind.__name__}.{field_name}"
+        if _database_name(kind) == database.name:
             return f"the collection of {kind.__name__}"
-        for field_name, field in kind._fields.items():
-            if getattr(field, "collection_name", None) == name:  # a SequenceField's counters
-                return f"the counters of {kind.__name__}.{field_name}"
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _collection_users(
+    registered: tuple[Any, ...],
+) -> dict[str, list[tuple[type[BaseDocument], str | None]]]:
+    """:func:`collection_user`'s candidates by collection name, the ``registered`` classes
+    given: (a model that cannot load a reservation, None), (a class, its SequenceField)."""
+    found: dict[str, list[tuple[type[BaseDocument], str | None]]] = {}
+    for kind in registered:
+        collection = kind._meta.get("collection")
+        if issubclass(kind, Document) and collection and not _loads_any(kind):
+            found.setdefault(collection, []).append((kind, None))
+        for field_name, field in kind._fields.items():
+            counters = getattr(field, "collection_name", None)
+            if isinstance(counters, str) and (
+                isinstance(field, SequenceField) or is_generated(field)
+            ):
+                found.setdefault(counters, []).append((kind, field_name))
+    return found
+
+
+def _loads_any(kind: type[BaseDocument]) -> bool:
+    """Whether ``kind`` loads a reservation (``_id``, ``ns``, ``at``, ``by``) without raising."""
+    declared = {field.db_field for field in kind._fields.values()}
+    return bool(kind._dynamic) or kind._meta.get("strict") is False or {"ns", "at"} <= declared
+
+
+def _database_name(kind: type[BaseDocument]) -> str | None:
+    """The name of the database ``kind``'s ``db_alias`` is connected to; None if not."""
+    try:
+        return str(get_db(kind._meta.get("db_alias", DEFAULT_CONNECTION_NAME)).name)
+    except mongoengine.connection.ConnectionFailure:
+        return None
 
 
 @functools.lru_cache(maxsize=1)
@@ -1155,11 +1190,13 @@ def generated_in(
     found: list[
         tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], tuple[str, ...]]
     ] = []
-    if _in_cached_copy(document_class, path):
-        return []  # a copy of another document's values, which its own writes made
-    # A path no class declares (a dynamic attribute) holds any value: None, untyped.
     seen: set[tuple[int, int]] = set()
     fields: list[Any] = [each[2] for each in _fields_at(document_class, path)]
+    if not fields and _in_cached_copy(document_class, path):
+        # Only a cached reference's copy of another document's values, which that document's
+        # own writes made (another class of the queryset declaring the path: read there).
+        return []
+    # A path no class declares (a dynamic attribute) holds any value: None, untyped.
     for field in fields or [None]:
         steps = tuple(path.split("."))
         if item and isinstance(field, (ListField, MapField, DictField)):
@@ -1848,7 +1885,7 @@ def _new_lock_in_child() -> None:
     _lock = threading.RLock()
 
 
-os.register_at_fork(after_in_child=_new_lock_in_child)
+on_fork(_new_lock_in_child)
 
 
 def declared(field: GeneratedField, owner: type, name: str) -> None:

@@ -179,14 +179,15 @@ def _refuse_subclass_values(
     or its update) to a generated field only a subclass declares, when it would insert: the
     document it inserts is a ``document_class``, which does not hold that field, and its value
     would be told to no field (probe AR: later documents of the subclass got it again).
-    Matching a document of the subclass, it is an update of that document, told as any. A
-    ``DynamicDocument`` holds any attribute: the one it inserts holds the value as a dynamic
-    attribute, as its ``save()`` does (probe BC), and as MongoEngine inserts it.
+    Matching a document of the subclass, it is an update of that document, told as any. (A
+    ``DynamicDocument`` base would hold it as a dynamic attribute, which no field of the
+    subclass makes nor sees: refused too, review P; such an upsert's filter and scope are told
+    to no field.)
 
     Raises:
         InvalidQueryError: naming the field and the queryset to upsert through.
     """
-    if not update or isinstance(update.get("__raw__"), list) or seam.is_dynamic(document_class):
+    if not update or isinstance(update.get("__raw__"), list):
         return
     declared = seam.shape(document_class).by_db_field  # its own fields (generated or not)
     operations: dict[str, Any] | None = None
@@ -203,10 +204,15 @@ def _refuse_subclass_values(
                 continue
             if collection.find_one(query, {"_id": 1}) is None:
                 base = document_class.__name__
+                holds = (
+                    "holds it as a dynamic attribute of its own, not as that field"
+                    if seam.is_dynamic(document_class)
+                    else "does not hold it"
+                )
                 raise InvalidQueryError(
                     f"{kind.__name__}.{name} is generated and declared by a subclass of {base}: "
-                    f"this upsert would insert a {base}, which does not hold it (its value would "
-                    f"be told to no counter); upsert through {kind.__name__}.objects"
+                    f"this upsert would insert a {base}, which {holds} (its value would be "
+                    f"told to no counter); upsert through {kind.__name__}.objects"
                 )
             return  # it matches a document: an update of it
 

@@ -21,6 +21,7 @@ import pymongo.errors
 from mongoengine.base import BaseDocument
 from mongoengine.errors import NotUniqueError, ValidationError
 
+from .. import resets
 from . import seam
 from .field import GeneratedField, Write
 
@@ -438,12 +439,13 @@ def _new_process() -> None:
 
 
 _new_process()
-os.register_at_fork(after_in_child=_new_process)
+resets.on_fork(_new_process)
 
 
 def new_owner() -> str:
     """A token for whom values are assigned in one write (see :func:`_owner`): unique in this
     process, and among processes (its prefix: process id, time, random bytes)."""
+    resets.check_process()  # after a fork that skips Python's hooks: this process's own
     return f"{_process[0]}-{next(_owners):x}"
 
 
@@ -621,13 +623,15 @@ def made(field: GeneratedField, write: Write, count: int) -> list[Any]:
     Raises:
         TypeError: not a list of ``count`` values, or one of them None.
     """
-    values = field.new_values(write, count)
-    if not isinstance(values, (list, tuple)) or len(values) != count or None in values:
+    returned = field.new_values(write, count)
+    iterable = isinstance(returned, Iterable) and not isinstance(returned, (str, bytes, dict))
+    values = list(returned) if iterable else []
+    if not iterable or len(values) != count or any(value is None for value in values):
         raise TypeError(
-            f"{field._label}: new_values() returned {reprlib.repr(values)} for {count} "
+            f"{field._label}: new_values() returned {reprlib.repr(returned)} for {count} "
             f"document(s); expected a list of {count} values, none of them None"
         )
-    return list(values)
+    return values
 
 
 def _in_order(
