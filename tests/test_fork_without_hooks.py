@@ -356,6 +356,53 @@ def test_a_child_forked_without_hooks_does_not_wait_for_locks_held_at_fork_time(
     assert name == "new"
 
 
+@needs_c_fork
+def test_field_locks_held_at_fork_time_are_not_waited_for_either() -> None:
+    """Review Q: a new LocalityUUIDField's generator, a UUID7 generator and the claims of a
+    RandomUniqueField drawing from a user's rng took locks of the parent unchecked: the child
+    hung on one a parent thread held."""
+    from mongoengine_ids import UUID7Generator
+    from mongoengine_ids.locality import field as locality_field
+    from mongoengine_ids.random_unique import field as random_field
+
+    field = LocalityUUIDField()
+    uuid7 = UUID7Generator(clock=lambda: T)
+    uuid7.generate()
+    random_field._CLAIMS.claim(("x", "y", "z"), 1, field)  # a claims table in use
+
+    def work() -> list[Any]:
+        claimed = random_field._CLAIMS.claim(("x", "y", "z"), 2, uuid7)
+        return [str(field.generator.generate()), str(uuid7.generate()), claimed]
+
+    held = [locality_field._generator_lock, uuid7._lock, random_field._CLAIMS._lock]
+    with contextlib.ExitStack() as stack:
+        for lock in held:
+            stack.enter_context(lock)
+        replies = _children(1, work, timeout=5.0)
+    [(pid, (made, _uuid7, claimed))] = _results(replies)
+    assert LocalityUUID(made).pid == pid % 65536
+    assert claimed is True
+
+
+@needs_c_fork
+def test_uuid7_children_forked_without_hooks_reseed_their_counter() -> None:
+    """Review Q: the children went on from the parent's counter in its millisecond, their ids
+    told apart by their 32 random bits alone."""
+    from mongoengine_ids import UUID7Generator
+
+    generator = UUID7Generator(clock=lambda: T)
+    last = generator.generate().int
+
+    def work() -> list[int]:
+        return [made.int >> 32 for made in generator.generate_many(3)]
+
+    children = _results(_children(2, work))
+    inherited = {(last >> 32) + step for step in (1, 2, 3)}
+    for _pid, made in children:
+        assert not inherited & set(made)
+    assert not set(children[0][1]) & set(children[1][1])
+
+
 # -- the check itself (in this process: no state is reset here) --------------------------------
 
 

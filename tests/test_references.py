@@ -511,6 +511,41 @@ def test_documents_in_untyped_lists_and_dicts(world: World) -> None:
     world.check_sent()
 
 
+def test_an_untyped_reference_to_a_text_key_stays_text(mongoengine_connect: Any) -> None:
+    """Review Q: read back, a DBRef's id was re-keyed by any UUID-keyed model of the package
+    whose collection has that name (here in another database): the text key of a plain model
+    became a Binary UUID, stored so at the next save, and no document was found by it."""
+    db = mongoengine_connect()
+    mongoengine_connect("elsewhere")
+
+    class SameName(me.Document):  # the class MongoEngine finds by the DBRef's collection
+        id = me.StringField(primary_key=True)
+        meta = {"collection": "same_name"}
+
+    class UUIDKeyed(me.Document):
+        id = UUID4Field(primary_key=True)
+        meta = {"collection": "same_name", "db_alias": "elsewhere"}
+
+    class Holder(me.Document):
+        things = me.ListField()
+        meta = {"collection": "text_holder"}
+
+    key = str(uuid.uuid4())
+    target = SameName(id=key).save()
+    UUIDKeyed().save()
+    Holder(things=[target]).save()
+    loaded = Holder.objects.get()
+    assert [type(thing) for thing in loaded.things] == [SameName]
+    loaded.things.append(target)
+    loaded.save()
+    stored = [
+        thing["_ref"] if isinstance(thing, dict) else thing  # (MongoEngine's two forms)
+        for thing in db.text_holder.find_one()["things"]
+    ]
+    assert [(ref.collection, ref.id) for ref in stored] == [("same_name", key)] * 2
+    assert [type(ref.id) for ref in stored] == [str, str]
+
+
 def test_keys_held_by_references_order_as_the_documents_keys(world: World) -> None:
     """Found by probe AN: a ``LazyReference.pk`` (a ``StoredUUID``) could not be ordered
     against a document's key (``sorted()``, ``max()`` raised TypeError)."""

@@ -236,6 +236,7 @@ class LocalityUUIDField(UUIDValueField):
         """The generator of this field (made on first use: reading the MAC can be slow)."""
         made = self._generator
         if not made:
+            resets.check_process()  # _generator_lock is made anew in a forked child
             with _generator_lock:
                 # Two generators in one process would share pid and node: make exactly one.
                 if not made:

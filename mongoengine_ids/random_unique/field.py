@@ -41,6 +41,7 @@ from pymongo.read_concern import ReadConcern
 from pymongo.read_preferences import ReadPreference
 from pymongo.write_concern import WriteConcern
 
+from .. import resets
 from .._checks import check_bool, check_collection_name
 from ..errors import RetriesExhaustedError, UniqueIndexMissingError
 from ..resets import PerClient, on_drop, on_fork, on_reset
@@ -139,6 +140,7 @@ class _Counters:
 
     def record(self, attempts: int, collisions: int, threshold: float) -> tuple[int, int] | None:
         """Count; return (window attempts, window collisions) when a warning is due."""
+        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             window = self.attempts // STATS_WINDOW
             self.attempts += attempts
@@ -158,14 +160,17 @@ class _Counters:
             return (in_window, self.window_collisions)
 
     def count_exhausted(self) -> None:
+        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             self.exhausted += 1
 
     def snapshot(self) -> RandomFieldStats:
+        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             return RandomFieldStats(self.attempts, self.collisions, self.exhausted)
 
     def reset(self) -> None:
+        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             self.attempts = self.collisions = self.exhausted = self.window_collisions = 0
             self.warned = False
@@ -236,6 +241,7 @@ class _Claims:
             hash(key)
         except TypeError:  # a value of a space of the user's that cannot be hashed
             return True
+        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             held = self._holder.get(key)
             holding = None if held is None else held()
@@ -254,6 +260,7 @@ class _Claims:
         stored: their write is settled)."""
         if not self._of:
             return
+        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             for holder in holders:
                 mine = self._of.get(id(holder))

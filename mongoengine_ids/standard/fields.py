@@ -143,6 +143,7 @@ class UUID7Generator:
         if not is_int(count) or count < 0:
             check_int("count", count, 0)
         check_room("count", count)
+        resets.check_process()  # a forked child reseeds (and makes its lock anew) first
         clock = self._clock
         now = clock() if clock is not None else time.time_ns() // 1_000_000
         numbers = []

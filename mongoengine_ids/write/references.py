@@ -340,11 +340,19 @@ def wrap_generic_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any]
     return to_mongo
 
 
-def keyed_by_collection(ref: DBRef) -> DBRef:
-    """``ref``, a DBRef made by hand or by MongoEngine from a document's ``pk``, with its id as
-    references hold the key of the models keyed by a UUID of this package whose collection it
-    names, if they all give it one form; else ``ref`` itself."""
-    refs = [keyed_dbref(kind, ref) for kind in seam.uuid_keyed_models_of(ref.collection)]
+def keyed_by_collection(ref: DBRef, models: list[Any] | None = None) -> DBRef:
+    """``ref``, a DBRef made by hand or by MongoEngine from a document's ``pk`` (its id a
+    ``uuid.UUID``), or read back (its id as stored), with its id as references hold the key of
+    the models keyed by a UUID of this package whose collection it names, if they all give it
+    one form; else ``ref`` itself. An id read back is converted only by a model whose key field
+    stores it so (review Q: a text key of a plain model, in a collection of the same name in
+    another database, was taken for a UUID key's and pointed at no document). ``models``: those
+    of ``ref.collection``, if known."""
+    if models is None:
+        models = seam.uuid_keyed_models_of(ref.collection)
+    if not isinstance(ref.id, uuid.UUID):
+        models = [kind for kind in models if _stores(kind, ref.id)]
+    refs = [keyed_dbref(kind, ref) for kind in models]
     # (By type: a StoredUUID and a StoredUUIDText of one key compare equal.)
     if refs and len({type(each.id) for each in refs}) == 1:
         return refs[0]
@@ -365,14 +373,37 @@ def wrap_untyped_container(own: Callable[..., Any]) -> Callable[..., Any]:
         if self.field is not None:
             return found
         if isinstance(found, list) and any(_may_hold_uuid_key(item) for item in found):
-            return [keyed_by_collection(i) if _may_hold_uuid_key(i) else i for i in found]
+            rekey = _Rekey()
+            return [rekey(item) for item in found]
         if isinstance(found, dict) and any(_may_hold_uuid_key(item) for item in found.values()):
-            return {
-                k: keyed_by_collection(i) if _may_hold_uuid_key(i) else i for k, i in found.items()
-            }
+            rekey = _Rekey()
+            return {key: rekey(item) for key, item in found.items()}
         return found
 
     return convert
+
+
+def _stores(document_class: Any, key: Any) -> bool:
+    """Whether the key field of ``document_class`` (a UUID of this package) stores a key so."""
+    field = seam.uuid_key(document_class)
+    return field is not None and field.in_own_form(key)
+
+
+class _Rekey:
+    """:func:`keyed_by_collection` of the items of one container that may hold a UUID key,
+    each collection's models looked up once (review Q: once per item cost 5 us on a long
+    list)."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, list[Any]] = {}
+
+    def __call__(self, item: Any) -> Any:
+        if not _may_hold_uuid_key(item):
+            return item
+        models = self._models.get(item.collection)
+        if models is None:
+            models = self._models[item.collection] = seam.uuid_keyed_models_of(item.collection)
+        return keyed_by_collection(item, models)
 
 
 def _may_hold_uuid_key(value: Any) -> bool:
