@@ -44,3 +44,14 @@ def run_threads(count: int, work: Callable[[int], list[Any]]) -> list[list[Any]]
     if errors:
         raise errors[0]
     return results
+
+
+def refused_client_connect(name: str, **settings: Any) -> None:
+    """A stand-in for ``mongoengine.connect()`` whose client pymongo refuses: MongoEngine's
+    ``ConnectionFailure``, wrapping pymongo's error as MongoEngine words it (probe BE)."""
+    from mongoengine.connection import ConnectionFailure
+
+    try:
+        raise ValueError("authentication source must be $external or None for MONGODB-X509")
+    except ValueError as error:
+        raise ConnectionFailure(f"Cannot connect to database {name} :\n{error}")  # noqa: B904

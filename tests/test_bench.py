@@ -17,7 +17,7 @@ import types
 from typing import Any
 
 import pytest
-from _support import real_server
+from _support import real_server, refused_client_connect
 
 from mongoengine_ids.tools import bench
 from mongoengine_ids.tools.bench import _core
@@ -472,15 +472,8 @@ def test_database_reports_a_client_mongoengine_could_not_make_in_one_line(
     # Probe BE: MongoEngine wraps pymongo's refusal of the client's options in its own
     # ConnectionFailure, which escaped as an internal error.
     import mongoengine
-    from mongoengine.connection import ConnectionFailure
 
-    def connect(name: str, **settings: Any) -> None:
-        try:
-            raise ValueError("authentication source must be $external or None for MONGODB-X509")
-        except ValueError as error:
-            raise ConnectionFailure(f"Cannot connect to database {name} :\n{error}")  # noqa: B904
-
-    monkeypatch.setattr(mongoengine, "connect", connect)
+    monkeypatch.setattr(mongoengine, "connect", refused_client_connect)
 
     with (
         pytest.raises(_core.BenchError) as caught,

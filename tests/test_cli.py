@@ -14,7 +14,7 @@ from typing import Any
 
 import mongoengine
 import pytest
-from _support import TEST_URI, real_server
+from _support import TEST_URI, real_server, refused_client_connect
 from mongoengine.connection import ConnectionFailure
 
 import mongoengine_ids
@@ -777,13 +777,7 @@ def test_compare_reports_a_client_mongoengine_could_not_make_in_one_line(
     # options, escaped as an internal error.
     from mongoengine_ids.tools import compare
 
-    def connect(name: str, **settings: Any) -> None:
-        try:
-            raise ValueError("authentication source must be $external or None for MONGODB-X509")
-        except ValueError as error:
-            raise ConnectionFailure(f"Cannot connect to database {name} :\n{error}")  # noqa: B904
-
-    monkeypatch.setattr(mongoengine, "connect", connect)
+    monkeypatch.setattr(mongoengine, "connect", refused_client_connect)
 
     with (
         pytest.raises(cli.CommandError) as caught,

@@ -328,6 +328,16 @@ def test_write_owners_of_children_forked_without_hooks_are_their_own() -> None:
 # -- locks held at fork time --------------------------------------------------------------------
 
 
+def _one_child_holding(held: list[Any], work: Callable[[], Any]) -> list[tuple[int, Any]]:
+    """:func:`_results` of one child forked while this process holds the locks ``held`` (as
+    other threads would at the moment of the fork), given 5 s to answer."""
+    with contextlib.ExitStack() as stack:
+        for lock in held:
+            stack.enter_context(lock)
+        replies = _children(1, work, timeout=5.0)
+    return _results(replies)
+
+
 @needs_c_fork
 def test_a_child_forked_without_hooks_does_not_wait_for_locks_held_at_fork_time() -> None:
     """Other threads of the parent were making ids and leasing at the moment of the fork: the
@@ -346,11 +356,7 @@ def test_a_child_forked_without_hooks_does_not_wait_for_locks_held_at_fork_time(
     def work() -> list[Any]:
         return [str(generator.generate()), sequence.next(), Sequence("new", database="x").name]
 
-    with contextlib.ExitStack() as stack:
-        for lock in held:
-            stack.enter_context(lock)
-        replies = _children(1, work, timeout=5.0)
-    [(pid, (made, value, name))] = _results(replies)
+    [(pid, (made, value, name))] = _one_child_holding(held, work)
     assert LocalityUUID(made).pid == pid % 65536
     assert value == 2  # its copy of the counter: its own block after the parent's one value
     assert name == "new"
@@ -375,11 +381,7 @@ def test_field_locks_held_at_fork_time_are_not_waited_for_either() -> None:
         return [str(field.generator.generate()), str(uuid7.generate()), claimed]
 
     held = [locality_field._generator_lock, uuid7._lock, random_field._CLAIMS._lock]
-    with contextlib.ExitStack() as stack:
-        for lock in held:
-            stack.enter_context(lock)
-        replies = _children(1, work, timeout=5.0)
-    [(pid, (made, _uuid7, claimed))] = _results(replies)
+    [(pid, (made, _uuid7, claimed))] = _one_child_holding(held, work)
     assert LocalityUUID(made).pid == pid % 65536
     assert claimed is True
 
