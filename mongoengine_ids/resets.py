@@ -49,13 +49,12 @@ class PerClient(Generic[_K, _V]):
     new connection must never find what was known of an old one (an index seen on another
     server, an attempt made through another connection). So the entries of a client go when it
     is collected (:func:`weakref.finalize`), before its ``id`` can be reused. Thread-safe; every
-    method is atomic.
+    method is atomic (under a :class:`ProcessLock`).
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
         self._by_client: dict[int, dict[_K, _V]] = {}
-        _per_client.add(self)
 
     def get(self, client: Any, key: _K) -> _V | None:
         with self._lock:
@@ -91,9 +90,6 @@ class PerClient(Generic[_K, _V]):
         self._by_client.pop(client_id, None)
 
 
-_per_client: weakref.WeakSet[PerClient[Any, Any]] = weakref.WeakSet()
-
-
 # -- the process the state belongs to -----------------------------------------------------------
 
 _getpid = os.getpid
@@ -111,7 +107,7 @@ owner_pid: int = _getpid()
 #: The lock of :func:`adopt_process` by process id: every thread of a process gets the same one
 #: (``dict.setdefault`` is atomic), made in that process. A lock made in the parent could be
 #: held by one of its threads at fork time, which the child does not have.
-_adopt_locks: dict[int, threading.Lock] = {}
+_adopt_locks: dict[int, threading.RLock] = {}
 
 
 def on_fork(callback: Callable[[], None]) -> Callable[[], None]:
@@ -119,14 +115,12 @@ def on_fork(callback: Callable[[], None]) -> Callable[[], None]:
     counters and random words, leased blocks dropped, locks made anew.
 
     It runs once per process, before that process hands out an id: in Python's at-fork hook, or
-    after a fork that skips it, on the first hand-out that sees another pid
-    (:func:`check_process`), perhaps while other threads of the child run.
+    after a fork that skips it, on the first hand-out or :class:`ProcessLock` that sees another
+    pid (:func:`check_process`), perhaps while other threads of the child run. Those threads
+    wait for it at their own first check, so a callback may change state that a
+    :class:`ProcessLock` guards without taking it (every one is new by then, and free).
 
-    **Warning:** a callback makes new locks and never acquires the parent's (a thread that held
-    one at fork time does not exist in the child). Code taking a lock that a callback makes anew
-    calls :func:`check_process` before, or another thread of the child may hold the old one
-    while the callback replaces it. A callback hands out no id: the check inside it would wait
-    for the reset it is part of.
+    A callback hands out no id: the state it would use may not all be this process's yet.
     """
     _fork_callbacks.append(callback)
     return callback
@@ -136,34 +130,35 @@ def check_process() -> None:
     """Make this package's state this process's if it was forked without Python's at-fork
     hooks (see :data:`owner_pid`); else nothing but one ``os.getpid()`` (about 0.2 us).
 
-    Call it before touching state an :func:`on_fork` callback resets. The hottest paths inline
-    it: ``if _getpid() != resets.owner_pid: resets.adopt_process()``.
+    Call it before reading state an :func:`on_fork` callback resets, where no
+    :class:`ProcessLock` is entered first (which checks). The hottest paths inline it:
+    ``if _getpid() != resets.owner_pid: resets.adopt_process()``.
     """
     if _getpid() != owner_pid:
         adopt_process()
 
 
 def adopt_process() -> None:
-    """Run every :func:`on_fork` callback, once in this process, unless the state is already its
-    own. Also Python's at-fork hook in a child.
+    """Make every :class:`ProcessLock` anew and run every :func:`on_fork` callback, once in
+    this process, unless the state is already its own. Also Python's at-fork hook in a child.
 
     Threads of the child that notice together wait for the first. A callback that raises does
     not stop the others; its error propagates, and the state stays another process's, so the
     next check runs them all again (dropping leased blocks again loses values, never repeats
     one).
     """
-    global owner_pid
+    global owner_pid, _adopting
     pid = _getpid()
-    with _adopt_locks.setdefault(pid, threading.Lock()):
-        if owner_pid == pid:
-            return  # another thread of this process did it while this one waited
-        failed: Exception | None = None
-        for callback in list(_fork_callbacks):
-            try:
-                callback()
-            except Exception as error:
-                if failed is None:
-                    failed = error
+    with _adopt_locks.setdefault(pid, threading.RLock()):
+        if owner_pid == pid or _adopting == threading.get_ident():
+            return  # done by another thread meanwhile, or this one's callbacks take locks
+        for lock in list(_process_locks):
+            lock._renew()
+        _adopting = threading.get_ident()
+        try:
+            failed = _run_fork_callbacks()
+        finally:
+            _adopting = None
         if failed is not None:
             raise failed
         owner_pid = pid
@@ -173,14 +168,57 @@ def adopt_process() -> None:
             _adopt_locks.pop(other, None)
 
 
-@on_fork
-def _new_locks_in_child() -> None:
-    # A lock held by another thread at fork time would stay held forever in the child. After a
-    # fork without the hooks, a thread of the child may be inside a method under the old lock
-    # (the callers of a cache do not check the process): each method is a few dict operations,
-    # and the worst an overlap once per process does is lose one cache entry.
-    for cache in list(_per_client):
-        cache._lock = threading.Lock()
+def _run_fork_callbacks() -> Exception | None:
+    """Run every :func:`on_fork` callback; the first error, if one raised."""
+    failed: Exception | None = None
+    for callback in list(_fork_callbacks):
+        try:
+            callback()
+        except Exception as error:
+            if failed is None:
+                failed = error
+    return failed
+
+
+class ProcessLock:
+    """A lock on per-process state of this package, always this process's own.
+
+    ``with lock:`` first makes the package's state this process's (:func:`check_process`), so
+    no code under it reads a parent's state after a fork that skipped Python's at-fork hooks.
+    And a child gets every such lock anew: one held by another thread of the parent at fork
+    time would stay held forever in the child, which does not have that thread.
+    :func:`adopt_process` replaces them before the :func:`on_fork` callbacks run; no thread of
+    the child holds an old one, since every thread checks the process before it enters.
+
+    ``reentrant``: an :class:`threading.RLock` inside. The hottest paths, which check the
+    process themselves, take the lock inside (:attr:`lock`, read again at each use: a child
+    replaces it).
+    """
+
+    __slots__ = ("__weakref__", "_make", "lock")
+
+    def __init__(self, *, reentrant: bool = False) -> None:
+        self._make = threading.RLock if reentrant else threading.Lock
+        self.lock: Any = self._make()
+        _process_locks.add(self)
+
+    def __enter__(self) -> None:
+        if _getpid() != owner_pid:
+            adopt_process()
+        self.lock.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.lock.release()
+
+    def _renew(self) -> None:
+        self.lock = self._make()
+
+
+#: Every live :class:`ProcessLock`, made anew in a child.
+_process_locks: weakref.WeakSet[ProcessLock] = weakref.WeakSet()
+
+#: The thread running the :func:`on_fork` callbacks, if one is.
+_adopting: int | None = None
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork()

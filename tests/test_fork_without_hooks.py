@@ -14,11 +14,13 @@ a sequence's children are checked against the block they inherited, not against 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import ctypes
 import json
 import os
+import pathlib
 import pickle
 import re
 import select
@@ -387,6 +389,57 @@ def test_field_locks_held_at_fork_time_are_not_waited_for_either() -> None:
 
 
 @needs_c_fork
+def test_a_worker_forked_while_every_lock_of_the_package_is_held_saves_all_the_same() -> None:
+    """Every lock of the package is a :class:`resets.ProcessLock`, made anew in a child: a
+    worker forked while other threads of the master held all of them at once (the child does
+    not have those threads) saves documents of every kind, and waits for none."""
+    with connected() as connect:
+        connect(alias="fork")
+        for model in (ForkPlace, ForkOrder, ForkTicket):
+            model().save()
+        master = ForkPlace.objects.get().id
+
+        def work() -> dict[str, list[Any]]:
+            ForkPlace().save()
+            ForkOrder.objects.insert([ForkOrder() for _ in range(3)], load_bulk=False)
+            ForkTicket().save()
+            raw = {model: model._get_collection().find() for model in (ForkPlace, ForkOrder)}
+            return {
+                "places": [str(document["_id"].as_uuid()) for document in raw[ForkPlace]],
+                "orders": [document["_id"] for document in raw[ForkOrder]],
+                "tickets": ForkTicket._get_collection().count_documents({}),
+            }
+
+        held = list(resets._process_locks)
+        assert len(held) > 10  # the package's own: caches, sequences, generators, claims
+        [(pid, stored)] = _one_child_holding(held, work)
+    [made] = [LocalityUUID(text) for text in stored["places"] if text != str(master)]
+    assert made.pid == pid % 65536
+    assert sorted(stored["orders"]) == [1, 101, 102, 103]
+    assert stored["tickets"] == 2
+
+
+def test_the_library_makes_its_locks_as_process_locks() -> None:
+    """A plain ``threading.Lock`` of the library would stay held in a child forked while
+    another thread held it, and guard state left the parent's (review Q found three): every
+    lock is a :class:`resets.ProcessLock` (``resets`` itself and the tools are not the
+    library's per-process state)."""
+    package = pathlib.Path(resets.__file__).parent
+    plain = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name in ("resets.py", "instrumented.py") or "tools" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("Lock", "RLock")
+            ):
+                plain.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert plain == []
+
+
+@needs_c_fork
 def test_uuid7_children_forked_without_hooks_reseed_their_counter() -> None:
     """Review Q: the children went on from the parent's counter in its millisecond, their ids
     told apart by their 32 random bits alone."""
@@ -451,6 +504,35 @@ def test_a_failing_callback_leaves_the_state_another_processs_until_a_check_succ
     resets.check_process()
     resets.check_process()
     assert calls == ["flaky", "other", "flaky", "other"]
+    assert resets.owner_pid == os.getpid()
+
+
+def test_callbacks_may_take_process_locks_which_are_new_and_free_by_then(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A callback (dropping a sequence's blocks, say) may enter a :class:`resets.ProcessLock`:
+    its check does not wait for the reset it is part of, and the lock, held by a thread of the
+    parent, is a new one."""
+    lock = resets.ProcessLock()
+    entered: list[bool] = []
+
+    def takes_the_lock() -> None:
+        with lock:
+            entered.append(True)
+
+    monkeypatch.setattr(resets, "_fork_callbacks", [takes_the_lock])
+    monkeypatch.setattr(resets, "owner_pid", -1)  # the state is another process's
+    old = lock.lock
+    old.acquire()  # as a thread of the parent held it at fork time
+    try:
+        checking = threading.Thread(target=resets.check_process, daemon=True)
+        checking.start()
+        checking.join(5.0)
+        assert not checking.is_alive(), "the check waits for a lock"
+    finally:
+        old.release()
+    assert entered == [True]
+    assert lock.lock is not old
     assert resets.owner_pid == os.getpid()
 
 

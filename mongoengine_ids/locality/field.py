@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import TYPE_CHECKING, Any, ClassVar, overload
 
@@ -25,17 +24,8 @@ from .generator import (
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-# Guards the lazy creation of the fields' generators; made anew in a forked child, where a
-# lock held by another thread at fork time would stay held forever.
-_generator_lock = threading.Lock()
-
-
-def _new_lock_in_child() -> None:
-    global _generator_lock
-    _generator_lock = threading.Lock()
-
-
-resets.on_fork(_new_lock_in_child)
+# Guards the lazy creation of the fields' generators.
+_generator_lock = resets.ProcessLock()
 
 
 class UUIDValueField(GeneratedField):
@@ -236,7 +226,6 @@ class LocalityUUIDField(UUIDValueField):
         """The generator of this field (made on first use: reading the MAC can be slow)."""
         made = self._generator
         if not made:
-            resets.check_process()  # _generator_lock is made anew in a forked child
             with _generator_lock:
                 # Two generators in one process would share pid and node: make exactly one.
                 if not made:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import re
-import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from pymongo.write_concern import WriteConcern
 from .. import resets
 from .._checks import check_bool, check_collection_name
 from ..errors import RetriesExhaustedError, UniqueIndexMissingError
-from ..resets import PerClient, on_drop, on_fork, on_reset
+from ..resets import PerClient, on_drop, on_reset
 from ..write import seam
 from ..write.field import GeneratedField, Write
 from .space import (
@@ -133,14 +132,13 @@ class _Counters:
     )
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = resets.ProcessLock()
         _all_counters.add(self)
         self.attempts = self.collisions = self.exhausted = self.window_collisions = 0
         self.warned = False
 
     def record(self, attempts: int, collisions: int, threshold: float) -> tuple[int, int] | None:
         """Count; return (window attempts, window collisions) when a warning is due."""
-        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             window = self.attempts // STATS_WINDOW
             self.attempts += attempts
@@ -160,17 +158,14 @@ class _Counters:
             return (in_window, self.window_collisions)
 
     def count_exhausted(self) -> None:
-        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             self.exhausted += 1
 
     def snapshot(self) -> RandomFieldStats:
-        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             return RandomFieldStats(self.attempts, self.collisions, self.exhausted)
 
     def reset(self) -> None:
-        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             self.attempts = self.collisions = self.exhausted = self.window_collisions = 0
             self.warned = False
@@ -196,16 +191,6 @@ def _reset_all_stats() -> None:
         counters.reset()
 
 
-def _new_locks_in_child() -> None:
-    # A lock held by another thread at fork time would stay held forever in the child.
-    for counters in list(_all_counters):
-        counters._lock = threading.Lock()
-    _CLAIMS.after_fork()
-
-
-on_fork(_new_locks_in_child)
-
-
 class _Claims:
     """The values that random fields without ``reserve_in`` drew for documents of this process
     whose writes are not settled: each value of a collection's field held by one document, from
@@ -226,7 +211,7 @@ class _Claims:
         self._holder: dict[tuple[int, str, str, Any], weakref.ref[Any]] = {}
         #: holder id -> {(client id, collection, db field): the key it holds there}.
         self._of: dict[int, dict[tuple[int, str, str], tuple[int, str, str, Any]]] = {}
-        self._lock = threading.Lock()
+        self._lock = resets.ProcessLock()
 
     @staticmethod
     def where(field: Any, collection: Any) -> tuple[int, str, str]:
@@ -241,7 +226,6 @@ class _Claims:
             hash(key)
         except TypeError:  # a value of a space of the user's that cannot be hashed
             return True
-        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             held = self._holder.get(key)
             holding = None if held is None else held()
@@ -260,7 +244,6 @@ class _Claims:
         stored: their write is settled)."""
         if not self._of:
             return
-        resets.check_process()  # the lock is made anew in a forked child
         with self._lock:
             for holder in holders:
                 mine = self._of.get(id(holder))
@@ -275,9 +258,6 @@ class _Claims:
         held = self._holder.get(key)
         if held is not None and held() in (holder, None):
             del self._holder[key]
-
-    def after_fork(self) -> None:
-        self._lock = threading.Lock()
 
 
 _CLAIMS = _Claims()

@@ -289,7 +289,7 @@ class CounterStore:
         # Only a sharded sequence picks (a random.Random holds 2.5 KB, kept per scope).
         self._rng = rng if rng is not None or space.shards == 1 else random.Random()
         self._sleep = sleep
-        self._lock = threading.Lock()
+        self._lock = resets.ProcessLock()
         self._live: list[int] = list(range(space.shards))
         #: Counters whose layout was checked (see :meth:`_check_layout`).
         self._layout_checked: set[str] = set()
@@ -355,7 +355,6 @@ class CounterStore:
             CorruptedCounterError: a counter document is not what the sequence wrote.
             pymongo.errors.PyMongoError: the database failed after every retry.
         """
-        resets.check_process()  # the locks may be the parent's, held by a thread gone
         if self.space.shards == 1:
             block = self._lease_from(self._counters[0], count, held)
             if block is None:
@@ -738,7 +737,7 @@ _EMPTY: Final = range(0)
 #: (``db.collection``, ``_id``): the highest value leased through any sequence, and whether a
 #: sequence held values of it. Such a counter deleted since is never recreated below that value.
 _leased_to: PerClient[tuple[str, str], tuple[int, bool]] = PerClient()
-_leased_lock = threading.Lock()  # one entry read, then updated
+_leased_lock = resets.ProcessLock()  # one entry read, then updated
 
 
 def _runs(values: list[int]) -> list[range]:
@@ -769,7 +768,6 @@ def set_leased_floor(
     if it is deleted, it is made again from there (:func:`leased_floor`). With ``down`` (the set
     may have moved it down, on purpose), not from a higher value this process leased before."""
     client, key = collection.database.client, (str(collection.full_name), document_id)
-    resets.check_process()
     with _leased_lock:
         found = _leased_to.get(client, key)
         if found is not None:  # else no sequence of the process held values of it
@@ -782,7 +780,7 @@ def _same_database(one: Database[Any], other: Database[Any]) -> bool:
 
 
 _live_sequences: weakref.WeakSet[Sequence] = weakref.WeakSet()
-_live_lock = threading.Lock()
+_live_lock = resets.ProcessLock()
 
 
 class Sequence:
@@ -865,26 +863,27 @@ class Sequence:
             self._source = None
             self._database = database
         self._store: CounterStore | None = None
+        self._lock = resets.ProcessLock()
+        #: Explicit values being raised (see :meth:`raise_to`), kept while a raise or a lease
+        #: is open: a block leased meanwhile is dropped if it holds one. A lease is open from
+        #: its start until its block is used or queued. Their own lock, taken after ``_lock``
+        #: when both are: a lease starting (a prefetch) must not wait for the hand-out's.
+        self._raised_lock = resets.ProcessLock()
+        self._epoch = 0
         self._reset_state()
-        resets.check_process()
         with _live_lock:
             _live_sequences.add(self)
 
     def _reset_state(self) -> None:
-        """Forget every leased block (also run in a forked child: the lock may be held)."""
-        self._lock = threading.Lock()
-        self._epoch = getattr(self, "_epoch", 0) + 1
+        """Forget every leased block (also run in a forked child, where no thread holds a lock:
+        see :class:`~mongoengine_ids.resets.ProcessLock`)."""
+        self._epoch += 1
         self._block = _EMPTY
         self._iterator: Iterator[int] = iter(_EMPTY)
         self._next_value: Callable[[], int] = self._iterator.__next__
         self._trigger: int | None = None
         self._ready: deque[range] = deque()
         self._flight: _Flight | None = None
-        #: Explicit values being raised (see :meth:`raise_to`), kept while a raise or a lease
-        #: is open: a block leased meanwhile is dropped if it holds one. A lease is open from
-        #: its start until its block is used or queued. Their own lock, taken after ``_lock``
-        #: when both are: a lease starting (a prefetch) must not wait for the hand-out's.
-        self._raised_lock = threading.Lock()
         self._raised: list[int] = []
         self._open = 0  # leases and raises open
         #: Raises done (under ``_lock``): values taken out of the blocks before one may hold
@@ -1033,13 +1032,11 @@ class Sequence:
             IdSpaceExhaustedError: the space is used up.
         """
         check_int("count", count, 1, INT64_MAX)
-        resets.check_process()
         return self.store().lease(count, held=True)  # the caller's to hand out
 
     def discard(self) -> None:
         """Drop the leased blocks (their values are lost, never handed out), and what this
         process knew of the shards' counters (the counters were set, or dropped)."""
-        resets.check_process()
         with self._lock:
             self._drop_blocks()
         self._forget_used_up()
@@ -1289,7 +1286,6 @@ def _check_name(option: str, value: object) -> None:
 
 
 def _forget_all_blocks() -> None:
-    resets.check_process()
     with _live_lock:
         sequences = list(_live_sequences)
     for sequence in sequences:
@@ -1312,7 +1308,6 @@ def _sequences_of(
 ) -> list[Sequence]:
     """The live sequences of this process on the counters of ``name`` in
     ``database.collection`` (of one ``scope``, as ``Sequence._scope`` holds it, if given)."""
-    resets.check_process()
     with _live_lock:
         sequences = list(_live_sequences)
     return [
@@ -1328,21 +1323,10 @@ def _sequences_of(
 
 @resets.on_fork
 def _after_fork_in_child() -> None:
-    # The child must not hand out values its parent (and siblings) also hold; the lock may
-    # have been held by a thread that does not exist in the child: rebuild, do not acquire.
-    # Run before the child's first hand-out, also after a fork without Python's at-fork hooks
-    # (resets.check_process), when the child may have threads: the methods taking these locks
-    # check the process first, so none of them holds an old one.
-    global _live_lock, _leased_lock
-    _live_lock = threading.Lock()
-    _leased_lock = threading.Lock()
+    # The child must not hand out values its parent (and siblings) also hold. Run before the
+    # child's first hand-out, its locks made anew (resets.ProcessLock).
     for sequence in list(_live_sequences):
-        store = getattr(sequence, "_store", None)
-        if isinstance(store, CounterStore):
-            store._lock = threading.Lock()
         sequence._reset_state()
-    for field in list(_live_fields):
-        field._reset_after_fork()
 
 
 # -- formatting ---------------------------------------------------------------------------------
@@ -1658,7 +1642,7 @@ class SequenceField(GeneratedField):
         #: The sequence of an unscoped field by the collection object its documents are written
         #: to (see :meth:`_sequence_of`).
         self._by_collection: dict[tuple[int, type, str], _Found] = {}
-        self._sequences_lock = threading.Lock()
+        self._sequences_lock = resets.ProcessLock()
         super().__init__(**kwargs)
         if scope is not None and self.primary_key:
             raise ValueError(
@@ -1719,7 +1703,6 @@ class SequenceField(GeneratedField):
         entry = self._sequences.get(key)
         if entry is not None and entry[0]() is client:
             return entry[1]
-        resets.check_process()  # the lock may be the parent's, held by a thread gone
         with self._sequences_lock:
             entry = self._sequences.get(key)
             if entry is not None and entry[0]() is client:
@@ -1749,7 +1732,6 @@ class SequenceField(GeneratedField):
 
     def forget_sequences(self) -> None:
         """Drop every cached sequence and its leased blocks (on reset and disconnect)."""
-        resets.check_process()
         with self._sequences_lock:
             entries = list(self._sequences.values())
             self._sequences.clear()
@@ -1757,14 +1739,11 @@ class SequenceField(GeneratedField):
         for _, sequence in entries:
             sequence.discard()
 
-    def _reset_after_fork(self) -> None:
-        self._sequences_lock = threading.Lock()
-
     def _copied(self) -> None:
         # Its own sequences (by its own counter name) and lock, reached by resets and fork().
         self._sequences = {}
         self._by_collection = {}
-        self._sequences_lock = threading.Lock()
+        self._sequences_lock = resets.ProcessLock()
         _live_fields.add(self)
 
     @property
@@ -1947,7 +1926,6 @@ class SequenceField(GeneratedField):
                 return found.sequence
         self._check_apart(write)
         sequence = self.sequence_for(write.database, write.document_class)
-        resets.check_process()  # the lock may be the parent's (sequence_for may not check)
         with self._sequences_lock:
             # The entries of collections gone (a with_options() copy, an ended switch_db).
             live = {key: entry for key, entry in self._by_collection.items() if entry.collection()}

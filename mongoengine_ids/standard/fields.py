@@ -14,7 +14,6 @@ UUIDv7 layout (RFC 9562, section 5.7), with the monotonic counter of its section
 from __future__ import annotations
 
 import os
-import threading
 import time
 import uuid
 import weakref
@@ -113,13 +112,12 @@ class UUID7Generator:
         self._random: RandomBytes = (
             os.urandom if random_bytes is None else _checked_random(random_bytes)
         )
-        self._lock = threading.Lock()
+        self._lock = resets.ProcessLock()
         self._last_ms = -1
         self._counter = 0
         _generators.add(self)
 
     def _after_fork_in_child(self) -> None:
-        self._lock = threading.Lock()
         self._last_ms = -1
 
     def __repr__(self) -> str:
@@ -143,7 +141,6 @@ class UUID7Generator:
         if not is_int(count) or count < 0:
             check_int("count", count, 0)
         check_room("count", count)
-        resets.check_process()  # a forked child reseeds (and makes its lock anew) first
         clock = self._clock
         now = clock() if clock is not None else time.time_ns() // 1_000_000
         numbers = []

@@ -61,7 +61,6 @@ import dataclasses
 import datetime
 import functools
 import inspect
-import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -101,7 +100,7 @@ from mongoengine.queryset.field_list import QueryFieldList
 from pymongo import ReadPreference, WriteConcern
 from pymongo.read_concern import ReadConcern
 
-from ..resets import collection_dropped, on_fork
+from ..resets import ProcessLock, collection_dropped
 from ..stored import StoredUUID, StoredUUIDText
 
 if TYPE_CHECKING:
@@ -1877,15 +1876,7 @@ def key_for_references(field: GeneratedField) -> GeneratedField:
 # -- installation -------------------------------------------------------------------------------
 
 _HOOKED = "_mongoengine_ids_hooked"
-_lock = threading.RLock()
-
-
-def _new_lock_in_child() -> None:
-    global _lock
-    _lock = threading.RLock()
-
-
-on_fork(_new_lock_in_child)
+_lock = ProcessLock(reentrant=True)
 
 
 def declared(field: GeneratedField, owner: type, name: str) -> None:
