@@ -1,4 +1,4 @@
-"""Every bit width, step and limit of the id layouts, in one place.
+"""Every bit width, step and limit of the id layouts, and the names modules share, in one place.
 
 The Locality UUID layout is fixed by ``shared/spec/locality-uuid.md`` (Groupon's format)::
 
@@ -50,6 +50,12 @@ SEQUENTIAL_STEP: Final = 1
 #: Environment variable that overrides the MAC address (containers often have random or
 #: identical ones). Accepts ``aa:bb:cc:dd:ee:ff``, ``aa-bb-cc-dd-ee-ff`` or 12 hex digits.
 MAC_ENV_VAR: Final = "MONGOENGINE_IDS_MAC"
+
+# -- counters ---------------------------------------------------------------------------------
+
+#: MongoEngine's counter collection (``mongoengine.fields.SequenceField.COLLECTION_NAME``), the
+#: default of this package's ``SequenceField`` too.
+COUNTERS_COLLECTION: Final = "mongoengine.counters"
 
 # -- BSON --------------------------------------------------------------------------------------
 

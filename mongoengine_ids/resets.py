@@ -7,7 +7,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, SupportsIndex, TypeVar
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -149,12 +149,13 @@ def adopt_process() -> None:
     """
     global owner_pid, _adopting
     pid = _getpid()
+    adopting = (pid, threading.get_ident())
     with _adopt_locks.setdefault(pid, threading.RLock()):
-        if owner_pid == pid or _adopting == threading.get_ident():
+        if owner_pid == pid or _adopting == adopting:
             return  # done by another thread meanwhile, or this one's callbacks take locks
-        for lock in list(_process_locks):
+        for lock in _live_locks():
             lock._renew()
-        _adopting = threading.get_ident()
+        _adopting = adopting
         try:
             failed = _run_fork_callbacks()
         finally:
@@ -193,6 +194,9 @@ class ProcessLock:
     ``reentrant``: an :class:`threading.RLock` inside. The hottest paths, which check the
     process themselves, take the lock inside (:attr:`lock`, read again at each use: a child
     replaces it).
+
+    Never fork inside one: the child would leave it by releasing the new lock. It cannot be
+    copied or pickled, as a :class:`threading.Lock` cannot (a copy would not be made anew).
     """
 
     __slots__ = ("__weakref__", "_make", "lock")
@@ -200,7 +204,7 @@ class ProcessLock:
     def __init__(self, *, reentrant: bool = False) -> None:
         self._make = threading.RLock if reentrant else threading.Lock
         self.lock: Any = self._make()
-        _process_locks.add(self)
+        _process_locks.add(weakref.ref(self, _process_locks.discard))
 
     def __enter__(self) -> None:
         if _getpid() != owner_pid:
@@ -213,12 +217,23 @@ class ProcessLock:
     def _renew(self) -> None:
         self.lock = self._make()
 
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise TypeError(f"cannot copy or pickle a {type(self).__name__}")
 
-#: Every live :class:`ProcessLock`, made anew in a child.
-_process_locks: weakref.WeakSet[ProcessLock] = weakref.WeakSet()
 
-#: The thread running the :func:`on_fork` callbacks, if one is.
-_adopting: int | None = None
+#: Every live :class:`ProcessLock` (a weak reference, which drops itself), made anew in a child.
+_process_locks: set[weakref.ref[ProcessLock]] = set()
+
+
+def _live_locks() -> list[ProcessLock]:
+    # A snapshot in one C call (set.copy runs no Python code): another thread may make a lock
+    # meanwhile, which is new already.
+    return [lock for made in _process_locks.copy() if (lock := made()) is not None]
+
+
+#: The process and thread running the :func:`on_fork` callbacks, if one is (a grandchild forked
+#: meanwhile may give a thread of its own the same id).
+_adopting: tuple[int, int] | None = None
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork()

@@ -410,13 +410,20 @@ def test_a_worker_forked_while_every_lock_of_the_package_is_held_saves_all_the_s
                 "tickets": ForkTicket._get_collection().count_documents({}),
             }
 
-        held = list(resets._process_locks)
+        held = resets._live_locks()
         assert len(held) > 10  # the package's own: caches, sequences, generators, claims
         [(pid, stored)] = _one_child_holding(held, work)
     [made] = [LocalityUUID(text) for text in stored["places"] if text != str(master)]
     assert made.pid == pid % 65536
     assert sorted(stored["orders"]) == [1, 101, 102, 103]
     assert stored["tickets"] == 2
+
+
+def _called_name(func: ast.expr) -> str | None:
+    """The name a call calls: ``Lock`` of ``threading.Lock()`` and of ``Lock()``."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
 
 
 def test_the_library_makes_its_locks_as_process_locks() -> None:
@@ -430,11 +437,7 @@ def test_the_library_makes_its_locks_as_process_locks() -> None:
         if path.name in ("resets.py", "instrumented.py") or "tools" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("Lock", "RLock")
-            ):
+            if isinstance(node, ast.Call) and _called_name(node.func) in ("Lock", "RLock"):
                 plain.append(f"{path.relative_to(package)}:{node.lineno}")
     assert plain == []
 
@@ -534,6 +537,14 @@ def test_callbacks_may_take_process_locks_which_are_new_and_free_by_then(
     assert entered == [True]
     assert lock.lock is not old
     assert resets.owner_pid == os.getpid()
+
+
+@pytest.mark.parametrize("copier", [copy.copy, copy.deepcopy, pickle.dumps])
+def test_a_process_lock_cannot_be_copied(copier: Callable[[Any], Any]) -> None:
+    """As a ``threading.Lock`` cannot (review R): a copy, sharing the lock inside or holding
+    its own, would not be made anew in a child."""
+    with pytest.raises(TypeError, match="cannot copy or pickle a ProcessLock"):
+        copier(resets.ProcessLock())
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")

@@ -55,6 +55,7 @@ from .._checks import (
     suggest_keywords,
     user_stacklevel,
 )
+from ..constants import COUNTERS_COLLECTION
 from ..errors import (
     CorruptedCounterError,
     ExplicitValueError,
@@ -76,7 +77,7 @@ if TYPE_CHECKING:
 # -- constants ----------------------------------------------------------------------------------
 
 #: MongoEngine's counter collection (``mongoengine.fields.SequenceField.COLLECTION_NAME``).
-DEFAULT_COLLECTION: Final = "mongoengine.counters"
+DEFAULT_COLLECTION: Final = COUNTERS_COLLECTION
 #: The largest value a BSON int64 holds: the end of the value space without ``digits``.
 INT64_MAX: Final = (1 << 63) - 1
 #: ``shards`` above this would make one counter document per few values; the articles' layout

@@ -100,6 +100,7 @@ from mongoengine.queryset.field_list import QueryFieldList
 from pymongo import ReadPreference, WriteConcern
 from pymongo.read_concern import ReadConcern
 
+from ..constants import COUNTERS_COLLECTION
 from ..resets import ProcessLock, collection_dropped
 from ..stored import StoredUUID, StoredUUIDText
 
@@ -573,7 +574,7 @@ def collection_user(name: str, database: Any) -> str | None:
     ``db_alias``) that could not load other documents (not dynamic, ``strict``, without the
     fields ``ns`` and ``at`` of a reservation: its queries would raise), or the counters of a
     ``SequenceField`` (MongoEngine's or this package's, by name whatever the database)."""
-    if name == "mongoengine.counters":  # MongoEngine's SequenceField's default (and ours)
+    if name == COUNTERS_COLLECTION:  # MongoEngine's SequenceField's default (and ours)
         return "the counters of SequenceFields"
     for kind, field_name in _collection_users(tuple(_document_registry.values())).get(name, ()):
         if field_name is not None:
