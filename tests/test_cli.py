@@ -334,8 +334,19 @@ def test_a_closed_pipe_ends_the_output_quietly(count: int) -> None:
     finally:
         os.close(write_end)
 
-    assert result.returncode == 1
+    # 128 + SIGPIPE, what a shell reports for `yes | head -1`, as 130 is 128 + SIGINT.
+    assert result.returncode == 141
     assert result.stderr == ""
+
+
+def test_only_the_passwords_of_uris_are_masked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Probe: a sequence name shaped as ``user:password@host`` was shown as ``user:***@host``."""
+    monkeypatch.delenv("MONGOENGINE_IDS_URI", raising=False)
+
+    assert cli.main(["counters", "show", "app:tenant@eu"]) == 1
+    assert_one_error_line(capsys.readouterr().err, "show: no counter 'app:tenant@eu' in ")
 
 
 # -- inspect ------------------------------------------------------------------------------------

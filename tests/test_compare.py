@@ -247,6 +247,35 @@ def test_the_chart_path_is_checked_before_the_work(
     )
 
 
+@pytest.mark.parametrize("name", ["shards.svg", "shards.pdf", "shards"])
+def test_a_chart_not_named_png_is_a_usage_error_before_the_work(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any, name: str
+) -> None:
+    """Probe: ``--chart x.svg`` wrote PNG data into x.svg, after the 20 s of work."""
+
+    def never(**kwargs: Any) -> Any:
+        raise AssertionError("compare() ran")
+
+    monkeypatch.setattr(compare, "compare", never)
+    monkeypatch.chdir(tmp_path)
+
+    assert compare.main(["--quick", "--chart", name]) == 2
+    assert capsys.readouterr().err == (
+        f"mongoengine-ids: error: compare: --chart {name!r}: the chart is a PNG: expected a "
+        "file name ending in .png\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_chart_named_png_in_capitals_is_taken(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # the next check: fails, but after
+    monkeypatch.chdir(tmp_path)
+    assert compare.main(["--quick", "--chart", "SHARDS.PNG"]) == 2
+    assert "--chart 'SHARDS.PNG' needs matplotlib" in capsys.readouterr().err
+
+
 def test_a_bad_uri_is_a_usage_error_before_the_work(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,6 +26,7 @@ from mongoengine_ids.sequence.field import DEFAULT_COLLECTION, INT64_MAX, Sequen
 from mongoengine_ids.testing import connected
 from mongoengine_ids.tools.cli import CommandError, main
 from mongoengine_ids.tools.sequence_cli import (
+    CORRUPTED_NOTE,
     EMBEDDED_NOTE,
     FAILED,
     OK,
@@ -267,6 +268,159 @@ def test_cli_show_of_a_sharded_sequence_says_only_the_shards_made_count(
     assert status == FAILED
     assert f"value={other} is in no shard of 'card.number' made so far" in err
     assert "made when the field first uses it" in err
+
+
+def test_a_shard_not_used_yet_has_no_last_value_and_a_corrupted_one_no_headroom(
+    mongoengine_db: Any,
+) -> None:
+    """The admin API under the CLI's lines: a shard made by a lease that went to another
+    holds the value before its own (not handed out); bounds that are not integers are read as
+    no bounds, and counted no headroom (it was the end of an int64)."""
+    mongoengine_db[DEFAULT_COLLECTION].insert_many(
+        [
+            {"_id": "t#0", "next": 7, "low": 0, "high": 49, "sequence": "t", "shard": 0},
+            {"_id": "t#1", "next": 49, "low": 50, "high": 99, "sequence": "t", "shard": 1},
+            {"_id": "u#0", "next": 4, "low": "0", "high": 49, "sequence": "u", "shard": 0},
+            {"_id": "fresh", "next": -1},
+        ]
+    )
+    two = show_counter(mongoengine_db, "t")
+    assert [shard.last for shard in two.shards] == [7, None]
+    assert two.last == 7
+    assert two.headroom() == 42 + 50
+    bad = show_counter(mongoengine_db, "u")
+    assert (bad.shards[0].headroom(), bad.headroom()) == (None, None)
+    fresh = show_counter(mongoengine_db, "fresh")
+    assert (fresh.last, fresh.next_value) == (None, 0)
+
+
+def test_cli_show_labels_each_shards_last_value(mongoengine_db: Any) -> None:
+    """Probe: a shard's line said "next" of its 'next', the last value handed out; and a shard
+    made but not used yet (its 'next' is the value before its own) made the last value."""
+
+    class Badge(Document):
+        number = SequenceField(start=0, digits=2, shards=2, batch_size=5)
+
+    first = Badge().save().number
+    counters = mongoengine_db[DEFAULT_COLLECTION]
+    (made,) = counters.find()
+    assert made["next"] == first + 4  # the block of 5 leased: 'next' is its last value
+    other = 1 - made["shard"]
+    low, high = (50, 99) if other == 1 else (0, 49)
+    counters.insert_one(  # as the field makes a shard, before its first lease
+        {"_id": f"badge.number#{other}", "sequence": "badge.number", "shard": other}
+        | {"low": low, "high": high, "next": low - 1}
+    )
+    status, out, _ = _cli(mongoengine_db)("show", "badge.number")
+    assert status == OK
+    assert f"last value: {first + 4}  (highest handed out or leased)\n" in out
+    assert (
+        f"  badge.number#{made['shard']}: last {first + 4}, owns {made['low']}..{made['high']}, "
+        f"headroom {made['high'] - first - 4}\n"
+    ) in out
+    assert f"  badge.number#{other}: last -, owns {low}..{high}, headroom 50\n" in out
+
+
+def test_cli_says_a_shard_with_bounds_that_are_not_integers_is_corrupted(
+    mongoengine_db: Any,
+) -> None:
+    """Probe: read as an unbounded counter, it had a next value and an int64 headroom."""
+    mongoengine_db[DEFAULT_COLLECTION].insert_one(
+        {"_id": "bad.number#0", "sequence": "bad.number", "shard": 0}
+        | {"low": "0", "high": 49, "next": 4}  # low: text, set by hand
+    )
+    cli = _cli(mongoengine_db)
+    status, out, _ = cli("show", "bad.number")
+    assert status == OK
+    assert out == (
+        "counter:    bad.number\n"
+        "last value: 4  (highest handed out or leased)\n"
+        f"next value: {CORRUPTED_NOTE}\n"
+        f"headroom:   {CORRUPTED_NOTE}\n"
+        "CORRUPTED 'bad.number#0': bounds are low='0', high=49; expected integers\n"
+    )
+    status, out, _ = cli("list")
+    assert out.splitlines()[2].split()[:3] == ["bad.number", "-", "-"]  # next value, headroom
+
+
+def test_cli_notes_a_counter_below_any_start(mongoengine_db: Any) -> None:
+    """Probe: 'next' -5 showed the next value -4, which no field hands out, without a word."""
+    counters = mongoengine_db[DEFAULT_COLLECTION]
+    counters.insert_one({"_id": "negative.number", "next": -5})
+    cli = _cli(mongoengine_db)
+    status, out, _ = cli("show", "negative.number", "--digits", "3")
+    assert status == OK
+    assert out == (
+        "counter:    negative.number\n"
+        "last value: -  (highest handed out or leased)\n"
+        "next value: the field's start\n"
+        "headroom:   1,000 values before exhaustion\n"
+        "note:       'next' is -5, below the start of any field (the package writes -1 at the "
+        "lowest): set by hand; the field moves it up to its start when it next leases\n"
+    )
+    row = cli("list")[1].splitlines()[2]
+    assert row.split()[:3] == ["negative.number", "-", f"{INT64_MAX + 1:,}"]
+    assert row.endswith("when it next leases")
+
+    class Negative(Document):  # what the note says
+        number = SequenceField(start=3, batch_size=1)
+
+    assert Negative().save().number == 3
+    assert counters.find_one({"_id": "negative.number"})["next"] == 3
+
+
+def test_cli_says_a_counter_id_is_not_a_str(mongoengine_db: Any) -> None:
+    """Probe: ``{_id: 42}`` was listed as 42, and ``show 42`` said there was no such counter."""
+    counters = mongoengine_db[DEFAULT_COLLECTION]
+    counters.insert_many([{"_id": 42, "next": 7}, {"_id": "order.id", "next": 9}])
+    cli = _cli(mongoengine_db)
+    status, _, err = cli("show", "42")
+    assert status == FAILED
+    assert err == (
+        f"show: no counter '42' in {mongoengine_db.name}.{DEFAULT_COLLECTION}: _id 42 is int, "
+        "not str: no field's counter (a counter's _id is its sequence name); fix or delete it "
+        "by hand"
+    )
+    lines = cli("list")[1].splitlines()
+    assert lines[2].endswith(
+        "_id 42 is int, not str: no field's counter (a counter's _id is its sequence name)"
+    )
+    assert lines[3].split() == ["order.id", "10", f"{INT64_MAX - 9:,}"]  # no note
+
+
+class ScopedByNumber(Document):
+    tenant = me_fields.IntField()
+    number = SequenceField(scope="tenant")
+
+
+def test_cli_scope_is_text_and_names_a_number_scopes_counter(mongoengine_db: Any) -> None:
+    """Probe: ``--scope 7`` stored the scope as '7' where the field stores 7, without a word.
+    The counter is named by the text either way: the field uses the one made."""
+    counters = mongoengine_db[DEFAULT_COLLECTION]
+    cli = _cli(mongoengine_db)
+    status, out, _ = cli("set", "scoped_by_number.number", "5", "--scope", "7")
+    assert status == OK
+    assert counters.find_one({"_id": "scoped_by_number.number@7"}) == {
+        "_id": "scoped_by_number.number@7",
+        "next": 4,
+        "sequence": "scoped_by_number.number",
+        "scope": "7",
+    }
+    assert (
+        "--scope is text: the scope is stored as '7' (a field whose scope holds numbers stores "
+        "a number, in the same counter: the _id is the same); to store a number, use "
+        "set_next_value(..., scope=7) in Python)"
+    ) in out
+    assert ScopedByNumber(tenant=7).save().number == 5
+    # A counter the field made, its scope a number, is shown and moved by its text.
+    ScopedByNumber(tenant=8).save()
+    assert counters.find_one({"_id": "scoped_by_number.number@8"})["scope"] == 8
+    status, out, _ = cli("set", "scoped_by_number.number", "20", "--scope", "8")
+    assert (status, "a new counter" in out) == (OK, False)
+    assert counters.find_one({"_id": "scoped_by_number.number@8"})["scope"] == 8
+    assert "next value: 20" in cli("show", "scoped_by_number.number", "--scope", "8")[1]
+    # Text that is no number as the field writes one: no such note.
+    assert "--scope is text" not in cli("set", "scoped_by_number.number", "1", "--scope", "07")[1]
 
 
 def test_cli_list_show_set(mongoengine_db: Any) -> None:

@@ -399,6 +399,14 @@ def test_plot_without_matplotlib_says_what_to_install(
     assert not (tmp_path / "chart.png").exists()
 
 
+def test_plot_refuses_a_file_name_of_another_format(tmp_path: Path) -> None:
+    """Probe: ``chart.svg`` got PNG data. Refused before matplotlib is needed."""
+    report = simulate(Burst.of([[1, 2]]), ClusterConfig(chunk_docs=2))
+    with pytest.raises(ValueError, match=r"the chart is a PNG: expected a file name ending in"):
+        shardsim.plot([report], tmp_path / "chart.svg")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_plot_writes_a_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     reports = shardsim.run(["ObjectId", "Locality spread"], ids=2_000, history=500)

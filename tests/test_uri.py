@@ -46,6 +46,22 @@ def test_secrets_and_scrub() -> None:
     assert uri.secrets("mongodb://a:PASSWORD@db/?serverSelectionTimeoutMS=100") == ["PASSWORD"]
 
 
+@pytest.mark.parametrize(
+    ("argv", "uris"),
+    [
+        (["counters", "--uri", "mongodb://a:pw1@db/x", "list"], ["mongodb://a:pw1@db/x"]),
+        (["counters", "list", "--uri=a:pw1@db"], ["a:pw1@db"]),  # no scheme: still a URI
+        (["counters", "--ur", "a:pw1@db", "list"], ["a:pw1@db"]),  # shortened, as argparse takes
+        (["demo", "mongodb://a:pw1@db"], ["mongodb://a:pw1@db"]),  # a scheme: in the wrong place
+        # Not URIs, whatever their shape (probe: a name "app:tenant@eu" was shown masked):
+        (["counters", "show", "app:tenant@eu", "--scope", "x:yyy@z"], []),
+        (["counters", "set", "--uri"], []),  # no value
+    ],
+)
+def test_given_uris(argv: list[str], uris: list[str]) -> None:
+    assert uri.given_uris(argv) == uris
+
+
 def test_parse_keeps_the_uri_and_shows_it_masked() -> None:
     parsed = uri.parse("mongodb://admin:s3cret@db:27017/shop?appName=x")
 

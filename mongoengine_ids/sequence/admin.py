@@ -58,14 +58,23 @@ class ShardInfo:
     high: int | None
     problem: str | None = None
 
+    @property
+    def last(self) -> int | None:
+        """The highest value it handed out or leased: ``next``, unless none yet (``next`` below
+        the first value: -1 before 0, or a shard made by a lease that went to another, holding
+        the value before its own) or corrupted."""
+        first = 0 if self.low is None else self.low
+        return None if self.next is None or self.next < first else self.next
+
     def headroom(self, high: int | None = None) -> int | None:
-        """Values left before this counter is exhausted (None if corrupted).
+        """Values left before this counter is exhausted (None if corrupted: its bounds or
+        ``next`` are not what the package writes).
 
         Args:
             high: the last value, for a document that stores no bounds (``10**digits - 1``);
                 default: its own bound, else the end of a BSON int64.
         """
-        if self.next is None:
+        if self.next is None or self.problem is not None:
             return None
         end = self.high if self.high is not None else (INT64_MAX if high is None else high)
         return max(0, end - self.next)
@@ -94,16 +103,18 @@ class CounterInfo:
 
     @property
     def last(self) -> int | None:
-        """The highest value handed out or leased (of any shard); None if all are corrupted."""
-        values = [shard.next for shard in self.shards if shard.next is not None]
+        """The highest value handed out or leased (of any shard, :attr:`ShardInfo.last`); None
+        if none was."""
+        values = [shard.last for shard in self.shards if shard.last is not None]
         return max(values) if values else None
 
     @property
     def next_value(self) -> int | None:
         """The value the next lease starts with (unsharded only: a sharded one picks a shard)."""
-        if self.sharded or self.last is None:
+        values = [shard.next for shard in self.shards if shard.next is not None]
+        if self.sharded or not values:
             return None
-        return self.last + 1
+        return max(values) + 1
 
     def headroom(self, high: int | None = None) -> int | None:
         """Values left before the sequence is exhausted, summed over shards.

@@ -11,11 +11,13 @@ module exposes ``add_subcommand(subparsers) -> None``, which adds its parser wit
 ``mongoengine-ids: error: COMMAND: MESSAGE``, never a traceback. A :class:`CommandError` gives
 its message and status; a pymongo error that escapes a subcommand is a failed operation
 (status 1); any other exception is a bug, reported in one line that asks for ``--debug``,
-which prints the traceback too. Passwords of the URIs on the command line (and in
-``$MONGOENGINE_IDS_URI``) are masked in every message, whatever raised it.
+which prints the traceback too. Passwords of the URIs on the command line (the values of
+``--uri``, arguments with a scheme, ``mongodb://...``) and in ``$MONGOENGINE_IDS_URI`` are
+masked in every message, whatever raised it.
 
 Exit status: 0 on success, 1 when an operation failed (:class:`CommandError`'s default),
-2 for invalid usage or input.
+2 for invalid usage or input, 130 when stopped with Ctrl-C, 141 when the reader of the output
+went away (a closed pipe).
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
 #: What shells report for a command stopped with Ctrl-C: 128 + SIGINT.
 EXIT_INTERRUPTED: Final = 130
+#: ... and for one whose output pipe was closed (``yes | head -1``): 128 + SIGPIPE.
+EXIT_BROKEN_PIPE: Final = 141
 #: How many characters of a value given on the command line an error message quotes.
 SHOWN_CHARACTERS: Final = 60
 #: ... and of a file path.
@@ -245,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status: 0 on success, 1 when an operation failed, 2 for invalid usage or
-        input (``--help`` and ``--version`` return 0), 130 when stopped with Ctrl-C.
+        input (``--help`` and ``--version`` return 0), 130 when stopped with Ctrl-C, 141 when
+        the output pipe was closed.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     # Until the arguments are parsed (a broken installation fails before), trust the word.
@@ -264,11 +269,12 @@ def main(argv: list[str] | None = None) -> int:
         # Flush here, so that a closed pipe is reported below and not at interpreter exit.
         sys.stdout.flush()
     except BrokenPipeError:
-        # The reader went away (`mongoengine-ids inspect ... | head -1`): stop quietly. Python
-        # flushes stdout once more at exit; point it at /dev/null so that flush cannot fail.
+        # The reader went away (`mongoengine-ids inspect ... | head -1`): stop quietly, with the
+        # status of a command that SIGPIPE stopped, as for Ctrl-C. Python flushes stdout once
+        # more at exit; point it at /dev/null so that flush cannot fail.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_FAILURE
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as error:
@@ -298,11 +304,12 @@ def _explain(error: Exception, *, debug: bool) -> tuple[str, int]:
 
 
 def _without_secrets(message: str, argv: list[str]) -> str:
-    """``message`` with the passwords of URIs in ``argv`` and the environment masked."""
-    from .uri import scrub, secrets
+    """``message`` with the passwords of URIs in ``argv`` and the environment masked (only of
+    URIs: a sequence name or an id shaped as ``a:b@c`` is shown as given)."""
+    from .uri import given_uris, scrub, secrets
 
     hidden: list[str] = []
-    for text in (*argv, os.environ.get("MONGOENGINE_IDS_URI", "")):
+    for text in (*given_uris(argv), os.environ.get("MONGOENGINE_IDS_URI", "")):
         hidden += secrets(text)
     return scrub(message, sorted(set(hidden), key=len, reverse=True))
 

@@ -786,7 +786,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--chart",
         metavar="PNG",
         default=None,
-        help="also draw each strategy's shard shares per window into this PNG file "
+        help="also draw each strategy's shard shares per window into this PNG file (*.png) "
         f"(needs matplotlib: {shardsim.PLOT_INSTALL})",
     )
     parser.add_argument(
@@ -837,9 +837,9 @@ def run(args: argparse.Namespace) -> int:
 
     Raises:
         CommandError: checked before anything runs (status 2): bad ``--shards``, a ``--uri``
-            that is not a MongoDB URI, ``--chart`` without matplotlib or to a file that cannot
-            be written. Then (status 1): mongomock missing, the server does not answer, the
-            chart cannot be written after all.
+            that is not a MongoDB URI, ``--chart`` to a name not ending in ``.png``, without
+            matplotlib or to a file that cannot be written. Then (status 1): mongomock
+            missing, the server does not answer, the chart cannot be written after all.
     """
     if not 1 <= args.shards <= MAX_SHARDS:
         raise CommandError(
@@ -851,6 +851,12 @@ def run(args: argparse.Namespace) -> int:
     chart = None if args.chart is None else shorten(args.chart, SHOWN_PATH_CHARACTERS)
     if args.chart is not None:
         check_output_path(args.chart, option="--chart")
+        if not args.chart.lower().endswith(shardsim.PLOT_SUFFIX):
+            raise CommandError(
+                f"--chart {chart}: the chart is a PNG: expected a file name ending in "
+                f"{shardsim.PLOT_SUFFIX}",
+                status=EXIT_USAGE,
+            )
         try:
             import matplotlib  # noqa: F401
         except ImportError as error:

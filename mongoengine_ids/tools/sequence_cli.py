@@ -30,7 +30,7 @@ from ..sequence.admin import (
     set_next_value,
     show_counter,
 )
-from ..sequence.field import INT64_MAX
+from ..sequence.field import INT64_MAX, counter_id
 from . import uri
 from .cli import EXIT_USAGE, CommandError, shorten
 
@@ -49,6 +49,12 @@ EMBEDDED_NOTE: Final = (
 OK: Final = 0
 FAILED: Final = 1
 USAGE_ERROR: Final = EXIT_USAGE
+
+#: The lowest ``next`` the package writes: a field with ``start=0`` before its first value
+#: (``next`` is the last value handed out). One below it was set by hand.
+LOWEST_NEXT: Final = -1
+#: The next value and headroom of a counter with a corrupted document (a CORRUPTED line).
+CORRUPTED_NOTE: Final = "unknown: a counter document is not as the package writes it (below)"
 
 #: ``open_database(args)`` -> (pymongo Database, close function).
 OpenDatabase = Callable[[argparse.Namespace], "tuple[Any, Callable[[], None]]"]
@@ -69,6 +75,12 @@ examples:
 'set' only moves a counter up unless --force is given: processes holding leased blocks keep
 handing them out, so moving it down can hand a value out twice.
 Exit status: 0 on success, 1 when the operation failed, 2 for invalid usage or input."""
+
+
+_SCOPE_HELP: Final = (
+    "the scope value of a scoped sequence, as text (as the counter's _id holds it: 7 names "
+    "the counter of the number 7 too)"
+)
 
 
 def _target(args: argparse.Namespace) -> uri.MongoURI | None:
@@ -146,7 +158,7 @@ def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_
     show = actions.add_parser("show", help=show_help, description=show_help.capitalize())
     _add_target_options(show, after_action=True)
     show.add_argument("name", help='the sequence name, e.g. "order.id"')
-    show.add_argument("--scope", default=None, help="the scope value of a scoped sequence")
+    show.add_argument("--scope", default=None, help=_SCOPE_HELP)
     show.add_argument(
         "--digits",
         type=_ascii_int(1, 18),
@@ -161,7 +173,7 @@ def add_subcommand(subparsers: Any, *, open_database: OpenDatabase = _open_with_
     set_.add_argument(
         "value", type=_ascii_int(0, INT64_MAX), help="the next value a lease hands out"
     )
-    set_.add_argument("--scope", default=None, help="the scope value of a scoped sequence")
+    set_.add_argument("--scope", default=None, help=_SCOPE_HELP)
     set_.add_argument(
         "--force",
         action="store_true",
@@ -244,9 +256,16 @@ def run(
     database, close = open_database(args)
     try:
         if args.action == "list":
-            print(_table(list_counters(database, collection=args.collection)), file=out)
+            infos = list_counters(database, collection=args.collection)
+            print(_table(infos, _not_named(database, args.collection)), file=out)
         elif args.action == "show":
-            info = show_counter(database, args.name, scope=args.scope, collection=args.collection)
+            try:
+                info = show_counter(
+                    database, args.name, scope=args.scope, collection=args.collection
+                )
+            except LookupError:
+                _refuse_not_named(database, args)
+                raise
             high = None if args.digits is None else 10**args.digits - 1
             print(_details(info, high), file=out)
         else:
@@ -303,12 +322,37 @@ SHARDED_NOTE: Final = (
 )
 
 
+#: Added to the note on a new counter whose ``--scope`` reads as a number (probe: a field with
+#: an IntField scope stores ``scope: 7``; the ``_id`` is the same either way).
+TEXT_SCOPE_NOTE: Final = (
+    "--scope is text: the scope is stored as {scope!r} (a field whose scope holds numbers "
+    "stores a number, in the same counter: the _id is the same); to store a number, use "
+    "set_next_value(..., scope={scope}) in Python"
+)
+
+
+def _reads_as_number(text: str) -> bool:
+    """Whether ``text`` is an int or a float as the field writes it in a counter's ``_id``
+    (``7``, ``-2``, ``7.5``; not ``07``, which is another counter than the number 7's)."""
+    if not (text.isascii() and any(character.isdigit() for character in text)):
+        return False
+    for kind in (int, float):
+        try:
+            if str(kind(text)) == text:
+                return True
+        except ValueError:
+            pass
+    return False
+
+
 def _created_note(args: argparse.Namespace, scoped: bool, *, sharded: bool = False) -> str:
     """Said after ``counters set`` made a counter: a misspelt name makes one too, which no
     field uses, while the counter meant stays where it was (so does a missing ``--scope``);
     and an unsharded one is not what a sharded field uses (``sharded``: it is a shard)."""
     scope = "" if args.scope is None else f" with scope {args.scope!r}"
     after = "" if sharded else f". {SHARDED_NOTE}"
+    if args.scope is not None and _reads_as_number(args.scope):
+        after += f". {TEXT_SCOPE_NOTE.format(scope=args.scope)}"
     if scoped:
         return (
             f"(a new counter: there was no unscoped one named {args.name!r}, which has counters "
@@ -325,16 +369,80 @@ def _text(value: object) -> str:
     return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def _table(infos: list[CounterInfo]) -> str:
+def _below_start(info: CounterInfo) -> int | None:
+    """The ``next`` of an unsharded counter below any field's start, or None."""
+    value = info.next_value
+    if info.problems or value is None or value - 1 >= LOWEST_NEXT:
+        return None
+    return value - 1
+
+
+def _headroom(info: CounterInfo, high: int | None) -> int | None:
+    """:meth:`CounterInfo.headroom`, counted from :data:`LOWEST_NEXT` for a counter below it
+    (the field moves it up to its start)."""
+    if _below_start(info) is not None:
+        return (INT64_MAX if high is None else high) - LOWEST_NEXT
+    return info.headroom(high)
+
+
+def _notes(info: CounterInfo, not_named: dict[str, Any]) -> list[str]:
+    """What is odd about ``info`` and is no corruption: a ``next`` below any start, an ``_id``
+    that is not a str (``not_named``: such ``_id`` values by their text)."""
+    notes = []
+    below = _below_start(info)
+    if below is not None:
+        notes.append(
+            f"'next' is {below!r}, below the start of any field (the package writes "
+            f"{LOWEST_NEXT} at the lowest): set by hand; the field moves it up to its start "
+            "when it next leases"
+        )
+    if info.scope is None and info.name in not_named:
+        notes.append(_not_named_note(not_named[info.name]))
+    return notes
+
+
+def _not_named_note(document_id: object) -> str:
+    return (
+        f"_id {document_id!r} is {type(document_id).__name__}, not str: no field's counter (a "
+        "counter's _id is its sequence name)"
+    )
+
+
+def _not_named(database: Any, collection: str) -> dict[str, Any]:
+    """The ``_id`` values that are not a str in the counter collection, by their text (as
+    ``counters list`` shows them)."""
+    found = database.get_collection(collection).find(
+        {"_id": {"$not": {"$type": "string"}}}, {"_id": 1}
+    )
+    return {str(document["_id"]): document["_id"] for document in found}
+
+
+def _refuse_not_named(database: Any, args: argparse.Namespace) -> None:
+    """For ``counters show`` of a name that has no counter: if a document's ``_id`` reads as
+    that name but is not a str (``{_id: 42}``, listed as ``42``), say so.
+
+    Raises:
+        LookupError: such a document exists.
+    """
+    text = counter_id(args.name, scope=args.scope)
+    found = _not_named(database, args.collection)
+    if text in found:
+        raise LookupError(
+            f"no counter {text!r} in {database.name}.{args.collection}: "
+            f"{_not_named_note(found[text])}; fix or delete it by hand"
+        )
+
+
+def _table(infos: list[CounterInfo], not_named: dict[str, Any]) -> str:
     headers = ("counter", "scope", "next value", "shards", "headroom", "problem")
     rows = [
         (
             info.name,
             "" if info.scope is None else str(info.scope),
-            _text(info.next_value),
+            "-" if info.problems or _below_start(info) is not None else _text(info.next_value),
             str(len(info.shards)) if info.sharded else "",
-            _text(info.headroom()),
-            "; ".join(info.problems),
+            _text(_headroom(info, None)),
+            "; ".join([*info.problems, *_notes(info, not_named)]),
         )
         for info in infos
     ]
@@ -353,22 +461,30 @@ def _details(info: CounterInfo, high: int | None) -> str:
     lines = [f"counter:    {info.name}"]
     if info.scope is not None:
         lines.append(f"scope:      {info.scope}")
-    last = None if info.last is None or info.last < 0 else info.last  # -1: none (start=0)
-    lines.append(f"last value: {_text(last)}  (highest handed out or leased)")
+    lines.append(f"last value: {_text(info.last)}  (highest handed out or leased)")
     if info.sharded:
         exhausted = sum(1 for shard in info.shards if shard.headroom() == 0)
         # A shard's counter is made when the field first uses it: the others are not known.
         lines.append(f"shards:     {len(info.shards)} made so far ({exhausted} exhausted)")
+    elif info.problems:
+        lines.append(f"next value: {CORRUPTED_NOTE}")
+    elif _below_start(info) is not None:
+        lines.append("next value: the field's start")
     else:
         lines.append(f"next value: {_text(info.next_value)}")
     of = " (in the shards made so far)" if info.sharded else ""
-    lines.append(f"headroom:   {_text(info.headroom(high))} values before exhaustion{of}")
+    if info.problems:
+        lines.append(f"headroom:   {CORRUPTED_NOTE}")
+    else:
+        lines.append(f"headroom:   {_text(_headroom(info, high))} values before exhaustion{of}")
     if info.sharded:
         for shard in info.shards:
             lines.append(
-                f"  {shard.document_id}: next {_text(shard.next)}, owns {_text(shard.low)}.."
-                f"{_text(shard.high)}, headroom {_text(shard.headroom())}"
+                f"  {shard.document_id}: last {_text(shard.last)}, owns "
+                f"{_text(shard.low)}..{_text(shard.high)}, headroom {_text(shard.headroom())}"
             )
+    for note in _notes(info, {}):
+        lines.append(f"note:       {note}")
     for problem in info.problems:
         lines.append(f"CORRUPTED {problem}")
     return "\n".join(lines)

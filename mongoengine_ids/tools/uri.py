@@ -16,6 +16,7 @@ same answer everywhere:
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -100,6 +101,23 @@ def secrets(text: str) -> list[str]:
     for pattern in (_SECRET_OPTION, _SECRET_PROPERTY):
         found += [match.group(2) for match in pattern.finditer(text)]
     return sorted({value for value in found if len(value) >= 3}, key=len, reverse=True)
+
+
+def given_uris(argv: list[str]) -> list[str]:
+    """The URIs in the arguments ``argv``: the values of ``--uri`` (also written ``--uri=URI``,
+    or shortened as argparse takes it, ``--ur URI``), and any argument with a scheme
+    (``mongodb://...``, given in the wrong place). :func:`secrets` reads their passwords;
+    other arguments are not URIs, even shaped as one (``a:b@c``).
+    """
+    found = []
+    arguments = iter(argv)
+    for argument in arguments:
+        option, equals, value = argument.partition("=")
+        if len(option) >= len("--u") and "--uri".startswith(option):
+            found += [value] if equals else list(itertools.islice(arguments, 1))
+        elif _SCHEME.match(argument):
+            found.append(argument)
+    return found
 
 
 def scrub(message: str, hidden: list[str]) -> str:
@@ -424,6 +442,7 @@ __all__ = [
     "check_collection_name",
     "check_database_name",
     "connect_message",
+    "given_uris",
     "open_client",
     "parse",
     "redact",
