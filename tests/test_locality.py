@@ -314,6 +314,30 @@ def test_with_warnings_as_errors_only_the_first_generator_fails(
     monkeypatch.setattr(locality, "_machine_mac", None)
 
 
+def test_the_mac_is_read_with_no_lock_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probe BH: ``uuid.getnode()`` may run ``ip`` in a subprocess, which under gevent patched
+    after import switches to other green threads; they waited for the (OS) locks it was read
+    under, and the process hung on its first Locality writes."""
+    import mongoengine_ids.locality.field as locality_field
+    import mongoengine_ids.locality.generator as locality
+
+    held: list[bool] = []
+
+    def getnode() -> int:
+        locks = (locality._machine_mac_lock, locality_field._generator_lock)
+        held.append(any(lock.lock.locked() for lock in locks))
+        return 0x001B21AABBCC
+
+    monkeypatch.setattr(locality, "_machine_mac", None)
+    monkeypatch.delenv("MONGOENGINE_IDS_MAC", raising=False)
+    monkeypatch.setattr(locality.uuid, "getnode", getnode)
+    assert locality_field.LocalityUUIDField().generator.node == 0x001B21AABBCC & 0xFFFFFFF
+    assert held == [False]
+    assert LocalityUUIDGenerator().node == 0x001B21AABBCC & 0xFFFFFFF  # read once
+    assert held == [False]
+    monkeypatch.setattr(locality, "_machine_mac", None)
+
+
 def test_default_pid_is_the_process_id() -> None:
     assert LocalityUUIDGenerator().generate().pid == os.getpid() % 65536
 

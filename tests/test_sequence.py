@@ -373,6 +373,62 @@ def test_prefetch_leases_the_next_block_in_the_background(mongoengine_db: Any) -
     assert [sequence.next() for _ in range(15)] == list(range(6, 21))
 
 
+def _threads_started(
+    monkeypatch: pytest.MonkeyPatch, sequence: Sequence, *, fail: bool = False
+) -> list[bool]:
+    """Whether the sequence's locks were held as each prefetch thread started (``fail``: its
+    start raises, as with no thread left)."""
+    held: list[bool] = []
+
+    class Recording(threading.Thread):
+        def start(self) -> None:
+            held.append(sequence._lock.lock.locked() or sequence._raised_lock.lock.locked())
+            if fail:
+                raise RuntimeError("can't start new thread")
+            super().start()
+
+    fake = type("threading", (), {"Thread": Recording, "Event": threading.Event})
+    monkeypatch.setattr(sequence_module, "threading", fake)
+    return held
+
+
+@pytest.mark.parametrize(
+    "batch_size",
+    [
+        10,  # the 5th value starts it, taken from the block (next())
+        2,  # the first value of each block starts it (the refill)
+    ],
+)
+def test_a_prefetch_thread_starts_with_no_lock_of_the_sequence_held(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch, batch_size: int
+) -> None:
+    """Probe BH: under gevent patched after the sequence was made, its lock is an OS lock,
+    and ``Thread.start()`` switches to the new green thread, which waited for the lock that
+    the starting one held: the whole process hung on the first prefetch."""
+    sequence = Sequence("p", database=mongoengine_db, batch_size=batch_size, prefetch=True)
+    held = _threads_started(monkeypatch, sequence)
+    values = []
+    for _ in range(12):
+        values.append(sequence.next())
+        flight = sequence._flight
+        assert flight is None or flight.done.wait(timeout=30)
+    assert values == list(range(1, 13))
+    assert held  # prefetches started
+    assert not any(held)
+
+
+def test_a_prefetch_whose_thread_cannot_start_is_forgotten(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refill then leases in the foreground: no value lost, none waiting for ever."""
+    sequence = Sequence("q", database=mongoengine_db, batch_size=4, prefetch=True)
+    held = _threads_started(monkeypatch, sequence, fail=True)
+    assert [sequence.next() for _ in range(9)] == list(range(1, 10))
+    assert len(held) >= 2
+    assert sequence._flight is None
+    assert counter(mongoengine_db, "q") == {"_id": "q", "next": 12}
+
+
 class _Interrupted(BaseException):
     """An interrupt of one thread (KeyboardInterrupt, a gevent Timeout)."""
 

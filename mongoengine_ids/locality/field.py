@@ -19,6 +19,7 @@ from .generator import (
     Mode,
     _check_mode,
     _int_from_uuid_value,
+    machine_mac,
 )
 
 if TYPE_CHECKING:
@@ -226,6 +227,7 @@ class LocalityUUIDField(UUIDValueField):
         """The generator of this field (made on first use: reading the MAC can be slow)."""
         made = self._generator
         if not made:
+            machine_mac()  # read first, with no lock held (see machine_mac)
             with _generator_lock:
                 # Two generators in one process would share pid and node: make exactly one.
                 if not made:

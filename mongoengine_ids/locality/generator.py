@@ -345,18 +345,22 @@ _machine_mac_lock = resets.ProcessLock()
 def machine_mac() -> int:
     """The MAC this machine's generators use by default: ``$MONGOENGINE_IDS_MAC`` or the NIC's.
 
-    Read once per process: :func:`uuid.getnode` may run ``ip`` or ``ifconfig``.
+    Read once per process, with no lock held: :func:`uuid.getnode` may run ``ip`` or
+    ``ifconfig``, and a subprocess under gevent or eventlet switches to other green threads,
+    which waited forever for a lock made before the patching (an OS lock; probe BH). Threads
+    reading it together each read it; the first one kept is every thread's.
     """
     global _machine_mac
+    if _machine_mac is not None:
+        return _machine_mac
+    override = os.environ.get(C.MAC_ENV_VAR)
+    read = _mac_from_environment(override) if override else uuid.getnode()
     with _machine_mac_lock:
         if _machine_mac is None:
-            override = os.environ.get(C.MAC_ENV_VAR)
-            if override:
-                _machine_mac = _mac_from_environment(override)
-            else:
-                _machine_mac = uuid.getnode()
+            _machine_mac = read
+            if not override:
                 # Once kept: with warnings as errors, only the first id fails.
-                _warn_if_shared(_machine_mac)
+                _warn_if_shared(read)
         return _machine_mac
 
 

@@ -1181,31 +1181,36 @@ class Sequence:
 
     def _refill(self) -> int:
         while True:
+            prefetch = flight = None
             with self._lock:
                 try:
                     value = self._next_value()
                 except StopIteration:
-                    pass
+                    if self._ready:
+                        self._install(self._ready.popleft())
+                        continue
+                    leader = self._flight is None
+                    flight = self._flight = self._flight or _Flight(self._epoch)
                 else:
                     if value == self._trigger:
-                        self._start_prefetch_locked()
-                    return value
-                if self._ready:
-                    self._install(self._ready.popleft())
-                    continue
-                flight = self._flight
-                leader = flight is None
-                if flight is None:
-                    flight = self._flight = _Flight(self._epoch)
-            if leader:
-                self._fly(flight)
-                if flight.error is not None:
-                    raise flight.error
-            else:
-                flight.done.wait()  # another thread's lease, or a prefetch
-                error = flight.shared_error()
-                if error is not None:
-                    raise error
+                        prefetch = self._prefetch()
+            if flight is None:
+                self._launch(prefetch)
+                return value
+            self._await(flight, leader)
+
+    def _await(self, flight: _Flight, leader: bool) -> None:
+        """Lease the block of ``flight`` (its ``leader``), or wait for the thread leasing it;
+        raise the error the lease leaves to this thread (see :meth:`_Flight.shared_error`)."""
+        if leader:
+            self._fly(flight)
+            if flight.error is not None:
+                raise flight.error
+        else:
+            flight.done.wait()  # another thread's lease, or a prefetch
+            error = flight.shared_error()
+            if error is not None:
+                raise error
 
     def _fly(self, flight: _Flight) -> None:
         """Lease a block (no lock held) and queue it; record the error instead of raising (see
@@ -1225,18 +1230,43 @@ class Sequence:
 
     def _start_prefetch(self) -> None:
         with self._lock:
-            self._start_prefetch_locked()
+            flight = self._prefetch()
+        self._launch(flight)
 
-    def _start_prefetch_locked(self) -> None:
+    def _prefetch(self) -> _Flight | None:
+        """The lease of a prefetch, to :meth:`_launch` once the lock is released (called with
+        it held); None if a lease is in flight or a block is ready."""
         if self._flight is not None or self._ready:
-            return
+            return None
         flight = self._flight = _Flight(self._epoch, prefetch=True)
-        # A thread per block (about 0.1 ms to start, once per batch_size values) instead of a
-        # long-lived worker: nothing to rebuild after fork(). A failed prefetch is forgotten:
-        # a refill waiting on it, and the next, lease in the foreground (and raise their own).
-        threading.Thread(
+        return flight
+
+    def _launch(self, flight: _Flight | None) -> None:
+        """Start the thread of a prefetch (``flight``, if any), with no lock held: under gevent
+        or eventlet patched after this sequence was made, its lock is an OS lock, and
+        ``Thread.start()`` switches to the new green thread, which waited for it forever, and
+        so did the whole process (probe BH).
+
+        A thread per block (about 0.1 ms to start, once per ``batch_size`` values) instead of a
+        long-lived worker: nothing to rebuild after fork(). A failed prefetch is forgotten: a
+        refill waiting on it, and the next, lease in the foreground (and raise their own); so
+        is one whose thread could not start, or was interrupted starting (it may run all the
+        same: its block is queued as any other).
+        """
+        if flight is None:
+            return
+        thread = threading.Thread(
             target=self._fly, args=(flight,), name=f"prefetch {self.name}", daemon=True
-        ).start()
+        )
+        try:
+            thread.start()
+        except BaseException as error:
+            with self._lock:
+                if self._flight is flight:
+                    self._flight = None
+            flight.done.set()
+            if not isinstance(error, Exception):
+                raise  # an interrupt (KeyboardInterrupt, a gevent Timeout): the caller's
 
     def __repr__(self) -> str:
         return (
