@@ -349,6 +349,29 @@ def test_only_the_passwords_of_uris_are_masked(
     assert_one_error_line(capsys.readouterr().err, "show: no counter 'app:tenant@eu' in ")
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # Review S: a URI given in the wrong place, refused by argparse, which quotes it (it
+        # printed the password: its usage errors were never scrubbed).
+        ["demo", "mongodb://admin:hunter22@localhost:1/x"],
+        ["bench", "--group", "mongodb://admin:hunter22@localhost:1/x"],
+        # ... or as another option's value, written with "=" (shown since the probe's fix).
+        ["counters", "--db=mongodb://admin:hunter22@localhost:1/x", "list"],
+    ],
+)
+def test_a_password_given_in_the_wrong_place_is_masked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    monkeypatch.delenv("MONGOENGINE_IDS_URI", raising=False)
+
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert_one_error_line(err, f"{argv[0]}: ")
+    assert "admin:***@localhost:1/x" in err
+    assert "hunter22" not in err
+
+
 # -- inspect ------------------------------------------------------------------------------------
 
 

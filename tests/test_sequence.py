@@ -374,17 +374,17 @@ def test_prefetch_leases_the_next_block_in_the_background(mongoengine_db: Any) -
 
 
 def _threads_started(
-    monkeypatch: pytest.MonkeyPatch, sequence: Sequence, *, fail: bool = False
+    monkeypatch: pytest.MonkeyPatch, sequence: Sequence, *, fail: BaseException | None = None
 ) -> list[bool]:
     """Whether the sequence's locks were held as each prefetch thread started (``fail``: its
-    start raises, as with no thread left)."""
+    start raises that, once)."""
     held: list[bool] = []
 
     class Recording(threading.Thread):
         def start(self) -> None:
             held.append(sequence._lock.lock.locked() or sequence._raised_lock.lock.locked())
-            if fail:
-                raise RuntimeError("can't start new thread")
+            if fail is not None and len(held) == 1:
+                raise fail
             super().start()
 
     fake = type("threading", (), {"Thread": Recording, "Event": threading.Event})
@@ -422,11 +422,33 @@ def test_a_prefetch_whose_thread_cannot_start_is_forgotten(
 ) -> None:
     """The refill then leases in the foreground: no value lost, none waiting for ever."""
     sequence = Sequence("q", database=mongoengine_db, batch_size=4, prefetch=True)
-    held = _threads_started(monkeypatch, sequence, fail=True)
-    assert [sequence.next() for _ in range(9)] == list(range(1, 10))
+    held = _threads_started(monkeypatch, sequence, fail=RuntimeError("can't start new thread"))
+    values = []
+    for _ in range(9):
+        values.append(sequence.next())
+        flight = sequence._flight
+        assert flight is None or flight.done.wait(timeout=30)
+    assert values == list(range(1, 10))
     assert len(held) >= 2
-    assert sequence._flight is None
     assert counter(mongoengine_db, "q") == {"_id": "q", "next": 12}
+
+
+def test_an_interrupt_while_a_prefetch_starts_is_the_callers_and_the_prefetch_forgotten(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gevent ``Timeout`` while ``Thread.start()`` waits for the new thread: raised in the
+    caller (whose value is then lost: a gap), and no later refill waits for that prefetch."""
+    sequence = Sequence("r", database=mongoengine_db, batch_size=4, prefetch=True)
+    _threads_started(monkeypatch, sequence, fail=_Interrupted())
+    assert sequence.next() == 1
+    with pytest.raises(_Interrupted):
+        sequence.next()  # 2, the trigger: handed to no one
+    values = []
+    for _ in range(6):
+        values.append(sequence.next())
+        flight = sequence._flight
+        assert flight is None or flight.done.wait(timeout=30)
+    assert values == [3, 4, 5, 6, 7, 8]
 
 
 class _Interrupted(BaseException):

@@ -289,7 +289,7 @@ def test_a_shard_not_used_yet_has_no_last_value_and_a_corrupted_one_no_headroom(
     assert two.last == 7
     assert two.headroom() == 42 + 50
     bad = show_counter(mongoengine_db, "u")
-    assert (bad.shards[0].headroom(), bad.headroom()) == (None, None)
+    assert (bad.shards[0].headroom(), bad.headroom(), bad.last) == (None, None, None)
     fresh = show_counter(mongoengine_db, "fresh")
     assert (fresh.last, fresh.next_value) == (None, 0)
 
@@ -334,7 +334,7 @@ def test_cli_says_a_shard_with_bounds_that_are_not_integers_is_corrupted(
     assert status == OK
     assert out == (
         "counter:    bad.number\n"
-        "last value: 4  (highest handed out or leased)\n"
+        "last value: -  (highest handed out or leased)\n"
         f"next value: {CORRUPTED_NOTE}\n"
         f"headroom:   {CORRUPTED_NOTE}\n"
         "CORRUPTED 'bad.number#0': bounds are low='0', high=49; expected integers\n"

@@ -53,6 +53,7 @@ def test_secrets_and_scrub() -> None:
         (["counters", "list", "--uri=a:pw1@db"], ["a:pw1@db"]),  # no scheme: still a URI
         (["counters", "--ur", "a:pw1@db", "list"], ["a:pw1@db"]),  # shortened, as argparse takes
         (["demo", "mongodb://a:pw1@db"], ["mongodb://a:pw1@db"]),  # a scheme: in the wrong place
+        (["counters", "--db=mongodb://a:pw1@db/x", "list"], ["mongodb://a:pw1@db/x"]),  # review S
         # Not URIs, whatever their shape (probe: a name "app:tenant@eu" was shown masked):
         (["counters", "show", "app:tenant@eu", "--scope", "x:yyy@z"], []),
         (["counters", "set", "--uri"], []),  # no value

@@ -64,7 +64,9 @@ class ShardInfo:
         the first value: -1 before 0, or a shard made by a lease that went to another, holding
         the value before its own) or corrupted."""
         first = 0 if self.low is None else self.low
-        return None if self.next is None or self.next < first else self.next
+        if self.next is None or self.problem is not None or self.next < first:
+            return None
+        return self.next
 
     def headroom(self, high: int | None = None) -> int | None:
         """Values left before this counter is exhausted (None if corrupted: its bounds or

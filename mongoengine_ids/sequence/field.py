@@ -1250,16 +1250,18 @@ class Sequence:
         A thread per block (about 0.1 ms to start, once per ``batch_size`` values) instead of a
         long-lived worker: nothing to rebuild after fork(). A failed prefetch is forgotten: a
         refill waiting on it, and the next, lease in the foreground (and raise their own); so
-        is one whose thread could not start, or was interrupted starting (it may run all the
-        same: its block is queued as any other).
+        is one whose thread could not start, or whose start was interrupted (a gevent
+        ``Timeout`` while it waits for the thread; the thread may run all the same: its block
+        is queued as any other). An interrupt from a signal handler may come anywhere, here
+        between the lock and the start too: as everywhere in Python, the state it leaves is
+        undefined (the next refill may wait for that prefetch for ever).
         """
         if flight is None:
             return
-        thread = threading.Thread(
-            target=self._fly, args=(flight,), name=f"prefetch {self.name}", daemon=True
-        )
         try:
-            thread.start()
+            threading.Thread(
+                target=self._fly, args=(flight,), name=f"prefetch {self.name}", daemon=True
+            ).start()
         except BaseException as error:
             with self._lock:
                 if self._flight is flight:

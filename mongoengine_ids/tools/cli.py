@@ -166,14 +166,21 @@ def machine_mac_quietly() -> tuple[int, bool]:
     return mac, shared
 
 
+class _UsageError(Exception):
+    """A usage error that argparse found, as its one line: :func:`main` prints it with the
+    passwords masked (argparse quotes the arguments it refuses, a URI given in the wrong place
+    among them)."""
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """An argparse parser whose usage errors are one line: ``mongoengine-ids: error: ...``."""
 
     def error(self, message: str) -> NoReturn:
-        """Print ``message`` as one line (naming the subcommand, if any) and exit with 2."""
+        """Raise ``message`` as one line (naming the subcommand, if any), which :func:`main`
+        prints, exit status 2."""
         command = self.prog.removeprefix(PROG).strip()
         where = f"{command}: " if command else ""
-        self.exit(EXIT_USAGE, f"{PROG}: error: {where}{message} (see '{self.prog} --help')\n")
+        raise _UsageError(f"{where}{message} (see '{self.prog} --help')")
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         """As argparse's; an argument no parser took is reported by the subcommand's parser,
@@ -260,7 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()
         try:
             args = parser.parse_args(argv)
-        except SystemExit as exit_:  # --help, --version, or a usage error already printed
+        except _UsageError as error:
+            print_error(_without_secrets(str(error), argv))
+            return EXIT_USAGE
+        except SystemExit as exit_:  # --help, --version
             return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
         debug = bool(getattr(args, "debug", False))
         command = str(getattr(args, "command", "") or "")

@@ -105,9 +105,10 @@ def secrets(text: str) -> list[str]:
 
 def given_uris(argv: list[str]) -> list[str]:
     """The URIs in the arguments ``argv``: the values of ``--uri`` (also written ``--uri=URI``,
-    or shortened as argparse takes it, ``--ur URI``), and any argument with a scheme
-    (``mongodb://...``, given in the wrong place). :func:`secrets` reads their passwords;
-    other arguments are not URIs, even shaped as one (``a:b@c``).
+    or shortened as argparse takes it, ``--ur URI``), and any argument or option's value with
+    a scheme (``mongodb://...``, ``--db=mongodb://...``: given in the wrong place).
+    :func:`secrets` reads their passwords; other arguments are not URIs, even shaped as one
+    (``a:b@c``).
     """
     found = []
     arguments = iter(argv)
@@ -117,6 +118,8 @@ def given_uris(argv: list[str]) -> list[str]:
             found += [value] if equals else list(itertools.islice(arguments, 1))
         elif _SCHEME.match(argument):
             found.append(argument)
+        elif equals and option.startswith("-") and _SCHEME.match(value):
+            found.append(value)
     return found
 
 
