@@ -44,7 +44,7 @@ from mongoengine_ids.sequence.field import (
     discard_blocks,
     luhn_check_digit,
 )
-from mongoengine_ids.testing import Connect, connected_threadsafe
+from mongoengine_ids.testing import Connect, connected, connected_threadsafe
 from mongoengine_ids.write import seam
 from mongoengine_ids.write.field import Write
 
@@ -1295,6 +1295,60 @@ def test_a_field_keeps_a_bounded_number_of_scopes(
     Bill(tenant="A").save()  # A's sequence went: a new lease
     stored = sorted((d["tenant"], d["number"]) for d in mongoengine_db.bounded_bills.find())
     assert stored == [("A", 1), ("A", 11), ("B", 1), ("C", 1), ("D", 1), ("E", 1)]
+
+
+def test_a_collision_after_its_sequence_was_dropped_from_the_bound_drops_the_right_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Probe BI: past the bound (4,096 tenant databases), the writes of a collection went on
+    leasing from the sequence dropped from it, and a collision dropped the blocks of a new
+    one: every retry took the next value of the stale block, and the save was refused."""
+    from mongoengine_ids.sequence import field as field_module
+
+    monkeypatch.setattr(field_module, "MAX_SEQUENCES", 2)
+
+    class Receipt(me.Document):
+        id = SequenceField(primary_key=True, batch_size=100)
+        name = me.StringField()
+        meta = {"collection": "bounded_receipts"}
+
+    with connected() as connect:
+        database = connect()  # mongomock's own client: one collection object per name
+        Receipt(name="first").save()  # leases 1..100
+        for tenant in ("t1", "t2", "t3"):  # other databases' sequences push it out of the bound
+            Receipt.id.sequence_for(database.client[f"bounded_{tenant}"], Receipt)
+        raw = database.bounded_receipts
+        raw.insert_many([{"_id": number, "name": f"other-{number}"} for number in range(2, 6)])
+
+        assert Receipt(name="mine").save().id == 101
+        stored = list(raw.find())
+    assert sorted((d["_id"], d["name"]) for d in stored) == [
+        (1, "first"),
+        (2, "other-2"),
+        (3, "other-3"),
+        (4, "other-4"),
+        (5, "other-5"),
+        (101, "mine"),
+    ]
+
+
+def test_a_used_up_sharded_scope_names_its_own_counters(mongoengine_db: Any) -> None:
+    """Probe BI: the message named ``u.n#0...``, counters that do not exist, not the scope's
+    ``u.n@acme#0``."""
+
+    class Ticket(me.Document):
+        tenant = me.StringField()
+        number = SequenceField(scope="tenant", digits=1, shards=3)
+        meta = {"collection": "used_up_tickets"}
+
+    for _ in range(9):
+        Ticket(tenant="acme").save()
+    with pytest.raises(IdSpaceExhaustedError) as raised:
+        Ticket(tenant="acme").save()
+    assert "all 3 shard counters used_up_tickets.number@acme#0..." in str(raised.value)
+    assert "used_up_tickets.number@acme#0" in {
+        document["_id"] for document in mongoengine_db[DEFAULT_COLLECTION].find()
+    }
 
 
 def test_a_new_shard_of_the_same_layout_is_made_beside_the_others(mongoengine_db: Any) -> None:

@@ -389,7 +389,7 @@ class CounterStore:
         where = (
             f"its counter {self._counters[0].document_id!r}"
             if self.space.shards == 1
-            else f"all {self.space.shards} shard counters {counter_id(self.name)}#0..."
+            else f"all {self.space.shards} shard counters {self._make_counter(0).document_id}..."
         )
         return IdSpaceExhaustedError(
             f"sequence {self.name!r} has handed out every value from {self.space.start!r} to "
@@ -1760,7 +1760,14 @@ class SequenceField(GeneratedField):
                 # The longest kept goes (probe AF: each scope's stayed for the connection's
                 # life, 5.5 KB each). Its block's values are skipped, as after a restart; a
                 # thread using it leases on from the counter, which never repeats a value.
-                del self._sequences[next(iter(self._sequences))]
+                # Also as the sequence of a collection (probe BI: a collision then dropped the
+                # blocks of a new sequence, not of the one the writes went on leasing from).
+                _, gone = self._sequences.pop(next(iter(self._sequences)))
+                self._by_collection = {
+                    place: found
+                    for place, found in self._by_collection.items()
+                    if found.sequence is not gone
+                }
             return sequence
 
     def forget_sequences(self) -> None:
@@ -1920,7 +1927,7 @@ class SequenceField(GeneratedField):
     def new_values(self, write: Write, count: int) -> list[Any]:
         """``count`` values for ``write.documents`` (one lease per scope)."""
         if self.scope is None:
-            sequence = self._sequence_of(write)
+            sequence = self._write_sequence(write, None)
             # One value (a save()): next() waits for a block being prefetched instead of leasing
             # another beside it, which would leave values of one block unused.
             numbers = [sequence.next()] if count == 1 else sequence.next_values(count)
@@ -1932,12 +1939,19 @@ class SequenceField(GeneratedField):
             groups.setdefault(str(scope), (scope, []))[1].append(position)
         numbers = [0] * count
         for scope, positions in groups.values():
-            sequence = self.sequence_for(write.database, write.document_class, scope)
+            sequence = self._write_sequence(write, scope)
             for position, number in zip(
                 positions, sequence.next_values(len(positions)), strict=True
             ):
                 numbers[position] = number
         return self._present(numbers)
+
+    def _write_sequence(self, write: Write, scope: Any) -> Sequence:
+        """The sequence the values of ``write`` come from (for the documents of ``scope``):
+        what hands them out, raises past an assigned one and drops blocks after a collision."""
+        if self.scope is None:
+            return self._sequence_of(write)
+        return self.sequence_for(write.database, write.document_class, scope)
 
     def _sequence_of(self, write: Write) -> Sequence:
         """The sequence of an unscoped field for the documents of ``write``.
@@ -2044,7 +2058,7 @@ class SequenceField(GeneratedField):
             if key not in highest or highest[key][1] < number:
                 highest[key] = (scope, number)
         for scope, number in highest.values():
-            self.sequence_for(write.database, write.document_class, scope).raise_to(number)
+            self._write_sequence(write, scope).raise_to(number)
 
     def _check_found_by_itself(self, value: Any) -> None:
         """Refuse a value assigned to a decorated field that would be stored as given while a
@@ -2081,7 +2095,7 @@ class SequenceField(GeneratedField):
             probe.update(self._colliding_with(write.document_class, first))
         if write.collection.find_one(probe, {"_id": 1}) is None:
             return False
-        self.sequence_for(write.database, write.document_class, scope).discard()
+        self._write_sequence(write, scope).discard()
         return True
 
     def _colliding_with(self, document_class: type[BaseDocument], document: Any) -> dict[str, Any]:
