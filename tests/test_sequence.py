@@ -1297,7 +1297,7 @@ def test_a_field_keeps_a_bounded_number_of_scopes(
     assert stored == [("A", 1), ("A", 11), ("B", 1), ("C", 1), ("D", 1), ("E", 1)]
 
 
-def test_a_collision_after_its_sequence_was_dropped_from_the_bound_drops_the_right_blocks(
+def test_past_the_bound_the_writes_of_a_collection_lease_from_a_sequence_the_field_keeps(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Probe BI: past the bound (4,096 tenant databases), the writes of a collection went on
@@ -1330,6 +1330,28 @@ def test_a_collision_after_its_sequence_was_dropped_from_the_bound_drops_the_rig
         (5, "other-5"),
         (101, "mine"),
     ]
+
+
+def test_a_collision_drops_the_blocks_of_the_sequence_the_write_leased_from() -> None:
+    """Review T: a write may lease from a sequence the field no longer keeps by its key (the
+    bound let it go while the write looked it up); the collision must drop that sequence's
+    blocks, not those of another made for the key."""
+
+    class Voucher(me.Document):
+        id = SequenceField(primary_key=True, batch_size=100)
+        name = me.StringField()
+        meta = {"collection": "stale_vouchers"}
+
+    with connected() as connect:
+        database = connect()  # mongomock's own client: one collection object per name
+        Voucher(name="first").save()  # leases 1..100
+        Voucher.id._sequences.clear()  # let go by its key, still the collection's
+        raw = database.stale_vouchers
+        raw.insert_many([{"_id": number, "name": f"other-{number}"} for number in range(2, 6)])
+
+        assert Voucher(name="mine").save().id == 101
+        stored = sorted((d["_id"], d["name"]) for d in raw.find())
+    assert stored == [(1, "first"), *((n, f"other-{n}") for n in range(2, 6)), (101, "mine")]
 
 
 def test_a_used_up_sharded_scope_names_its_own_counters(mongoengine_db: Any) -> None:
