@@ -7,7 +7,7 @@ import random
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 from unittest import mock
 
 import bson.json_util
@@ -1297,6 +1297,34 @@ def test_a_field_keeps_a_bounded_number_of_scopes(
     assert stored == [("A", 1), ("A", 11), ("B", 1), ("C", 1), ("D", 1), ("E", 1)]
 
 
+class LetGoReceipt(me.Document):
+    id = SequenceField(primary_key=True, batch_size=100)
+    name = me.StringField()
+    meta = {"collection": "receipts_let_go"}
+
+
+def _saved_after_its_sequence_was_let_go(let_go: Callable[[Any], None]) -> tuple[Any, list[Any]]:
+    """Save a receipt (leasing 1..100), ``let_go(database)`` of its sequence, have another
+    writer store 2..5, and save another receipt: its id, and the stored (id, name) pairs."""
+    with connected() as connect:
+        database = connect()  # mongomock's own client: one collection object per name
+        LetGoReceipt(name="first").save()
+        let_go(database)
+        raw = database.receipts_let_go
+        raw.insert_many([{"_id": number, "name": f"other-{number}"} for number in range(2, 6)])
+        made = LetGoReceipt(name="mine").save().id
+        return made, sorted((d["_id"], d["name"]) for d in raw.find())
+
+
+#: What :func:`_saved_after_its_sequence_was_let_go` stores when the collision drops the stale
+#: block: the other writer's 2..5 are kept, and the receipt takes the next block's first value.
+_STORED_AFTER_A_FRESH_BLOCK: Final = [
+    (1, "first"),
+    *((number, f"other-{number}") for number in range(2, 6)),
+    (101, "mine"),
+]
+
+
 def test_past_the_bound_the_writes_of_a_collection_lease_from_a_sequence_the_field_keeps(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -1307,29 +1335,13 @@ def test_past_the_bound_the_writes_of_a_collection_lease_from_a_sequence_the_fie
 
     monkeypatch.setattr(field_module, "MAX_SEQUENCES", 2)
 
-    class Receipt(me.Document):
-        id = SequenceField(primary_key=True, batch_size=100)
-        name = me.StringField()
-        meta = {"collection": "bounded_receipts"}
+    def other_databases_push_it_out_of_the_bound(database: Any) -> None:
+        for tenant in ("t1", "t2", "t3"):
+            LetGoReceipt.id.sequence_for(database.client[f"bounded_{tenant}"], LetGoReceipt)
 
-    with connected() as connect:
-        database = connect()  # mongomock's own client: one collection object per name
-        Receipt(name="first").save()  # leases 1..100
-        for tenant in ("t1", "t2", "t3"):  # other databases' sequences push it out of the bound
-            Receipt.id.sequence_for(database.client[f"bounded_{tenant}"], Receipt)
-        raw = database.bounded_receipts
-        raw.insert_many([{"_id": number, "name": f"other-{number}"} for number in range(2, 6)])
-
-        assert Receipt(name="mine").save().id == 101
-        stored = list(raw.find())
-    assert sorted((d["_id"], d["name"]) for d in stored) == [
-        (1, "first"),
-        (2, "other-2"),
-        (3, "other-3"),
-        (4, "other-4"),
-        (5, "other-5"),
-        (101, "mine"),
-    ]
+    made, stored = _saved_after_its_sequence_was_let_go(other_databases_push_it_out_of_the_bound)
+    assert made == 101
+    assert stored == _STORED_AFTER_A_FRESH_BLOCK
 
 
 def test_a_collision_drops_the_blocks_of_the_sequence_the_write_leased_from() -> None:
@@ -1337,21 +1349,12 @@ def test_a_collision_drops_the_blocks_of_the_sequence_the_write_leased_from() ->
     bound let it go while the write looked it up); the collision must drop that sequence's
     blocks, not those of another made for the key."""
 
-    class Voucher(me.Document):
-        id = SequenceField(primary_key=True, batch_size=100)
-        name = me.StringField()
-        meta = {"collection": "stale_vouchers"}
+    def let_go_by_its_key_still_the_collections(database: Any) -> None:
+        LetGoReceipt.id._sequences.clear()
 
-    with connected() as connect:
-        database = connect()  # mongomock's own client: one collection object per name
-        Voucher(name="first").save()  # leases 1..100
-        Voucher.id._sequences.clear()  # let go by its key, still the collection's
-        raw = database.stale_vouchers
-        raw.insert_many([{"_id": number, "name": f"other-{number}"} for number in range(2, 6)])
-
-        assert Voucher(name="mine").save().id == 101
-        stored = sorted((d["_id"], d["name"]) for d in raw.find())
-    assert stored == [(1, "first"), *((n, f"other-{n}") for n in range(2, 6)), (101, "mine")]
+    made, stored = _saved_after_its_sequence_was_let_go(let_go_by_its_key_still_the_collections)
+    assert made == 101
+    assert stored == _STORED_AFTER_A_FRESH_BLOCK
 
 
 def test_a_used_up_sharded_scope_names_its_own_counters(mongoengine_db: Any) -> None:
