@@ -851,12 +851,9 @@ def run(args: argparse.Namespace) -> int:
     chart = None if args.chart is None else shorten(args.chart, SHOWN_PATH_CHARACTERS)
     if args.chart is not None:
         check_output_path(args.chart, option="--chart")
-        if not args.chart.lower().endswith(shardsim.PLOT_SUFFIX):
-            raise CommandError(
-                f"--chart {chart}: the chart is a PNG: expected a file name ending in "
-                f"{shardsim.PLOT_SUFFIX}",
-                status=EXIT_USAGE,
-            )
+        problem = shardsim.not_a_png_name(args.chart)
+        if problem is not None:
+            raise CommandError(f"--chart {chart}: {problem}", status=EXIT_USAGE)
         try:
             import matplotlib  # noqa: F401
         except ImportError as error:

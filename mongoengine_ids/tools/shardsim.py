@@ -966,6 +966,14 @@ PLOT_INSTALL: Final = "pip install 'mongoengine-ids[plot]'"
 PLOT_SUFFIX: Final = ".png"
 
 
+def not_a_png_name(path: str | Path) -> str | None:
+    """Why the chart cannot be written to ``path`` (a name not ending in :data:`PLOT_SUFFIX`:
+    ``chart.svg`` would hold PNG data), or None."""
+    if str(path).lower().endswith(PLOT_SUFFIX):
+        return None
+    return f"the chart is a PNG: expected a file name ending in {PLOT_SUFFIX}"
+
+
 #: Layout of the chart, in inches: each panel, the legend's column on the right, the title's
 #: band at the top; the caption's band grows with its lines.
 _PANEL_SIZE: Final = (4.2, 2.8)
@@ -1136,10 +1144,9 @@ def plot(reports: Sequence[ShardReport], path: str | Path) -> Path:
             would hold PNG data).
     """
     target = Path(path)
-    if not str(target).lower().endswith(PLOT_SUFFIX):
-        raise ValueError(
-            f"path={str(path)!r}: the chart is a PNG: expected a file name ending in {PLOT_SUFFIX}"
-        )
+    problem = not_a_png_name(path)
+    if problem is not None:
+        raise ValueError(f"path={str(path)!r}: {problem}")
     figure = chart_figure(reports)
     figure.savefig(target, format="png", dpi=100)
     return target
@@ -1186,6 +1193,7 @@ __all__ = [
     "format_summary",
     "format_windows",
     "make_burst",
+    "not_a_png_name",
     "plot",
     "run",
     "simulate",
