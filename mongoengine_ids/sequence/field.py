@@ -2086,13 +2086,14 @@ class SequenceField(GeneratedField):
         server names the index: one without this field is another field's duplicate.
         """
         pattern = (error.details or {}).get("keyPattern")
-        if isinstance(pattern, dict) and self.db_field not in pattern:
+        if isinstance(pattern, dict) and write.path(self.db_field) not in pattern:
             return False
         first = write.documents[0] if write.documents else None
         scope = None if first is None else self._scope_of(write.document_class, first)
         probe = write.held_by_others(self.db_field, self.to_mongo(value))
         if first is not None:
-            probe.update(self._colliding_with(write.document_class, first))
+            colliding = self._colliding_with(write.document_class, first)
+            probe.update({write.path(name): value for name, value in colliding.items()})
         if write.collection.find_one(probe, {"_id": 1}) is None:
             return False
         self._write_sequence(write, scope).discard()

@@ -76,29 +76,50 @@ class Write:
     #: so that what a field recorded for a value (a reservation) in an attempt whose outcome is
     #: unknown is found to be its own; another place's, even of the same write, is not.
     owners: Sequence[str] = ()
+    #: Where the documents are in the documents written, as a query and an index name it
+    #: (:attr:`.values.Slot.place`): "" for the documents written, ``"lines"`` for embedded
+    #: documents in their list ``lines``.
+    place: str = ""
+    #: The documents written, if the documents are embedded in them (else the documents).
+    roots: Sequence[BaseDocument] = ()
 
     @property
     def database(self) -> Database[Any]:
         """The database the documents are written to."""
         return self.collection.database
 
+    def path(self, db_field: str) -> str:
+        """The path of the documents' ``db_field`` in the documents written (:attr:`place`),
+        as a query and an index name it."""
+        return f"{self.place}.{db_field}" if self.place else db_field
+
     def held_by_others(self, db_field: str, stored: Any) -> dict[str, Any]:
-        """A filter for documents other than this write's own that hold ``stored``.
+        """A filter for documents other than this write's own that hold ``stored`` as their
+        ``db_field`` (at :attr:`place`).
 
         A collision probe must not find the write's own document: if a later write (in a
         ``_save_create`` override, say) failed after the document was inserted, the value is
         the document's, not taken by another.
         """
-        own = [seam.stored_pk(document) for document in self.documents]
+        path = self.path(db_field)
+        own = [seam.stored_pk(document) for document in self.roots or self.documents]
         known = [pk for pk in own if pk is not None]
-        if not known or db_field == "_id":
-            return {db_field: stored}
-        return {db_field: stored, "_id": {"$nin": known}}
+        if not known or path == "_id":
+            return {path: stored}
+        return {path: stored, "_id": {"$nin": known}}
 
-    def of(self, document_class: type[BaseDocument], documents: Sequence[BaseDocument]) -> Write:
-        """The same write, for other documents (one field's share of a batch); without
-        ``owners``, which only :meth:`GeneratedField.note_assigned` is told."""
-        return Write(document_class, self.collection, documents)
+    def of(
+        self,
+        document_class: type[BaseDocument],
+        documents: Sequence[BaseDocument],
+        *,
+        place: str = "",
+        roots: Sequence[BaseDocument] = (),
+    ) -> Write:
+        """The same write, for other documents (one field's share of a batch; embedded
+        documents at ``place`` in ``roots``); without ``owners``, which only
+        :meth:`GeneratedField.note_assigned` is told."""
+        return Write(document_class, self.collection, documents, place=place, roots=roots)
 
 
 class Stored:

@@ -1335,19 +1335,6 @@ def _embedded_class(field: Any, value: Any) -> type[BaseDocument] | None:
     return declared
 
 
-def embedding_values(document: BaseDocument) -> Iterator[Any]:
-    """The values of ``document`` that may hold embedded documents."""
-    names = shape(type(document)).embedding
-    data = document._data
-    if names is None:
-        yield from data.values()
-        return
-    for name in names:
-        value = data.get(name)
-        if value is not None:
-            yield value
-
-
 def embedded_places(
     document: BaseDocument, *, keys: bool = False
 ) -> Iterator[tuple[str, tuple[str, ...], BaseDocument]]:
@@ -1383,6 +1370,28 @@ def embedded_places_in(
     """Every embedded document inside ``value`` (a field's value written at the dotted db
     ``path``), at any depth, as :func:`embedded_places` gives them."""
     return _places_in(value, path, tuple(path.split(".")))
+
+
+def embedded_children(document: BaseDocument) -> Iterator[tuple[str, BaseDocument]]:
+    """The embedded documents directly inside ``document`` (in its fields, lists and maps),
+    each with the dotted path of its place as a query and an index name it: the db field, then
+    the keys of maps; the items of a list are the list's path (``lines`` for each item of the
+    list ``lines``, as ``{"lines.no": 1}`` finds any of them)."""
+    names = shape(type(document)).embedding
+    for name in document._data if names is None else names:
+        field = document._fields.get(name)
+        yield from _children_in(document._data.get(name), getattr(field, "db_field", name))
+
+
+def _children_in(value: Any, path: str) -> Iterator[tuple[str, BaseDocument]]:
+    if isinstance(value, EmbeddedDocument):
+        yield path, value
+    elif isinstance(value, (list, tuple)):  # a BaseList too
+        for item in value:
+            yield from _children_in(item, path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _children_in(item, f"{path}.{key}")
 
 
 def embedded_documents(value: Any) -> Iterator[BaseDocument]:

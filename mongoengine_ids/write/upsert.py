@@ -1538,7 +1538,8 @@ class _Places:
                     "would insert a second one. Filter by its fields instead "
                     f"({update_name}<field>=...), or give the value"
                 )
-            self.empty[Slot(holder, holder, inner, generated, kind)] = f"{update_name}{inner}"
+            slot = Slot(holder, holder, inner, generated, kind, place=path)
+            self.empty[slot] = f"{update_name}{inner}"
 
 
 def _equality(value: Any) -> bool:

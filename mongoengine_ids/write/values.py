@@ -108,9 +108,12 @@ class Slot:
         name: the field's name.
         field: the field.
         kind: the class whose field it is (default: the holder's class).
+        place: where the holder is in the document written, as a query and an index name it
+            (:func:`.seam.embedded_children`): "" for the document itself, ``"lines"`` for an
+            embedded document in the list ``lines``; "" where not known.
     """
 
-    __slots__ = ("_data", "field", "holder", "kind", "name", "root")
+    __slots__ = ("_data", "field", "holder", "kind", "name", "place", "root")
 
     def __init__(
         self,
@@ -119,12 +122,14 @@ class Slot:
         name: str,
         field: GeneratedField,
         kind: type[BaseDocument] | None = None,
+        place: str = "",
     ) -> None:
         self.root = root
         self.holder = holder
         self.name = name
         self.field = field
         self.kind = type(holder) if kind is None else kind
+        self.place = place
         self._data = seam.data(holder)  # the same dict while the write lasts
 
     def __repr__(self) -> str:
@@ -285,19 +290,22 @@ def holder_of(
 
 
 def _collect(
-    document: BaseDocument, root: BaseDocument, embedded_new_only: bool, found: list[Slot]
+    document: BaseDocument,
+    root: BaseDocument,
+    embedded_new_only: bool,
+    found: list[Slot],
+    place: str = "",
 ) -> None:
     shape = seam.shape(type(document))
     if shape.guarded:
         _refuse_shadowing(document)
     if not (embedded_new_only and document is not root and not seam.is_new(document)):
         for name, field in shape.generated:
-            found.append(Slot(root, document, name, field))
+            found.append(Slot(root, document, name, field, place=place))
     if shape.embedding == ():
         return
-    for value in seam.embedding_values(document):  # a loaded one may hold new ones
-        for embedded in seam.embedded_documents(value):
-            _collect(embedded, root, embedded_new_only, found)
+    for path, embedded in seam.embedded_children(document):  # a loaded one may hold new ones
+        _collect(embedded, root, embedded_new_only, found, f"{place}.{path}" if place else path)
 
 
 def _refuse_shadowing(document: BaseDocument) -> None:
@@ -324,10 +332,9 @@ def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
     """Every embedded document inside ``document``, at any depth."""
     if seam.shape(type(document)).embedding == ():
         return
-    for value in seam.embedding_values(document):
-        for inner in seam.embedded_documents(value):
-            yield inner
-            yield from embedded(inner)
+    for _, inner in seam.embedded_children(document):
+        yield inner
+        yield from embedded(inner)
 
 
 def _with_embedded(documents: list[BaseDocument]) -> list[BaseDocument]:
@@ -852,7 +859,8 @@ def collided(
 ) -> Slot | None:
     """The filled slot whose field claims ``error`` as its value colliding, if any."""
     for slot in filled:
-        if slot.field.is_collision(write.of(slot.kind, [slot.holder]), error, slot.value):
+        at = write.of(slot.kind, [slot.holder], place=slot.place, roots=[slot.root])
+        if slot.field.is_collision(at, error, slot.value):
             return slot
     return None
 
