@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 from unittest import mock
@@ -14,8 +16,10 @@ import bson.json_util
 import mongoengine
 import mongoengine as me
 import mongomock
+import pymongo
 import pymongo.errors
 import pytest
+from _support import TEST_URI
 from mongoengine import Document, IntField, StringField
 from mongoengine import fields as me_fields
 from mongoengine.errors import NotUniqueError, ValidationError
@@ -1355,6 +1359,49 @@ def test_a_collision_drops_the_blocks_of_the_sequence_the_write_leased_from() ->
     made, stored = _saved_after_its_sequence_was_let_go(let_go_by_its_key_still_the_collections)
     assert made == 101
     assert stored == _STORED_AFTER_A_FRESH_BLOCK
+
+
+class LetGoTenant(me.Document):
+    id = SequenceField(primary_key=True, batch_size=10)
+    number = SequenceField(scope="shop")
+    shop = me.StringField()
+    meta = {"collection": "tenants_let_go"}
+
+
+def test_the_sequences_of_a_disconnected_client_are_let_go(mongoengine_connect: Connect) -> None:
+    """Probe BI: a field kept the sequence of every connection it wrote through, and each held
+    its client after ``disconnect()``: a process connecting per tenant kept every closed client.
+    The next sequence a field makes lets go of those of connections MongoEngine ended."""
+    clients = []
+    for tenant in range(3):
+        database = mongoengine_connect()  # the default alias, a new client each time
+        LetGoTenant(shop="a").save()
+        LetGoTenant.objects.insert([LetGoTenant(shop="b")])
+        assert [d["number"] for d in database.tenants_let_go.find().sort("_id")] == [1, 1]
+        clients.append(weakref.ref(database.client))
+        if tenant < 2:
+            mongoengine.disconnect()
+    gc.collect()
+    assert [client() is None for client in clients] == [True, True, False]
+    # Those of the connection in use are kept: the next save takes the block's next key.
+    LetGoTenant(shop="a").save()
+    assert LetGoTenant.objects.order_by("-id").first().id == 3
+
+
+def test_a_sequence_made_for_a_database_of_ones_own_is_kept(mongoengine_connect: Connect) -> None:
+    """Only connections MongoEngine made and ended are let go: a database given to
+    ``sequence_for()`` by hand keeps its sequence (and its blocks) however many are made."""
+    database = mongoengine_connect()
+    client = mongomock.MongoClient() if TEST_URI is None else pymongo.MongoClient(TEST_URI)
+    own = client[database.name]
+    try:
+        sequence = LetGoTenant.id.sequence_for(own, LetGoTenant)
+        mongoengine.disconnect()
+        mongoengine_connect()
+        LetGoTenant(shop="a").save()  # a sequence made for the new connection
+        assert LetGoTenant.id.sequence_for(own, LetGoTenant) is sequence
+    finally:
+        client.close()
 
 
 def test_a_used_up_sharded_scope_names_its_own_counters(mongoengine_db: Any) -> None:

@@ -194,6 +194,8 @@ def check_internals() -> None:
     for name in ("_qs", "_object_key"):
         if not isinstance(vars(Document).get(name), property):
             problems.append(f"Document.{name} is not a property")
+    if not isinstance(getattr(mongoengine.connection, "_connections", None), dict):
+        problems.append("mongoengine.connection._connections is not a dict")
     if problems:
         raise ImportError(
             f"mongoengine-ids does not support MongoEngine {mongoengine.__version__}: "
@@ -707,6 +709,11 @@ def text_query(op: str, value: str) -> Any:
     """The query value of a string operator (:data:`STRING_OPERATORS`) as a ``StringField``
     makes it: a regex (``startswith`` escapes ``value``; ``regex`` takes it as a pattern)."""
     return _TEXT.prepare_query_value(op, value)
+
+
+def connected_clients() -> list[Any]:
+    """The clients of MongoEngine's connections: ``connect()``'s, until ``disconnect()``."""
+    return list(mongoengine.connection._connections.values())
 
 
 def auto_create_index(document_class: type[BaseDocument]) -> bool:
