@@ -558,9 +558,12 @@ class RandomUniqueField(GeneratedField):
         """
         if not self._has_own_index or value is None:
             return False  # no unique index on this field: a duplicate key is someone else's
-        verdict = _verdict_from_details(error.details, self.db_field)
+        path = write.path(self.db_field)  # (of an embedded document: where it lies)
+        verdict = _verdict_from_details(error.details, path)
         if verdict is None:
-            names = self._index_names(write.collection, write.document_class, create=False)
+            names = self._index_names(
+                write.collection, write.document_class, create=False, path=path
+            )
             verdict = _verdict_from_message(str(error), names)
         if verdict is None:
             # The probe can race a delete of the other document: then the error is raised as
@@ -613,9 +616,15 @@ class RandomUniqueField(GeneratedField):
     # -- the unique index -----------------------------------------------------------------------
 
     def _index_names(
-        self, collection: Any, document_class: type[BaseDocument], *, create: bool
+        self,
+        collection: Any,
+        document_class: type[BaseDocument],
+        *,
+        create: bool,
+        path: str | None = None,
     ) -> frozenset[str]:
-        """The names of the unique indexes on exactly this field; checked once per collection.
+        """The names of the unique indexes on exactly this field (at ``path``, for an embedded
+        document's; made only for a document's own); checked once per collection.
 
         Raises:
             UniqueIndexMissingError: none exists, ``create`` is true and ``auto_create_index``
@@ -624,15 +633,16 @@ class RandomUniqueField(GeneratedField):
         if self.primary_key:
             return frozenset({_ID_INDEX})
         database = collection.database
-        key = (database.name, collection.name, self.db_field)
+        path = self.db_field if path is None else path
+        key = (database.name, collection.name, path)
         names = _index_names.get(database.client, key)
         if names is not None:
             return names
         self._check_declared_index(document_class)
         info = collection.index_information()
-        names = frozenset(name for name, spec in info.items() if _unique_on(spec, self.db_field))
+        names = frozenset(name for name, spec in info.items() if _unique_on(spec, path))
         if not names:
-            if not create:
+            if not create or path != self.db_field:
                 return names
             ours = [(self.db_field, pymongo.ASCENDING)]
             for name, spec in info.items():

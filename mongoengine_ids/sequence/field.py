@@ -1679,6 +1679,9 @@ class SequenceField(GeneratedField):
         #: to (see :meth:`_sequence_of`).
         self._by_collection: dict[tuple[int, type, str], _Found] = {}
         self._sequences_lock = resets.ProcessLock()
+        #: The ids of MongoEngine's connected clients when the field last looked (a new
+        #: sequence looks again only if they changed: review U, a scan per new scope).
+        self._connected: frozenset[int] = frozenset()
         super().__init__(**kwargs)
         if scope is not None and self.primary_key:
             raise ValueError(
@@ -1744,7 +1747,10 @@ class SequenceField(GeneratedField):
             if entry is not None and entry[0]() is client:
                 return entry[1]
             connected = seam.connected_clients()
-            self._let_go(self._disconnected(connected))
+            live = frozenset(map(id, connected))
+            if live != self._connected:  # a connection ended since the last look, or began
+                self._connected = live
+                self._let_go(self._disconnected(live))
             sequence = Sequence(
                 name,
                 database=database,
@@ -1768,11 +1774,10 @@ class SequenceField(GeneratedField):
             self._let_go(list(itertools.islice(self._sequences, excess)))
             return sequence
 
-    def _disconnected(self, connected: list[Any]) -> list[tuple[int, str, str, str | None]]:
+    def _disconnected(self, live: frozenset[int]) -> list[tuple[int, str, str, str | None]]:
         """The keys of the sequences made for a connection of MongoEngine's that has ended
-        (``disconnect()``): each holds its client (probe BI: closed clients piled up, 15 KB
-        each, in a process connecting per tenant)."""
-        live = {id(each) for each in connected}
+        (``disconnect()``; ``live``: the ids of the clients connected): each holds its client
+        (probe BI: closed clients piled up, 15 KB each, in a process connecting per tenant)."""
         return [
             key
             for key, (client, _, registered) in self._sequences.items()
@@ -1807,6 +1812,7 @@ class SequenceField(GeneratedField):
         # Its own sequences (by its own counter name) and lock, reached by resets and fork().
         self._sequences = {}
         self._by_collection = {}
+        self._connected = frozenset()
         self._sequences_lock = resets.ProcessLock()
         _live_fields.add(self)
 
