@@ -23,7 +23,7 @@ from bson.binary import Binary, UuidRepresentation
 from bson.regex import Regex
 from mongoengine.base import BaseDocument
 from mongoengine.document import Document
-from mongoengine.errors import InvalidQueryError, NotUniqueError, ValidationError
+from mongoengine.errors import InvalidQueryError, NotUniqueError, OperationError, ValidationError
 from mongoengine.fields import EmbeddedDocumentField
 
 from ..resets import PerClient, on_reset
@@ -433,6 +433,7 @@ class _Writes:
             else:
                 (operation,) = seam.update_operations(query.document_class, **{key: value}).values()
                 ((path, stored),) = operation.items()
+                _refuse_loaded_in_part(value, path)
                 slots = _given_slots(query, operator, path, value, stored)
             writes._add(operator, key, value, slots)
         return writes
@@ -463,6 +464,45 @@ class _Writes:
         shared = made + [slot for slot, _ in slots if slot.field.values_unique]
         self.on_insert_only = self.on_insert_only and (not shared or operator == "set_on_insert")
         self.unique += shared
+
+
+def _refuse_loaded_in_part(value: Any, path: str) -> None:
+    """Refuse an update that writes (at ``path``) an embedded document a projection loaded
+    without a generated field, or without a field that may hold generated values
+    (``only("lines.label")``), unless set since: it writes the embedded document whole, so
+    the stored value would be replaced by a new one, or cleared (probe BJ-4: the stored ids of
+    the items were replaced). ``save()`` refuses the same change.
+
+    Raises:
+        OperationError: so; nothing is written.
+    """
+    for place, _, inner in seam.embedded_places_in(value, path):
+        record = seam.state(inner, create=False)
+        if record is None or not record.unloaded:
+            continue
+        data, here = seam.data(inner), set(seam.changed_here(inner))
+        for name in sorted(record.unloaded):
+            field = next(
+                (
+                    f
+                    for kind in seam.with_subclasses(type(inner))
+                    if (f := seam.field_of(kind, name))
+                ),
+                None,
+            )
+            if field is None or seam.is_generated(field):  # (field None: a subclass's)
+                if data.get(name) is not None:
+                    continue  # set since: the user's
+                what = "its value would be replaced by a new one"
+            elif field.db_field in here:
+                continue
+            else:
+                what = "the generated values stored in it would be cleared"
+            raise OperationError(
+                f"{type(inner).__name__}.{name} at {place} was not loaded (only(), exclude()), "
+                f"and this update writes its embedded document whole: {what}; load it "
+                "(reload()) before this change"
+            )
 
 
 def _refuse_every_item(slots: list[tuple[Slot, tuple[str, ...]]]) -> None:
