@@ -7,6 +7,8 @@ replaced. ``save()`` refuses the same change; so does an update now, nothing wri
 
 from __future__ import annotations
 
+import copy
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -111,3 +113,113 @@ def test_a_whole_embedded_document_loaded_with_its_values_is_written_as_given(
         (order.lines[0].no, order.lines[0].r, "x"),
         (order.lines[1].no, order.lines[1].r, "Y"),
     ]
+
+
+# -- lists loaded with $slice or $elemMatch (probe BJ-2) -----------------------------------------
+
+
+class PlTagged(me.Document):
+    name = me.StringField()
+    lines = me.EmbeddedDocumentListField(PlLine)
+    tags = me.ListField(me.StringField())
+
+
+def _tagged(db: Any) -> tuple[PlTagged, list[dict[str, Any]]]:
+    doc = PlTagged(
+        name="t", lines=[PlLine(label=label) for label in "xyz"], tags=["a", "b", "c"]
+    ).save()
+    return doc, list(db.pl_tagged.find())
+
+
+OUT_OF_PLACE = {
+    "slice [1, 1]": {"slice__lines": [1, 1]},
+    "slice -1": {"slice__lines": -1},
+    "elemMatch": {"elemMatch__lines": {"label": "y"}},
+}
+
+
+@pytest.mark.parametrize("projection", OUT_OF_PLACE)
+@pytest.mark.parametrize("change", ["clear a generated value", "edit a label", "replace an item"])
+def test_a_save_writing_into_items_loaded_out_of_place_is_refused(
+    mongoengine_connect: Any, projection: str, change: str
+) -> None:
+    # The item loaded is lines[0] in memory, stored at another place: MongoEngine would write
+    # lines.0.<field>, another stored item (a value made for the cleared field replaced x's).
+    db = mongoengine_connect()
+    _, before = _tagged(db)
+    loaded = PlTagged.objects.fields(**OUT_OF_PLACE[projection]).get()
+    assert loaded.lines[0].label != "x"
+    if change == "clear a generated value":
+        loaded.lines[0].r = None
+    elif change == "edit a label":
+        loaded.lines[0].label = "Y"
+    else:
+        loaded.lines[0] = PlLine(label="new")
+    with pytest.raises(me.OperationError, match=r"'lines' was loaded in part .* another stored"):
+        loaded.save()
+    assert list(db.pl_tagged.find()) == before
+
+
+@pytest.mark.parametrize("projection", [*OUT_OF_PLACE, "slice 1"])
+def test_a_save_writing_a_list_loaded_in_part_whole_is_refused(
+    mongoengine_connect: Any, projection: str
+) -> None:
+    db = mongoengine_connect()
+    _, before = _tagged(db)
+    spec = OUT_OF_PLACE.get(projection, {"slice__lines": 1})
+    loaded = PlTagged.objects.fields(**spec).get()
+    loaded.lines.append(PlLine(label="new"))
+    with pytest.raises(me.OperationError, match="drop the stored items not loaded"):
+        loaded.save()
+    assert list(db.pl_tagged.find()) == before
+
+
+def test_items_loaded_in_place_by_a_slice_are_saved_as_mongoengine_saves_them(
+    mongoengine_connect: Any,
+) -> None:
+    db = mongoengine_connect()
+    doc, _ = _tagged(db)
+    loaded = PlTagged.objects.fields(slice__lines=2).get()  # x and y, at their places
+    loaded.lines[1].label = "Y"
+    loaded.lines[0].no = None  # a new number for x, at lines.0: x's own place
+    loaded.name = "T"
+    loaded.save()
+    (raw,) = db.pl_tagged.find()
+    assert raw["name"] == "T"
+    assert [(item["label"], item["r"]) for item in raw["lines"]] == [
+        ("x", doc.lines[0].r),
+        ("Y", doc.lines[1].r),
+        ("z", doc.lines[2].r),
+    ]
+    assert [item["no"] for item in raw["lines"]] == [4, doc.lines[1].no, doc.lines[2].no]
+
+
+def test_a_save_beside_a_list_loaded_in_part_or_after_its_reload_is_written(
+    mongoengine_connect: Any,
+) -> None:
+    db = mongoengine_connect()
+    _, before = _tagged(db)
+    loaded = PlTagged.objects.fields(slice__lines=[1, 1], slice__tags=[1, 1]).get()
+    loaded.name = "T"  # beside the list
+    loaded.tags.append("d")  # a list without generated values: MongoEngine's to write
+    loaded.save()
+    (raw,) = db.pl_tagged.find()
+    assert (raw["name"], raw["tags"], raw["lines"]) == ("T", ["b", "d"], before[0]["lines"])
+    loaded.reload()
+    loaded.lines.append(PlLine(label="new"))
+    loaded.save()
+    (raw,) = db.pl_tagged.find()
+    assert [item["label"] for item in raw["lines"]] == ["x", "y", "z", "new"]
+
+
+def test_a_copy_of_a_document_with_a_list_loaded_in_part_is_refused_the_same(
+    mongoengine_connect: Any,
+) -> None:
+    db = mongoengine_connect()
+    _, before = _tagged(db)
+    loaded = PlTagged.objects.fields(elemMatch__lines={"label": "z"}).get()
+    for copied in (copy.deepcopy(loaded), pickle.loads(pickle.dumps(loaded))):
+        copied.lines[0].r = None
+        with pytest.raises(me.OperationError, match="loaded in part"):
+            copied.save()
+    assert list(db.pl_tagged.find()) == before

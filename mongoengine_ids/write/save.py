@@ -738,6 +738,7 @@ def _sort(
     Raises:
         OperationError: a value a projection left out is needed (:func:`_refuse_unloaded`).
     """
+    _refuse_in_sliced(document, changed)
     assigned: list[Slot] = []
     empty: list[Slot] = []
     missing: list[Slot] = []
@@ -787,6 +788,35 @@ def _sort(
     for slot in (*assigned, *empty):
         _refuse_unloaded_scope(slot)
     return assigned, empty, missing
+
+
+def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
+    """Refuse a save that writes a list holding generated values that a projection loaded in
+    part (``fields(slice__lines=...)``, ``elemMatch__lines=``) whole (the stored items not
+    loaded would go, their values with them), or, its items being out of their stored places
+    (an ``$elemMatch``, a ``$slice`` that skips or counts from the end), writes into an item:
+    MongoEngine addresses it by its place in the list loaded, which is another stored item's
+    (probe BJ-2: a value made for a cleared field replaced another item's).
+
+    Raises:
+        OperationError: so; nothing is written.
+    """
+    for path, out_of_place in sorted(seam.sliced(document)):
+        for change in changed:
+            whole = change == path or path.startswith(f"{change}.")
+            if whole or (out_of_place and change.startswith(f"{path}.")):
+                how = (
+                    "this save writes the list whole, which would drop the stored items not "
+                    "loaded, their generated values with them"
+                    if whole
+                    else f"its items are not at their stored places: this save writes "
+                    f"{change!r}, which is another stored item's"
+                )
+                raise OperationError(
+                    f"{type(document).__name__}: {path!r} was loaded in part (a $slice or "
+                    f"$elemMatch projection), and {how}; load it whole (reload()) before this "
+                    "change"
+                )
 
 
 def _refuse_unloaded_scope(slot: Slot) -> None:

@@ -1431,6 +1431,10 @@ class State:
     #: Generated fields a projection (``only``/``exclude``) left out when it was loaded; of
     #: an embedded document, also fields that may hold generated values, left out whole.
     unloaded: frozenset[str] = frozenset()
+    #: Lists holding generated values that a projection loaded in part (``$slice``,
+    #: ``$elemMatch``): (dotted db path, whether the items loaded are out of their stored
+    #: places). See :func:`sliced`.
+    sliced: frozenset[tuple[str, bool]] = frozenset()
     #: Its last insert may or may not have been applied (the reply was lost): its values were
     #: generated for it and are kept, and the next ``save()`` inserts them again.
     unconfirmed: bool = False
@@ -1501,6 +1505,7 @@ def state(document: BaseDocument, *, create: bool = True) -> State | None:
 #: and the one under which those of its embedded documents go, by path (:func:`embedded_places`).
 _UNLOADED = "_mongoengine_ids_unloaded"
 _UNLOADED_INSIDE = "_mongoengine_ids_unloaded_inside"
+_SLICED = "_mongoengine_ids_sliced"
 #: ... its key as stored, when in another form than its field writes (see note_stored_key).
 _STORED_KEY = "_mongoengine_ids_stored_key"
 
@@ -1515,6 +1520,8 @@ def _wrap_getstate(owner: type[BaseDocument], own: Callable[[Any], Any] | None) 
         found = state(self, create=False)
         if found is not None and found.unloaded:
             data[_UNLOADED] = sorted(found.unloaded)
+        if found is not None and found.sliced:
+            data[_SLICED] = sorted(found.sliced)
         inside = {
             path: sorted(record.unloaded)
             for path, _, embedded in embedded_places(self)
@@ -1548,6 +1555,8 @@ def _wrap_setstate(owner: type[BaseDocument], own: Callable[[Any, Any], None] | 
         unloaded = data.get(_UNLOADED)
         if unloaded:
             state(self).unloaded = frozenset(unloaded)
+        if data.get(_SLICED):
+            state(self).sliced = frozenset(map(tuple, data[_SLICED]))
         inside = data.get(_UNLOADED_INSIDE)
         if inside:
             for path, _, embedded in embedded_places(self):
@@ -1687,16 +1696,19 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     ``parts.boxes`` out): written whole, it would clear them."""
     if not isinstance(document, Document) or not loaded:
         return
-    present = _Projection(loaded.as_dict())
+    projection = loaded.as_dict()
+    present = _Projection(projection)
     kind = type(document)
+    record = state(document)
     # A scope loaded in part (only("place.city"), exclude("place.zip"), a $slice) names
     # another counter: left out as well.
-    state(document).unloaded = frozenset(
+    record.unloaded = frozenset(
         [
             *(name for name, field in generated_fields(kind) if not present((field.db_field,))),
             *(name for name in scopes(kind) if not present.whole((field_of(kind, name).db_field,))),
         ]
     )
+    record.sliced = _sliced(kind, projection)
     # Per class: its fields of note, and its subclasses' too (once for the document).
     of_note: dict[tuple[type[BaseDocument], bool], set[tuple[str, str, str]]] = {}
     for _, steps, inner in embedded_places(document, keys=True):
@@ -1724,6 +1736,27 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
         )
         if unloaded:
             state(inner).unloaded = unloaded
+
+
+def _sliced(kind: type[BaseDocument], projection: dict[str, Any]) -> frozenset[tuple[str, bool]]:
+    """The lists holding generated values that ``projection`` loads in part, by dotted db
+    path, each with whether the items loaded are out of their stored places: an
+    ``$elemMatch``, or a ``$slice`` that skips items or counts from the end (MongoEngine
+    addresses an item by its place in the list loaded)."""
+    found = set()
+    for path, spec in projection.items():
+        if isinstance(spec, dict) and embeds_generated(values_field_at(kind, path)):
+            cut = spec.get("$slice", 0)
+            skips = cut[0] != 0 if isinstance(cut, (list, tuple)) else cut < 0
+            found.add((path, "$elemMatch" in spec or bool(skips)))
+    return frozenset(found)
+
+
+def sliced(document: Any) -> frozenset[tuple[str, bool]]:
+    """The lists holding generated values a projection loaded in part into ``document``
+    (:func:`_sliced`), unless reloaded since."""
+    found = state(document, create=False)
+    return frozenset() if found is None else found.sliced
 
 
 def _noted_as(kind: type[BaseDocument], name: str, field: Any) -> str:
@@ -1794,9 +1827,15 @@ def loaded_again(document: Any, names: Iterable[str]) -> None:
     """``reload(*names)`` (all fields: none named) loaded these fields of ``document`` whole:
     none is one a projection left out any more."""
     found = state(document, create=False)
-    if found is not None and found.unloaded:
+    if found is not None and (found.unloaded or found.sliced):
         named = set(names)
         found.unloaded = found.unloaded - named if named else frozenset()
+        db_fields = {f.db_field for name in named if (f := field_of(type(document), name))}
+        found.sliced = frozenset(
+            (path, out_of_place)
+            for path, out_of_place in found.sliced
+            if named and path.partition(".")[0] not in db_fields
+        )
 
 
 def loaded_whole(holder: Any, name: str, kind: type[BaseDocument]) -> bool:
