@@ -13,7 +13,7 @@ import mongoengine as me
 import pytest
 from mongoengine.errors import NotUniqueError
 
-from mongoengine_ids import RandomUniqueField
+from mongoengine_ids import RandomUniqueField, SequenceField
 
 
 class MvPart(me.EmbeddedDocument):
@@ -91,3 +91,92 @@ def test_loaded_embedded_documents_kept_in_their_document_are_its_own(
     expected = {"append-new": boxes["a"] + codes[2:], "reorder": boxes["a"][::-1]}
     assert codes == expected.get(how, boxes["a"])
     assert len(set(codes)) == len(codes)
+
+
+# Probe BJ-1: moved to another field of the same document (parts <-> spare, or into a nested
+# place), a loaded embedded document keeps its value: the stored copy holds it at another place
+# of the same document, which the save leaves without it. It was refused as "already reserved".
+
+
+class MvTray(me.EmbeddedDocument):
+    parts = me.ListField(me.EmbeddedDocumentField(MvPart))
+
+
+class MvItem(me.EmbeddedDocument):
+    n = SequenceField(allow_explicit=False)
+    label = me.StringField()
+
+
+class MvOther(me.EmbeddedDocument):
+    n = me.IntField()  # a plain field stored as "n", as MvItem's counter is
+
+
+class MvCart(me.Document):
+    later = me.EmbeddedDocumentListField(MvItem)
+    items = me.EmbeddedDocumentListField(MvItem)
+    tray = me.EmbeddedDocumentField(MvTray)
+    parts = me.ListField(me.EmbeddedDocumentField(MvPart))
+    others = me.EmbeddedDocumentListField(MvOther)
+
+
+@pytest.mark.parametrize("how", ["spare to parts", "parts to spare", "swap"])
+def test_a_loaded_embedded_document_moved_to_another_field_of_its_document_is_its_own(
+    boxes: dict[str, list[Any]], how: str
+) -> None:
+    box = MvBox.objects.get(name="a")
+    first, second = box.parts
+    if how == "spare to parts":
+        box.spare = box.parts.pop()
+        box.save()
+        box = MvBox.objects.get(name="a")
+        box.parts.append(box.spare)
+        box.spare = None
+    elif how == "parts to spare":
+        box.spare = box.parts.pop(0)
+    else:
+        box.parts, box.spare = [second], first
+    box.save()
+    (raw,) = MvBox._get_collection().find({"name": "a"})
+    held = [part["code"] for part in raw.get("parts", [])] + (
+        [raw["spare"]["code"]] if raw.get("spare") else []
+    )
+    assert sorted(held) == sorted(boxes["a"])
+
+
+def test_values_moved_to_another_field_or_a_nested_place_are_its_own(
+    mongoengine_db: Any,
+) -> None:
+    MvCart(later=[MvItem(label="i")]).save()
+    cart = MvCart.objects.get()
+    cart.items.append(cart.later.pop())
+    cart.save()  # allow_explicit=False: refused as an explicit value before
+    (raw,) = mongoengine_db.mv_cart.find()
+    assert (raw.get("later", []), raw["items"]) == ([], [{"n": 1, "label": "i"}])
+    cart.parts = [MvPart()]
+    cart.save()
+    code = cart.parts[0].code
+    cart = MvCart.objects.get()
+    cart.tray = MvTray(parts=[cart.parts.pop()])  # into a nested place
+    cart.save()
+    (raw,) = mongoengine_db.mv_cart.find()
+    assert (raw.get("parts", []), raw["tray"]) == ([], {"parts": [{"code": code}]})
+    part = MvBox(name="c", parts=[MvPart()]).save().parts[0]
+    box = MvBox.objects.get(name="c")
+    cart.tray = MvTray(parts=[box.parts[0]])  # from another document: refused, as before
+    with pytest.raises(NotUniqueError):
+        cart.save()
+    assert mongoengine_db.mv_cart.find_one()["items"] == [{"n": 1, "label": "i"}]
+    assert part.code == MvBox._get_collection().find_one({"name": "c"})["parts"][0]["code"]
+
+
+def test_a_value_another_kind_holds_in_the_stored_copy_is_not_taken_for_its_own(
+    mongoengine_db: Any,
+) -> None:
+    # MvOther stores a plain 7 as "n": a number 7 given to an MvItem is still an explicit one.
+    MvCart(others=[MvOther(n=7)]).save()
+    cart = MvCart.objects.get()
+    cart.items.append(MvItem(n=7))
+    with pytest.raises(me.ValidationError, match="explicit value 7 rejected"):
+        cart.save()
+    (raw,) = mongoengine_db.mv_cart.find()
+    assert raw.get("items", []) == []

@@ -997,23 +997,22 @@ def _new_values(write: Write, document: Document, assigned: list[Slot]) -> list[
 
 def _held_by_stored_copy(write: Write, document: Document, slots: list[Slot]) -> set[int]:
     """The slots (by id) whose value the stored copy of ``document`` holds where their holder
-    could sit: the document itself, or anywhere in the same top-level field (any list item,
-    any map key) for an embedded document (nowhere if it is not in ``document``). One read."""
+    could sit: the document itself, or, for an embedded document, any place of the document
+    that holds its kind (:func:`.seam.places_of`: moved from one field to another, or within
+    one; probe BJ-1: a move between two fields was refused), and the place it is at (nowhere
+    if it is not in ``document``). One read."""
     ways = {id(inner): way for _, way, inner in seam.embedded_places(document)}
-    steps_of = {
-        id(slot): () if slot.holder is document else ways.get(id(slot.holder)) for slot in slots
-    }
-    tops = set().union(
-        *(
-            values.read_for(slot, steps)
-            for slot in slots
-            if (steps := steps_of[id(slot)]) is not None
-        )
-    )
+    placed: list[tuple[tuple[str, ...], Slot]] = []
+    for slot in slots:
+        if slot.holder is document:
+            placed.append(((), slot))
+        elif (way := ways.get(id(slot.holder))) is not None:
+            places = seam.places_of(type(document), type(slot.holder))
+            placed += [(steps, slot) for steps in (way, *(p for p in places if p != way))]
+    tops = set().union(*(values.read_for(slot, steps) for steps, slot in placed))
     if not tops:
         return set()
     stored = write.collection.find_one({"_id": seam.stored_pk(document)}, dict.fromkeys(tops, 1))
-    placed = [(steps, slot) for slot in slots if (steps := steps_of[id(slot)]) is not None]
     return values.held(stored or {}, placed)
 
 

@@ -1065,6 +1065,41 @@ def paths_to_hold(field: Any) -> list[str]:
     return paths
 
 
+def places_of(
+    document_class: type[BaseDocument], kind: type[BaseDocument]
+) -> tuple[tuple[str, ...], ...]:
+    """The stored steps (db field names; ``"*"``, any item of a list or map) at which documents
+    of ``document_class`` hold embedded documents of ``kind`` or of a class it derives from or
+    that derives from it, in typed fields at any depth. Places a field does not type (a
+    ``DynamicField``, a list or map of anything, a dynamic document's attribute) are not
+    among them."""
+    family = {*with_subclasses(kind), *(b for b in kind.__mro__ if _derived_embedded(b))}
+    found: list[tuple[str, ...]] = []
+
+    def visit(holder: type[BaseDocument], prefix: tuple[str, ...], seen: frozenset[type]) -> None:
+        for field in holder._fields.values():
+            steps, inner = (*prefix, field.db_field), field
+            while isinstance(inner, ComplexBaseField) and inner.field is not None:
+                steps, inner = (*steps, "*"), inner.field
+            for each in _embedded_types(inner):
+                embedded = registered(each) if isinstance(each, str) else each
+                if embedded is None:
+                    continue
+                if embedded in family and steps not in found:
+                    found.append(steps)
+                for sub in with_subclasses(embedded):
+                    if sub not in seen:
+                        visit(sub, steps, seen | {sub})
+
+    visit(document_class, (), frozenset({document_class}))
+    return tuple(found)
+
+
+def _derived_embedded(kind: type) -> bool:
+    """Whether ``kind`` is an embedded document class of the user's (not MongoEngine's)."""
+    return issubclass(kind, EmbeddedDocument) and not kind.__module__.startswith("mongoengine.")
+
+
 def _generates_at(kind: type[BaseDocument], db_field: str) -> bool:
     found = shape(kind).by_db_field.get(db_field)
     return found is not None and is_generated(found[1])
