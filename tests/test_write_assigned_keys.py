@@ -362,3 +362,56 @@ def test_the_generated_key_of_a_stored_document_cannot_change(mongoengine_db: An
     with pytest.raises(me.errors.OperationError, match="cannot change"):
         saved.save()
     assert _stored(KeyedBySequence)[:2] == before
+
+
+# Probe BJ-3: a new document given the key of a stored one (plain MongoEngine replaces that one)
+# that carries the values it holds: they are its own, not taken. It was refused as reserved.
+
+
+class ReplacedLine(me.EmbeddedDocument):
+    r = RandomUniqueField(digits=9, reserve_in="replaced_line_r")
+    label = me.StringField()
+
+
+class ReplacedOrder(me.Document):
+    name = me.StringField()
+    number = SequenceField(allow_explicit=False)
+    line = me.EmbeddedDocumentField(ReplacedLine)
+    meta = {"collection": "replaced_orders"}
+
+
+@pytest.mark.parametrize("how", ["rebuilt", "_from_son(created=True)"])
+def test_a_new_document_replacing_the_stored_one_by_its_key_keeps_its_values(
+    mongoengine_db: Any, how: str
+) -> None:
+    order = ReplacedOrder(name="v1", line=ReplacedLine(label="a")).save()
+    if how == "rebuilt":
+        copy_ = ReplacedOrder(
+            id=order.id, name="v2", number=order.number, line=ReplacedLine(r=order.line.r)
+        )
+    else:
+        copy_ = ReplacedOrder._from_son(order.to_mongo(), created=True)
+        copy_.name = "v2"
+    copy_.save()
+    assert list(mongoengine_db.replaced_orders.find()) == [
+        {
+            "_id": order.id,
+            "name": "v2",
+            "number": order.number,
+            "line": {"r": order.line.r, **({"label": "a"} if how != "rebuilt" else {})},
+        }
+    ]
+
+
+def test_a_new_document_carrying_another_documents_values_under_a_new_key_is_refused(
+    mongoengine_db: Any,
+) -> None:
+    order = ReplacedOrder(name="v1", line=ReplacedLine(label="a")).save()
+    other = ReplacedOrder(name="b").save()
+    taken = ReplacedOrder(id=other.id, name="b2", line=ReplacedLine(r=order.line.r))
+    with pytest.raises(NotUniqueError, match="already reserved"):
+        taken.save()  # replaces "b", which does not hold it: another document's value
+    fresh = ReplacedOrder(id=ObjectId(), name="c", line=ReplacedLine(r=order.line.r))
+    with pytest.raises(NotUniqueError, match="already reserved"):
+        fresh.save()  # no document under its key: inserted, and the value is order's
+    assert sorted(d["name"] for d in mongoengine_db.replaced_orders.find()) == ["b", "v1"]

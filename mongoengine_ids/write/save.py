@@ -250,9 +250,18 @@ def save_create(
             "a copy"
         )
     retrying = earlier is not None and earlier.unconfirmed  # an insert whose reply was lost
+    # MongoEngine's step replaces the document stored under a key given to a new document
+    # (not generated, no force_insert): the values that one holds are this one's own, not new
+    # (probe BJ-3: a copy carrying its reserve_in values was refused as taken).
+    replaces = not (force_insert or shape.generates_pk) and seam.stored_pk(document) is not None
     # Values changed since an earlier attempt are told to the fields (a counter moves past
     # them), values cleared are made again: whether or not the earlier insert landed.
-    noted, filled = values.prepare(write, [document], [earlier])
+    noted, filled = values.prepare(
+        write,
+        [document],
+        [earlier],
+        new=(lambda assigned: _new_values(write, document, assigned)) if replaces else None,
+    )
     made_pk = make_pk(document, shape) or (earlier is not None and earlier.made_pk)
     found = _landed(document, write, made_pk, filled, noted) if retrying else None
     if found is landed.Found.SENT:

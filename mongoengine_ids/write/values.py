@@ -457,11 +457,15 @@ def new_owner() -> str:
 
 
 def prepare(
-    write: Write, documents: list[BaseDocument], states: list[seam.State | None]
+    write: Write,
+    documents: list[BaseDocument],
+    states: list[seam.State | None],
+    new: Callable[[list[Slot]], list[Slot]] | None = None,
 ) -> tuple[list[tuple[Slot, Any]], list[Slot]]:
-    """The values of new documents about to be inserted: the fields are told the values the
-    user assigned, and the empty ones are filled. Values an earlier attempt generated or noted
-    (its reply was lost; ``states`` are the documents' records), if unchanged since, stay this
+    """The values of new documents about to be written: the fields are told the values the
+    user assigned (those ``new`` keeps, if given: not those a document the write replaces
+    holds), and the empty ones are filled. Values an earlier attempt generated or noted (its
+    reply was lost; ``states`` are the documents' records), if unchanged since, stay this
     write's own. Returns (noted, filled)."""
     found: list[Slot] = []
     for document in documents:
@@ -471,6 +475,8 @@ def prepare(
     empty: list[Slot] = []
     for slot in others:
         (empty if slot.value is None else assigned).append(slot)
+    if new is not None and assigned:
+        assigned = new(assigned)
     noted, filled = note_and_fill(write, assigned, empty)
     return [*kept_noted, *noted], [*kept, *filled]
 
