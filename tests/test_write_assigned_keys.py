@@ -415,3 +415,26 @@ def test_a_new_document_carrying_another_documents_values_under_a_new_key_is_ref
     with pytest.raises(NotUniqueError, match="already reserved"):
         fresh.save()  # no document under its key: inserted, and the value is order's
     assert sorted(d["name"] for d in mongoengine_db.replaced_orders.find()) == ["b", "v1"]
+
+
+class ShardedReplacedOrder(me.Document):
+    tenant = me.StringField()
+    line = me.EmbeddedDocumentField(ReplacedLine)
+    meta = {"collection": "sharded_replaced_orders", "shard_key": ("tenant",)}
+
+
+def test_the_document_a_new_one_replaces_is_found_by_its_shard_key_too(
+    mongoengine_db: Any,
+) -> None:
+    # Review V: MongoEngine replaces by the key and the shard key; another tenant's document
+    # under the key is not the one replaced (on a sharded cluster, the save inserts beside it):
+    # its value was taken for this one's own, never reserved for it.
+    order = ShardedReplacedOrder(tenant="a", line=ReplacedLine(label="a")).save()
+    other = ShardedReplacedOrder(id=order.id, tenant="b", line=ReplacedLine(r=order.line.r))
+    with pytest.raises(NotUniqueError, match="already reserved"):
+        other.save()
+    same = ShardedReplacedOrder(id=order.id, tenant="a", line=ReplacedLine(r=order.line.r))
+    same.save()  # the one replaced holds it: its own
+    assert list(mongoengine_db.sharded_replaced_orders.find()) == [
+        {"_id": order.id, "tenant": "a", "line": {"r": order.line.r}}
+    ]

@@ -180,3 +180,59 @@ def test_a_value_another_kind_holds_in_the_stored_copy_is_not_taken_for_its_own(
         cart.save()
     (raw,) = mongoengine_db.mv_cart.find()
     assert raw.get("items", []) == []
+
+
+class MvLine(me.EmbeddedDocument):
+    no = SequenceField()
+    meta = {"allow_inheritance": True}
+
+
+class MvSubLine(MvLine):
+    no = SequenceField()  # a counter of its own: "mv_sub_line.no"
+
+
+class MvOrder(me.Document):
+    line = me.EmbeddedDocumentField(MvLine)
+    lines = me.EmbeddedDocumentListField(MvLine)
+
+
+def test_a_number_of_a_subclass_with_its_own_counter_is_not_taken_for_the_base_classs(
+    mongoengine_db: Any,
+) -> None:
+    # Review V: the stored copy's SubLine number 3 was taken for the MvLine number 3 given to
+    # `line`, so MvLine's counter was not told of it, and handed it out again.
+    MvOrder(lines=[MvSubLine(), MvSubLine(), MvSubLine()]).save()
+    order = MvOrder.objects.get()
+    order.line = MvLine(no=order.lines.pop().no)  # 3, now a number of MvLine's counter
+    order.save()
+    MvOrder(line=MvLine(), lines=[MvLine(), MvLine()]).save()
+    numbers = [
+        item["no"]
+        for doc in mongoengine_db.mv_order.find()
+        for item in [doc["line"], *doc.get("lines", [])]
+        if item["_cls"] == "MvLine"
+    ]
+    assert sorted(numbers) == [3, 4, 5, 6]
+
+
+class MvNode(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=9, reserve_in="mv_node_codes")
+    kids = me.EmbeddedDocumentListField("MvNode")
+
+
+class MvTree(me.Document):
+    root = me.EmbeddedDocumentField(MvNode)
+    loose = me.EmbeddedDocumentListField(MvNode)
+
+
+def test_a_node_moved_out_of_a_tree_keeps_its_value(mongoengine_db: Any) -> None:
+    # Review V: the places of a class that holds itself stopped one level down: a node at
+    # root.kids.0.kids was not found in the stored copy, and its move refused as taken.
+    MvTree(root=MvNode(kids=[MvNode(kids=[MvNode()])])).save()
+    stored = mongoengine_db.mv_tree.find_one()["root"]["kids"][0]["kids"][0]["code"]
+    tree = MvTree.objects.get()
+    tree.loose.append(tree.root.kids[0].kids.pop())
+    tree.save()
+    raw = mongoengine_db.mv_tree.find_one()
+    assert raw["root"]["kids"][0].get("kids", []) == []
+    assert [node["code"] for node in raw["loose"]] == [stored]

@@ -14,8 +14,10 @@ from typing import Any
 
 import mongoengine as me
 import pytest
+from _support import TEST_URI
 
 from mongoengine_ids import RandomUniqueField, SequenceField
+from mongoengine_ids.write import seam
 
 
 class PlLine(me.EmbeddedDocument):
@@ -223,3 +225,62 @@ def test_a_copy_of_a_document_with_a_list_loaded_in_part_is_refused_the_same(
         with pytest.raises(me.OperationError, match="loaded in part"):
             copied.save()
     assert list(db.pl_tagged.find()) == before
+
+
+class PlBoxes(me.Document):
+    boxes = me.ListField(me.EmbeddedDocumentField(PlBox))
+
+
+def _loaded_as_a_server_returns(queryset: Any, son: dict[str, Any]) -> Any:
+    """The document ``queryset`` loads from a server that answers ``son``: read for real on a
+    server; on mongomock, which runs neither positional projections nor a $slice inside a list,
+    built from that answer and recorded as the queryset's read records it."""
+    if TEST_URI is not None:
+        return queryset.get()
+    document = queryset._document._from_son(son, created=False)
+    seam.note_read(document, seam.parts(queryset))
+    return document
+
+
+@pytest.mark.parametrize("change", ["clear a generated value", "append"])
+def test_a_list_loaded_by_a_positional_projection_is_refused_as_out_of_place(
+    mongoengine_connect: Any, change: str
+) -> None:
+    # Review V: only("lines.$") loads the item the filter matched as lines[0]; not recorded,
+    # x's value was replaced (and an append dropped x and z).
+    db = mongoengine_connect()
+    _, before = _tagged(db)
+    answer = {**before[0], "lines": before[0]["lines"][1:2]}
+    queryset = PlTagged.objects(lines__label="y").only("name", "lines.$")
+    loaded = _loaded_as_a_server_returns(queryset, answer)
+    assert [line.label for line in loaded.lines] == ["y"]
+    if change == "append":
+        loaded.lines.append(PlLine(label="new"))
+    else:
+        loaded.lines[0].r = None
+    with pytest.raises(me.OperationError, match="'lines' was loaded in part"):
+        loaded.save()
+    assert list(db.pl_tagged.find()) == before
+
+
+@pytest.mark.parametrize("change", ["clear a generated value", "append", "replace the box"])
+def test_a_sliced_list_inside_a_list_is_refused_by_its_fields_path(
+    mongoengine_connect: Any, change: str
+) -> None:
+    # Review V: the change boxes.0.lines.0.r was not matched to the list sliced, boxes.lines.
+    db = mongoengine_connect()
+    PlBoxes(boxes=[PlBox(lines=[PlLine(label=label) for label in "xyz"])]).save()
+    before = list(db.pl_boxes.find())
+    box = before[0]["boxes"][0]
+    answer = {**before[0], "boxes": [{**box, "lines": box["lines"][1:2]}]}
+    loaded = _loaded_as_a_server_returns(PlBoxes.objects.fields(slice__boxes__lines=[1, 1]), answer)
+    assert [line.label for line in loaded.boxes[0].lines] == ["y"]
+    if change == "append":
+        loaded.boxes[0].lines.append(PlLine(label="new"))
+    elif change == "replace the box":
+        loaded.boxes[0] = PlBox(label="new")
+    else:
+        loaded.boxes[0].lines[0].r = None
+    with pytest.raises(me.OperationError, match=r"'boxes\.lines' was loaded in part"):
+        loaded.save()
+    assert list(db.pl_boxes.find()) == before

@@ -20,6 +20,7 @@ added later) gets one with a conditional write, or takes the value another proce
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -256,12 +257,12 @@ def save_create(
     replaces = not (force_insert or shape.generates_pk) and seam.stored_pk(document) is not None
     # Values changed since an earlier attempt are told to the fields (a counter moves past
     # them), values cleared are made again: whether or not the earlier insert landed.
-    noted, filled = values.prepare(
-        write,
-        [document],
-        [earlier],
-        new=(lambda assigned: _new_values(write, document, assigned)) if replaces else None,
-    )
+
+    def new(assigned: list[Slot]) -> list[Slot]:
+        select = seam.replaced_by(document)
+        return assigned if select is None else _new_values(write, document, assigned, select)
+
+    noted, filled = values.prepare(write, [document], [earlier], new=new if replaces else None)
     made_pk = make_pk(document, shape) or (earlier is not None and earlier.made_pk)
     found = _landed(document, write, made_pk, filled, noted) if retrying else None
     if found is landed.Found.SENT:
@@ -799,6 +800,10 @@ def _sort(
     return assigned, empty, missing
 
 
+#: A list index in a dotted path (``boxes.0.lines``), or a map key of digits.
+_ITEM_STEP = re.compile(r"\.\d+(?=\.|$)")
+
+
 def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
     """Refuse a save that writes a list holding generated values that a projection loaded in
     part (``fields(slice__lines=...)``, ``elemMatch__lines=``) whole (the stored items not
@@ -812,8 +817,13 @@ def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
     """
     for path, out_of_place in sorted(seam.sliced(document)):
         for change in changed:
-            whole = change == path or path.startswith(f"{change}.")
-            if whole or (out_of_place and change.startswith(f"{path}.")):
+            # By the fields only (the list sliced may be inside a list: boxes.0.lines), but an
+            # item's own place (lines.0), which is inside the list.
+            fields = _ITEM_STEP.sub("", change)
+            item = _ITEM_STEP.search(change[change.rfind(".") :]) is not None
+            whole = (fields == path and not item) or path.startswith(f"{fields}.")
+            inside = fields.startswith(f"{path}.") or (fields == path and item)
+            if whole or (out_of_place and inside):
                 how = (
                     "this save writes the list whole, which would drop the stored items not "
                     "loaded, their generated values with them"
@@ -822,9 +832,9 @@ def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
                     f"{change!r}, which is another stored item's"
                 )
                 raise OperationError(
-                    f"{type(document).__name__}: {path!r} was loaded in part (a $slice or "
-                    f"$elemMatch projection), and {how}; load it whole (reload()) before this "
-                    "change"
+                    f"{type(document).__name__}: {path!r} was loaded in part (a $slice, "
+                    f"$elemMatch or positional projection), and {how}; load it whole (reload()) "
+                    "before this change"
                 )
 
 
@@ -989,22 +999,26 @@ class _Rewritten:
         return id(embedded) in self.found
 
 
-def _new_values(write: Write, document: Document, assigned: list[Slot]) -> list[Slot]:
+def _new_values(
+    write: Write, document: Document, assigned: list[Slot], stored: dict[str, Any] | None = None
+) -> list[Slot]:
     """The slots of ``assigned`` whose value is new to ``document``: not one its stored copy
     already holds in that field (set back after a change, kept in a replaced, rebuilt or
     reordered embedded document; a scoped counter's number in the same scope), unless the
     document now holds it twice. Only the fields that track assigned values are looked up, in
-    one read of the stored copy."""
+    one read of the stored copy (``stored``: the filter it is found by; default, its key)."""
     tracked = [slot for slot in assigned if slot.field.tracks_assigned]
     if not tracked:
         return assigned
     twice = values.repeated(slot for slot in values.slots(document) if slot.value is not None)
     looked_up = [slot for slot in tracked if values.identity_key(slot) not in twice]
-    stored = _held_by_stored_copy(write, document, looked_up)
-    return [slot for slot in assigned if id(slot) not in stored]
+    held = _held_by_stored_copy(write, document, looked_up, stored)
+    return [slot for slot in assigned if id(slot) not in held]
 
 
-def _held_by_stored_copy(write: Write, document: Document, slots: list[Slot]) -> set[int]:
+def _held_by_stored_copy(
+    write: Write, document: Document, slots: list[Slot], select: dict[str, Any] | None = None
+) -> set[int]:
     """The slots (by id) whose value the stored copy of ``document`` holds where their holder
     could sit: the document itself, or, for an embedded document, any place of the document
     that holds its kind (:func:`.seam.places_of`: moved from one field to another, or within
@@ -1021,7 +1035,8 @@ def _held_by_stored_copy(write: Write, document: Document, slots: list[Slot]) ->
     tops = set().union(*(values.read_for(slot, steps) for steps, slot in placed))
     if not tops:
         return set()
-    stored = write.collection.find_one({"_id": seam.stored_pk(document)}, dict.fromkeys(tops, 1))
+    select = {"_id": seam.stored_pk(document)} if select is None else select
+    stored = write.collection.find_one(select, dict.fromkeys(tops, 1))
     return values.held(stored or {}, placed)
 
 

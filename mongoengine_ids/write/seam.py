@@ -65,7 +65,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeGuard, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard, TypeVar, cast, overload
 
 import mongoengine
 from bson import DBRef, ObjectId
@@ -114,6 +114,7 @@ INTERNALS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
     (Document, "_save_create", ("doc", "force_insert", "write_concern")),
     (Document, "_save_update", ("doc", "save_condition", "write_concern")),
     (Document, "_get_update_doc", ()),
+    (Document, "_integrate_shard_key", ("doc", "select_dict")),
     (Document, "_get_collection", ()),
     (Document, "_get_collection_name", ()),
     (Document, "_get_db", ()),
@@ -463,6 +464,18 @@ def class_filter(document_class: type[Document]) -> dict[str, Any]:
         return {}
     names = list(document_class._subclasses)
     return {"_cls": names[0] if len(names) == 1 else {"$in": names}}
+
+
+def replaced_by(document: Document) -> dict[str, Any] | None:
+    """The filter by which MongoEngine's ``save()`` of a new ``document`` with a key replaces
+    the document stored under it: the key, and the shard key's values (on a sharded cluster,
+    a key is unique per shard only). None if a value of the shard key is still to be made:
+    then no stored document holds it, and the save inserts."""
+    try:
+        select = document._integrate_shard_key(document.to_mongo(), {"_id": stored_pk(document)})
+    except (KeyError, TypeError):
+        return None
+    return dict(select)
 
 
 def shard_key(document_class: type[BaseDocument]) -> tuple[str, ...]:
@@ -1065,18 +1078,23 @@ def paths_to_hold(field: Any) -> list[str]:
     return paths
 
 
+#: How many times one embedded class may hold itself along a place :func:`places_of` gives
+#: (a tree of ``Node.kids``: ``kids.*.kids.*`` ... to this depth).
+PLACES_DEPTH: Final = 4
+
+
 def places_of(
     document_class: type[BaseDocument], kind: type[BaseDocument]
 ) -> tuple[tuple[str, ...], ...]:
     """The stored steps (db field names; ``"*"``, any item of a list or map) at which documents
     of ``document_class`` hold embedded documents of ``kind`` or of a class it derives from or
-    that derives from it, in typed fields at any depth. Places a field does not type (a
-    ``DynamicField``, a list or map of anything, a dynamic document's attribute) are not
-    among them."""
+    that derives from it, in typed fields at any depth (:data:`PLACES_DEPTH` levels of a
+    class that holds itself). Places a field does not type (a ``DynamicField``, a list or
+    map of anything, a dynamic document's attribute) are not among them."""
     family = {*with_subclasses(kind), *(b for b in kind.__mro__ if _derived_embedded(b))}
     found: list[tuple[str, ...]] = []
 
-    def visit(holder: type[BaseDocument], prefix: tuple[str, ...], seen: frozenset[type]) -> None:
+    def visit(holder: type[BaseDocument], prefix: tuple[str, ...], path: tuple[type, ...]) -> None:
         for field in holder._fields.values():
             steps, inner = (*prefix, field.db_field), field
             while isinstance(inner, ComplexBaseField) and inner.field is not None:
@@ -1088,10 +1106,10 @@ def places_of(
                 if embedded in family and steps not in found:
                     found.append(steps)
                 for sub in with_subclasses(embedded):
-                    if sub not in seen:
-                        visit(sub, steps, seen | {sub})
+                    if path.count(sub) < PLACES_DEPTH:  # a class that holds itself: a bound
+                        visit(sub, steps, (*path, sub))
 
-    visit(document_class, (), frozenset({document_class}))
+    visit(document_class, (), (document_class,))
     return tuple(found)
 
 
@@ -1776,10 +1794,12 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
 def _sliced(kind: type[BaseDocument], projection: dict[str, Any]) -> frozenset[tuple[str, bool]]:
     """The lists holding generated values that ``projection`` loads in part, by dotted db
     path, each with whether the items loaded are out of their stored places: an
-    ``$elemMatch``, or a ``$slice`` that skips items or counts from the end (MongoEngine
-    addresses an item by its place in the list loaded)."""
+    ``$elemMatch``, a positional ``lines.$``, or a ``$slice`` that skips items or counts from
+    the end (MongoEngine addresses an item by its place in the list loaded)."""
     found = set()
     for path, spec in projection.items():
+        if path.endswith(".$"):  # only("lines.$"): the item the filter matched, as lines[0]
+            path, spec = path[:-2], {"$elemMatch": None}
         if isinstance(spec, dict) and embeds_generated(values_field_at(kind, path)):
             cut = spec.get("$slice", 0)
             skips = cut[0] != 0 if isinstance(cut, (list, tuple)) else cut < 0

@@ -172,13 +172,27 @@ def holders_at(value: Any, steps: tuple[str, ...]) -> list[dict[str, Any]]:
 
 def holds(stored: Any, steps: tuple[str, ...], slot: Slot) -> bool:
     """Whether a stored embedded document (or document) that ``steps`` lead to from ``stored``
-    holds ``slot``'s value, and the same values of the fields the slot's field reads (a scoped
-    counter's number belongs to its scope: the same number in another scope is another)."""
+    holds ``slot``'s value in the slot's field, and the same values of the fields the slot's
+    field reads (a scoped counter's number belongs to its scope: the same number in another
+    scope is another)."""
     identity = _identity(slot)
     return any(
         all(seam.as_stored(holder.get(key)) == value for key, value in identity)
-        for holder in holders_at(stored, steps)
+        for holder in _holders_of(stored, steps, slot)
     )
+
+
+def _holders_of(stored: Any, steps: tuple[str, ...], slot: Slot) -> list[dict[str, Any]]:
+    """The stored holders at ``steps`` whose value under the slot's db field is one of the
+    slot's field: not those stored as a class (``_cls``) whose field of that name is another
+    (a subclass that declares its own counter; review V: its number was taken for the base
+    class's own, whose counter was then not told)."""
+    found = []
+    for holder in holders_at(stored, steps):
+        kind = seam.registered(holder.get("_cls")) if steps else None
+        if kind is None or seam.field_of(kind, slot.name) is slot.field:
+            found.append(holder)
+    return found
 
 
 def held(stored: dict[str, Any], places: Iterable[tuple[tuple[str, ...], Slot]]) -> set[int]:
@@ -187,17 +201,18 @@ def held(stored: dict[str, Any], places: Iterable[tuple[tuple[str, ...], Slot]])
     for all the slots (n items of a list written whole: n look-ups, not n scans of n items).
     Values that cannot be hashed (a list, a dict) are compared one by one, as there."""
     found: set[int] = set()
-    tables: dict[tuple[tuple[str, ...], tuple[str, ...]], set[tuple[Any, ...]] | None] = {}
+    tables: dict[tuple[tuple[str, ...], tuple[str, ...], Any], set[tuple[Any, ...]] | None] = {}
     for steps, slot in places:
         identity = _identity(slot)
         keys = tuple(key for key, _ in identity)
         wanted = tuple(value for _, value in identity)
-        if (steps, keys) not in tables:
+        if (steps, keys, slot.field) not in tables:
             rows = [
-                tuple(seam.as_stored(h.get(k)) for k in keys) for h in holders_at(stored, steps)
+                tuple(seam.as_stored(h.get(k)) for k in keys)
+                for h in _holders_of(stored, steps, slot)
             ]
-            tables[steps, keys] = set(rows) if all(map(_hashable, rows)) else None
-        table = tables[steps, keys]
+            tables[steps, keys, slot.field] = set(rows) if all(map(_hashable, rows)) else None
+        table = tables[steps, keys, slot.field]
         if table is not None and _hashable(wanted):
             hit = wanted in table
         else:
