@@ -486,6 +486,34 @@ def test_a_numeric_value_decorator_inserts_and_finds_in_bulk_as_mongoengines(
     assert ours == theirs
 
 
+@pytest.mark.parametrize(
+    "decorator",
+    [lambda n: str(n + 1000), lambda n: n + 1000, lambda n: f"24{n:04d}"],
+    ids=["text offset", "number offset", "year prefix"],
+)
+def test_a_decorated_key_addresses_its_own_document(mongoengine_db: Any, decorator: Any) -> None:
+    """Probe BK-3: the key a document holds was read as a query value, a number to decorate:
+    "1001" (of 1) was looked for as "2001", so reload(), update() and delete() went to that
+    document, or to none. The key is sent as stored."""
+    Ticket = model(
+        "Ticket",
+        id=SequenceField(primary_key=True, value_decorator=decorator),
+        t=me.StringField(),
+    )
+    first = Ticket(t="first").save()
+    assert first.id == decorator(1)
+    # A document stored under what the key would be looked for as, were it taken for a number.
+    misread = decorator(int(str(first.id)))
+    mongoengine_db["ticket"].insert_one({"_id": misread, "t": "other"})
+    first.t = "stale"
+    first.reload()
+    assert first.t == "first"
+    first.update(set__t="updated")
+    assert mongoengine_db["ticket"].find_one({"_id": first.id})["t"] == "updated"
+    first.delete()
+    assert list(mongoengine_db["ticket"].find()) == [{"_id": misread, "t": "other"}]
+
+
 def test_a_value_decorator_returning_none_is_refused_before_any_write(
     mongoengine_db: Any,
 ) -> None:

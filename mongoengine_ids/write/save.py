@@ -143,6 +143,12 @@ def wrap_object_key(owner: type[Document], own: property | None) -> property:
         stored_key = seam.stored_key(self, self._get_collection())
         if stored_key is not None:  # addressed as it is stored, not in the field's form
             key = {**key, "pk": Stored(stored_key)}
+        elif seam.shape(type(self)).generates_pk and key.get("pk") is not None:
+            # The key the document holds is in stored form: sent so, not read as a query value
+            # (probe BK-3: value_decorator=lambda n: str(n + 1000) made "1001", which a query
+            # reads as the number 1001, decorated "2001": reload(), update() and delete() went
+            # to that document).
+            key = {**key, "pk": Stored(seam.stored_pk(self))}
         return key
 
     return property(_object_key)
