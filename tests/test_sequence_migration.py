@@ -23,7 +23,8 @@ from mongoengine import fields as me_fields
 from mongoengine.context_managers import switch_db
 
 from mongoengine_ids import SequenceField, backfill
-from mongoengine_ids.sequence import DEFAULT_COLLECTION
+from mongoengine_ids.sequence import DEFAULT_COLLECTION, admin
+from mongoengine_ids.sequence.field import CorruptedCounterError
 
 Field = Callable[..., Any]
 THEIRS: Field = me_fields.SequenceField
@@ -342,3 +343,50 @@ def test_objectid_keys_then_a_generated_field(mongoengine_db: Any, kind: Kind) -
         assert order.customer.name == f"old {order.total}"
     if kind.name == "sequence":
         assert sorted(numbers) == list(range(1, 8))
+
+
+# -- scope= added to or removed from a live sequence (probe BK-1) --------------------------------
+
+
+def _invoices(field: Field) -> Any:
+    return model("Invoice", number=field(), tenant=me.StringField())
+
+
+@by_batch
+def test_scope_added_to_a_live_sequence_is_refused_until_its_counters_are_set(
+    mongoengine_db: Any, batch_size: int
+) -> None:
+    # Each scope would be numbered from 1 again beside the numbers its documents hold: acme
+    # held 1 and 3, and a new acme document got 1.
+    Theirs = _invoices(THEIRS)
+    for tenant in ("acme", "zeta", "acme"):
+        Theirs(tenant=tenant).save()
+    before = (raw_docs(mongoengine_db.invoice), list(mongoengine_db[DEFAULT_COLLECTION].find()))
+    Scoped = model(
+        "Invoice",
+        number=SequenceField(scope="tenant", batch_size=batch_size),
+        tenant=me.StringField(),
+    )
+    with pytest.raises(CorruptedCounterError, match="scope= cannot be added to or removed from"):
+        Scoped(tenant="acme").save()
+    assert (
+        raw_docs(mongoengine_db.invoice),
+        list(mongoengine_db[DEFAULT_COLLECTION].find()),
+    ) == before
+    # The way the message gives: each scope's counter past its numbers, the shared one deleted.
+    admin.set_next_value(mongoengine_db, "invoice.number", 4, scope="acme")
+    mongoengine_db[DEFAULT_COLLECTION].delete_one({"_id": "invoice.number"})
+    Scoped(tenant="acme").save()
+    Scoped(tenant="beta").save()  # a new scope: from the start
+    numbers = [(doc["tenant"], doc["number"]) for doc in raw_docs(mongoengine_db.invoice)]
+    assert numbers == [("acme", 1), ("zeta", 2), ("acme", 3), ("acme", 4), ("beta", 1)]
+
+
+def test_scope_removed_from_a_live_sequence_is_refused(mongoengine_db: Any) -> None:
+    Scoped = model("Invoice", number=SequenceField(scope="tenant"), tenant=me.StringField())
+    Scoped(tenant="acme").save()
+    Scoped(tenant="zeta").save()
+    Shared = _invoices(SequenceField)
+    with pytest.raises(CorruptedCounterError, match="with a scope=, and this one has no scope="):
+        Shared(tenant="acme").save()
+    assert [doc["number"] for doc in raw_docs(mongoengine_db.invoice)] == [1, 1]

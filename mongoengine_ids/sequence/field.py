@@ -604,7 +604,45 @@ class CounterStore:
                     f"{self.space.high}), whose counter {counter.document_id!r} would hand out "
                     "its values again: start, digits and shards cannot change on a live sequence",
                 )
+        self._check_scoping()
         self._layout_checked.add(counter.document_id)
+
+    def _check_scoping(self) -> None:
+        """Refuse a counter of a scoped sequence beside the counter of the same sequence without
+        scope, or the reverse (probe BK-1: ``scope=`` added to a live sequence numbered each
+        scope from 1 again, beside the numbers its documents held; removed, the shared counter
+        started again beside every scope's).
+
+        Raises:
+            CorruptedCounterError: such a counter exists.
+        """
+        name = self.name
+        other: dict[str, Any]
+        if self._scope is None:  # any "name@<scope>" of this sequence: a range of the _id index
+            after = chr(ord(SCOPE_SEPARATOR) + 1)
+            ids = {"$gt": name + SCOPE_SEPARATOR, "$lt": name + after}
+            other = {"_id": ids, "sequence": name, "scope": {"$exists": True}}
+        else:  # "name", or its shards "name#<n>"
+            after = chr(ord(SHARD_SEPARATOR) + 1)
+            ids = {"$gt": name + SHARD_SEPARATOR, "$lt": name + after}
+            shard: dict[str, Any] = {"_id": ids, "sequence": name, "shard": {"$exists": True}}
+            other = {"$or": [{"_id": name}, {**shard, "scope": {"$exists": False}}]}
+        collection = self.collection
+        found = self._call(lambda: collection.find_one(other, {"_id": 1}))
+        if found is None:
+            return
+        has, lacks = ("a", "no") if self._scope is None else ("no", "a")
+        raise _corrupted(
+            found["_id"],
+            self.collection_name,
+            f"it belongs to sequence {name!r} with {has} scope=, and this one has {lacks} "
+            "scope=: scope= cannot be added to or removed from a live sequence (each scope "
+            "would be numbered again from the start beside the numbers its documents hold, or "
+            "the shared counter beside every scope's). To number per scope from here, set each "
+            "scope's counter past the highest number its documents hold "
+            "(mongoengine_ids.sequence.admin.set_next_value(..., scope=...)), then delete the "
+            "counters of the old layout",
+        )
 
     def _validate(self, document: Mapping[str, Any], counter: _Counter) -> int:
         current = _check_next(document, self.collection_name)
