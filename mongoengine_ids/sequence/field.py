@@ -526,7 +526,7 @@ class CounterStore:
         Creating before the first ``$inc`` (instead of ``$setOnInsert``, which a real server
         rejects together with ``$inc`` on the same field) works the same on every server and on
         mongomock; with the look for counters of another layout (:meth:`_check_layout`), it
-        costs three extra round trips once per counter.
+        costs four extra round trips once per counter.
 
         Raises:
             CorruptedCounterError: the sequence has counters of another layout.
