@@ -1644,6 +1644,27 @@ def test_a_scoped_number_unique_on_its_own_collides_across_scopes(mongoengine_db
     assert field.is_collision(write, ours, 1) is True
 
 
+def test_a_scoped_number_unique_per_scope_names_its_own_scope_when_retries_run_out(
+    mongoengine_db: Any,
+) -> None:
+    """Probe BK-2: declared unique_with its scope, it was told that documents of other scopes
+    held the numbers and to declare unique_with=, which it has."""
+
+    class Bench(Document):
+        room = StringField(required=True)
+        number = SequenceField(scope="room", unique_with="room")
+
+    Bench.ensure_indexes()
+    mongoengine_db.bench.insert_many([{"room": "A", "number": n} for n in range(1, 7)])
+    with pytest.raises(RetriesExhaustedError) as raised:
+        Bench(room="A").save()
+    message = str(raised.value)
+    assert "held by stored documents of the same one" in message
+    assert "set_next_value(db, 'bench.number', <highest stored value + 1>, scope=" in message
+    assert "unique_with" not in message
+    assert mongoengine_db.bench.count_documents({}) == 6  # nothing written
+
+
 def test_a_scoped_number_unique_on_its_own_says_so_when_retries_run_out(
     mongoengine_db: Any,
 ) -> None:

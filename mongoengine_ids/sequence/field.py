@@ -2187,12 +2187,23 @@ class SequenceField(GeneratedField):
 
     def retries_exhausted(self, error: Exception, attempts: int) -> RetriesExhaustedError:
         """A :class:`~mongoengine_ids.errors.RetriesExhaustedError` naming the field."""
-        if self.scope is not None:  # unique=True alone: each scope's numbers start again
+        with_ = self.unique_with
+        scoped_index = self.scope in ([with_] if isinstance(with_, str) else list(with_ or ()))
+        if self.scope is not None and not scoped_index:
+            # unique=True alone: each scope's numbers start again
             return RetriesExhaustedError(
                 f"{self._label}: all {attempts} values the counter of this {self.scope!r} gave "
                 "were held by documents of other scopes: a number per scope repeats across "
                 f"scopes, which an index unique on {self.name!r} alone refuses; declare it "
                 f"unique_with={self.scope!r} (unique per scope), or drop scope="
+            )
+        if self.scope is not None:  # (probe BK-2: this was said to be other scopes' doing)
+            return RetriesExhaustedError(
+                f"{self._label}: all {attempts} values the counter of this {self.scope!r} gave "
+                "were held by stored documents of the same one already (written without it: "
+                "imported, numbered by a counter without scope=, or with the counter set back); "
+                "move its counter past them: mongoengine_ids.sequence.admin.set_next_value(db, "
+                f"{self.counter_name()!r}, <highest stored value + 1>, scope=<the {self.scope}>)"
             )
         return RetriesExhaustedError(
             f"{self._label}: all {attempts} values the counter gave were held by stored "
