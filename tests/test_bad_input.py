@@ -1637,8 +1637,9 @@ def test_counters_in_the_models_own_collection_are_refused(mongoengine_db: Any) 
         number = SequenceField(collection_name="own_counted")
         meta = {"collection": "own_counted"}
 
-    with pytest.raises(ValueError, match=r"OwnCounted\.number: collection_name='own_counted'"):
+    with pytest.raises(ValueError, match=r"OwnCounted\.number: collection_name='own_counted'") as e:
         OwnCounted().save()
+    assert "Copy the counter documents kept there (_id 'own_counted.number')" in str(e.value)
     with pytest.raises(ValueError, match="collection_name='own_counted'"):
         OwnCounted(number=5).save()
     assert mongoengine_db["own_counted"].count_documents({}) == 0

@@ -2063,7 +2063,9 @@ class SequenceField(GeneratedField):
             raise ValueError(
                 f"{self._label}: collection_name={self.collection_name!r} is the collection of "
                 "the documents themselves; the counters need a collection of their own "
-                f"(default {DEFAULT_COLLECTION!r})"
+                f"(default {DEFAULT_COLLECTION!r}). Copy the counter documents kept there "
+                f"(_id {self.counter_name(write.document_class)!r}) into it first, or the "
+                "numbers start again from the first"
             )
 
     def _present(self, numbers: list[int]) -> list[Any]:
