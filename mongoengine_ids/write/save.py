@@ -140,18 +140,36 @@ def wrap_object_key(owner: type[Document], own: property | None) -> property:
             if own is not None
             else super(owner, self)._object_key
         )
-        stored_key = seam.stored_key(self, self._get_collection())
-        if stored_key is not None:  # addressed as it is stored, not in the field's form
-            key = {**key, "pk": Stored(stored_key)}
-        elif seam.shape(type(self)).generates_pk and key.get("pk") is not None:
-            # The key the document holds is in stored form: sent so, not read as a query value
-            # (probe BK-3: value_decorator=lambda n: str(n + 1000) made "1001", which a query
-            # reads as the number 1001, decorated "2001": reload(), update() and delete() went
-            # to that document).
-            key = {**key, "pk": Stored(seam.stored_pk(self))}
-        return key
+        return _in_stored_form(self, key)
 
     return property(_object_key)
+
+
+def _in_stored_form(document: Document, key: dict[str, Any]) -> dict[str, Any]:
+    """``key``, the filter MongoEngine addresses ``document`` by (``pk``, and the shard key's
+    fields), with the values of generated fields as the document holds them, in stored form:
+    sent so, not read as query values (probe BK-3: with ``value_decorator=lambda n: str(n +
+    1000)``, the key "1001" was read as the number 1001 and looked for as "2001", so
+    ``reload()``, ``update()`` and ``delete()`` went to that document). A key stored in
+    another form than its field writes is sent as stored (:func:`.seam.stored_key`). The key
+    goes by its field's name, which ``modify()`` sets too (beside "pk", both were asked)."""
+    kind = type(document)
+    pk_name = seam.shape(kind).pk_name
+    stored_key = seam.stored_key(document, document._get_collection())
+    found: dict[str, Any] = {}
+    for name, value in key.items():
+        field_name = pk_name if name == "pk" else name
+        field = seam.field_of(kind, field_name)
+        if field_name == pk_name and stored_key is not None:
+            found[field_name] = Stored(stored_key)
+        elif value is not None and seam.is_generated(field):
+            try:
+                found[field_name] = Stored(field.to_mongo(value))
+            except (ValidationError, ValueError, TypeError):
+                found[name] = value  # no value of the field (a UUID of another version)
+        else:
+            found[name] = value
+    return found
 
 
 def wrap_reload(owner: type[Document], own: Callable[..., Any] | None) -> Callable[..., Any]:
