@@ -183,11 +183,12 @@ def test_set_on_a_scoped_sequence(mongoengine_db: Any) -> None:
     # Probe R: without a scope, the error said only that there was no such counter.
     with pytest.raises(LookupError, match=r"'invoice\.number' is numbered per scope: name one"):
         show_counter(mongoengine_db, "invoice.number")
-    # An unscoped counter of that name may be another field's (a shared sequence_name): set
-    # makes it, as for any name (the command line says the name has counters per scope).
+    # A counter without scope beside them is refused: the field would refuse it on the first
+    # save of every new scope (review W; a name is numbered with scope= or without, not both).
     assert has_scoped_counters(mongoengine_db, "invoice.number")
-    set_next_value(mongoengine_db, "invoice.number", 900)
-    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "invoice.number"})["next"] == 899
+    with pytest.raises(ValueError, match="has counters per scope and none without: give scope="):
+        set_next_value(mongoengine_db, "invoice.number", 900)
+    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "invoice.number"}) is None
     assert not has_scoped_counters(mongoengine_db, "other.number")
 
 
@@ -493,10 +494,11 @@ def test_cli_set_says_when_it_made_the_counter(mongoengine_db: Any) -> None:
         "order.id",
         "order.idd",
     ]
-    # Without --scope on a name numbered per scope (probe R): said so.
-    status, out, _ = cli("set", "invoice.number", "7")
-    assert status == OK
-    assert "there was no unscoped one named 'invoice.number', which has counters per scope" in out
+    # Without --scope on a name numbered per scope (probe R): refused, nothing made.
+    status, out, err = cli("set", "invoice.number", "7")
+    assert status != OK
+    assert "has counters per scope and none without: give scope=" in out + err
+    assert mongoengine_db[DEFAULT_COLLECTION].find_one({"_id": "invoice.number"}) is None
 
 
 def test_cli_handler_is_registered_with_the_parser(mongoengine_db: Any) -> None:

@@ -394,6 +394,13 @@ def set_next_value(
         _refuse_shard_name(target, document_id, name, scope)
     if info is None:
         _refuse_foreign(target, document_id, name, scope)
+    if info is None and scope is None and _scoped(target, name):
+        # The field refuses a counter without scope beside its scopes' (review W).
+        raise ValueError(
+            f"sequence {name!r} has counters per scope and none without: give scope= (a "
+            "counter without scope made beside them would be refused by the field on the "
+            "first save of every new scope)"
+        )
     if not force:
         _refuse_move(target, document_id, shard, value)
     # $max unless forced: a concurrent lease that moved it further is kept.

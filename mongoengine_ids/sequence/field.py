@@ -556,13 +556,15 @@ class CounterStore:
                 stacklevel=user_stacklevel(),
             )
 
-    def _check_layout(self, counter: _Counter) -> None:
+    def _check_layout(self, counter: _Counter, *, scoping: bool = True) -> None:
         """Refuse to create ``counter`` beside counters of the same sequence (and scope) laid
         out otherwise: its other layout's counter (``shards`` changed from or to 1), or a
         shard this configuration does not have or bounds it does not give (``shards``,
         ``start`` or ``digits`` changed). Its values would be handed out a second time.
 
-        Looked up once per counter and store: a layout changes with a restart.
+        Looked up once per counter and store: a layout changes with a restart. With
+        ``scoping``, also a counter of the sequence with scope when this one has none, or the
+        reverse (:meth:`_check_scoping`).
 
         Raises:
             CorruptedCounterError: such a counter exists.
@@ -604,7 +606,8 @@ class CounterStore:
                     f"{self.space.high}), whose counter {counter.document_id!r} would hand out "
                     "its values again: start, digits and shards cannot change on a live sequence",
                 )
-        self._check_scoping()
+        if scoping:
+            self._check_scoping()
         self._layout_checked.add(counter.document_id)
 
     def _check_scoping(self) -> None:
@@ -620,7 +623,7 @@ class CounterStore:
         other: dict[str, Any]
         if self._scope is None:  # any "name@<scope>" of this sequence: a range of the _id index
             after = chr(ord(SCOPE_SEPARATOR) + 1)
-            ids = {"$gt": name + SCOPE_SEPARATOR, "$lt": name + after}
+            ids = {"$gte": name + SCOPE_SEPARATOR, "$lt": name + after}  # (the scope "" too)
             other = {"_id": ids, "sequence": name, "scope": {"$exists": True}}
         else:  # "name", or its shards "name#<n>"
             after = chr(ord(SHARD_SEPARATOR) + 1)
@@ -707,7 +710,9 @@ class CounterStore:
             ValueError: the sequence is sharded.
         """
         counter = self._single("counter to set")
-        self._check_layout(counter)
+        # Set on purpose: a scope's counter set while the counter without scope is still there
+        # is the way from one to the other (sequence.md, "Sharded ranges").
+        self._check_layout(counter, scoping=False)
         update: dict[str, Any] = {"$set": {"next": value}}
         if counter.extra:
             update["$setOnInsert"] = dict(counter.extra)

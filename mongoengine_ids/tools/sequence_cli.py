@@ -25,7 +25,6 @@ from typing import Any, Final, TextIO
 from ..sequence import DEFAULT_COLLECTION
 from ..sequence.admin import (
     CounterInfo,
-    has_scoped_counters,
     list_counters,
     set_next_value,
     show_counter,
@@ -280,10 +279,7 @@ def run(
             )
             print(_details(info, None), file=out)
             if created:
-                scoped = args.scope is None and has_scoped_counters(
-                    database, args.name, collection=args.collection
-                )
-                print(f"\n{_created_note(args, scoped, sharded=info.sharded)}", file=out)
+                print(f"\n{_created_note(args, sharded=info.sharded)}", file=out)
     except LookupError as error:
         # KeyError's str() is the repr of its argument: take the message itself.
         message = error.args[0] if error.args else str(error)
@@ -345,20 +341,15 @@ def _reads_as_number(text: str) -> bool:
     return False
 
 
-def _created_note(args: argparse.Namespace, scoped: bool, *, sharded: bool = False) -> str:
+def _created_note(args: argparse.Namespace, *, sharded: bool = False) -> str:
     """Said after ``counters set`` made a counter: a misspelt name makes one too, which no
-    field uses, while the counter meant stays where it was (so does a missing ``--scope``);
-    and an unsharded one is not what a sharded field uses (``sharded``: it is a shard)."""
+    field uses, while the counter meant stays where it was; and an unsharded one is not what a
+    sharded field uses (``sharded``: it is a shard). (A missing ``--scope`` on a name numbered
+    per scope is refused by ``set_next_value()``.)"""
     scope = "" if args.scope is None else f" with scope {args.scope!r}"
     after = "" if sharded else f". {SHARDED_NOTE}"
     if args.scope is not None and _reads_as_number(args.scope):
         after += f". {TEXT_SCOPE_NOTE.format(scope=args.scope)}"
-    if scoped:
-        return (
-            f"(a new counter: there was no unscoped one named {args.name!r}, which has counters "
-            "per scope; if you meant one of those, pass --scope: the counter meant did not "
-            f"move{after})"
-        )
     return (
         f"(a new counter: there was none named {args.name!r}{scope}; if that name is misspelt, "
         f"the counter meant did not move: `counters list` shows them all{after})"
