@@ -526,7 +526,7 @@ class CounterStore:
         Creating before the first ``$inc`` (instead of ``$setOnInsert``, which a real server
         rejects together with ``$inc`` on the same field) works the same on every server and on
         mongomock; with the look for counters of another layout (:meth:`_check_layout`), it
-        costs four extra round trips once per counter.
+        costs three extra round trips once per counter.
 
         Raises:
             CorruptedCounterError: the sequence has counters of another layout.
@@ -564,7 +564,7 @@ class CounterStore:
 
         Looked up once per counter and store: a layout changes with a restart. With
         ``scoping``, also a counter of the sequence with scope when this one has none, or the
-        reverse (:meth:`_check_scoping`).
+        reverse (:meth:`_other_scoping`).
 
         Raises:
             CorruptedCounterError: such a counter exists.
@@ -583,12 +583,15 @@ class CounterStore:
             "shard": {"$exists": True},
             "scope": {"$exists": False} if scope is None else scope[1],
         }
+        clauses = [{"_id": plain}, shards, *(self._other_scoping() if scoping else [])]
         collection = self.collection
-        found = self._call(lambda: list(collection.find({"$or": [{"_id": plain}, shards]})))
+        found = self._call(lambda: list(collection.find({"$or": clauses})))
         for other in found:
             shard = other.get("shard")
             if other["_id"] == counter.document_id:
                 continue
+            if scoping and self._of_other_scoping(other):
+                raise self._scoping_changed(other["_id"])
             if self.space.shards == 1:
                 fits = other["_id"] == plain
             else:
@@ -606,37 +609,41 @@ class CounterStore:
                     f"{self.space.high}), whose counter {counter.document_id!r} would hand out "
                     "its values again: start, digits and shards cannot change on a live sequence",
                 )
-        if scoping:
-            self._check_scoping()
         self._layout_checked.add(counter.document_id)
 
-    def _check_scoping(self) -> None:
-        """Refuse a counter of a scoped sequence beside the counter of the same sequence without
-        scope, or the reverse (probe BK-1: ``scope=`` added to a live sequence numbered each
-        scope from 1 again, beside the numbers its documents held; removed, the shared counter
-        started again beside every scope's).
+    # A counter of a scoped sequence beside the counter of the same sequence without scope, or
+    # the reverse, is refused (probe BK-1: scope= added to a live sequence numbered each scope
+    # from 1 again, beside the numbers its documents held; removed, the shared counter started
+    # again beside every scope's). Looked for in the same read as the layout (review W).
 
-        Raises:
-            CorruptedCounterError: such a counter exists.
-        """
+    def _other_scoping(self) -> list[dict[str, Any]]:
+        """Filters (each by the ``_id`` index) for the counters of this sequence with scope if
+        it has none, or without."""
         name = self.name
-        other: dict[str, Any]
         if self._scope is None:  # any "name@<scope>" of this sequence: a range of the _id index
             after = chr(ord(SCOPE_SEPARATOR) + 1)
             ids = {"$gte": name + SCOPE_SEPARATOR, "$lt": name + after}  # (the scope "" too)
-            other = {"_id": ids, "sequence": name, "scope": {"$exists": True}}
-        else:  # "name", or its shards "name#<n>"
-            after = chr(ord(SHARD_SEPARATOR) + 1)
-            ids = {"$gt": name + SHARD_SEPARATOR, "$lt": name + after}
-            shard: dict[str, Any] = {"_id": ids, "sequence": name, "shard": {"$exists": True}}
-            other = {"$or": [{"_id": name}, {**shard, "scope": {"$exists": False}}]}
-        collection = self.collection
-        found = self._call(lambda: collection.find_one(other, {"_id": 1}))
-        if found is None:
-            return
+            return [{"_id": ids, "sequence": name, "scope": {"$exists": True}}]
+        # "name", or its shards "name#<n>"
+        ids = {"$gt": name + SHARD_SEPARATOR, "$lt": name + chr(ord(SHARD_SEPARATOR) + 1)}
+        shard = {"_id": ids, "sequence": name, "shard": {"$exists": True}}
+        return [{"_id": name}, {**shard, "scope": {"$exists": False}}]
+
+    def _of_other_scoping(self, document: Mapping[str, Any]) -> bool:
+        """Whether ``document``, found by :meth:`_other_scoping` among others, is such one."""
+        if self._scope is None:
+            return "scope" in document and document.get("sequence") == self.name
+        return document["_id"] == self.name or (
+            document.get("sequence") == self.name
+            and "shard" in document
+            and "scope" not in document
+        )
+
+    def _scoping_changed(self, document_id: object) -> CorruptedCounterError:
+        name = self.name
         has, lacks = ("a", "no") if self._scope is None else ("no", "a")
-        raise _corrupted(
-            found["_id"],
+        return _corrupted(
+            document_id,
             self.collection_name,
             f"it belongs to sequence {name!r} with {has} scope=, and this one has {lacks} "
             "scope=: scope= cannot be added to or removed from a live sequence (each scope "
