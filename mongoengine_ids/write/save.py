@@ -283,6 +283,8 @@ def save_create(
     # them), values cleared are made again: whether or not the earlier insert landed.
 
     def new(assigned: list[Slot]) -> list[Slot]:
+        if not any(slot.field.tracks_assigned for slot in assigned):
+            return assigned  # nothing to look up (review X: the filter serialised it again)
         select = seam.replaced_by(document)
         return assigned if select is None else _new_values(write, document, assigned, select)
 
@@ -1056,7 +1058,8 @@ def _held_by_stored_copy(
         elif (way := ways.get(id(slot.holder))) is not None:
             places = seam.places_of(type(document), type(slot.holder))
             placed += [(steps, slot) for steps in (way, *(p for p in places if p != way))]
-    tops = set().union(*(values.read_for(slot, steps) for steps, slot in placed))
+    tops = {steps[0] for steps, _ in placed if steps}  # (what read_for() gives for those)
+    tops.update(*(values.read_for(slot, ()) for steps, slot in placed if not steps))
     if not tops:
         return set()
     select = {"_id": seam.stored_pk(document)} if select is None else select

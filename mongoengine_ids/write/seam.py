@@ -471,6 +471,8 @@ def replaced_by(document: Document) -> dict[str, Any] | None:
     the document stored under it: the key, and the shard key's values (on a sharded cluster,
     a key is unique per shard only). None if a value of the shard key is still to be made:
     then no stored document holds it, and the save inserts."""
+    if not shard_key(type(document)):
+        return {"_id": stored_pk(document)}
     try:
         select = document._integrate_shard_key(document.to_mongo(), {"_id": stored_pk(document)})
     except (KeyError, TypeError):
@@ -1084,6 +1086,28 @@ PLACES_DEPTH: Final = 4
 
 
 def places_of(
+    document_class: type[BaseDocument], kind: type[BaseDocument]
+) -> tuple[tuple[str, ...], ...]:
+    """:func:`_places_of`, worked out once per pair of classes while no class is made (a new
+    subclass may add places; review X: it was worked out again for every slot)."""
+    registered = len(_document_registry)
+    known = _PLACES.get(document_class)
+    if known is None:
+        known = _PLACES[document_class] = {}
+    found = known.get(kind)
+    if found is None or found[0] != registered:
+        found = known[kind] = (registered, _places_of(document_class, kind))
+    return found[1]
+
+
+#: :func:`places_of` of a model class, by embedded class: (the classes registered when worked
+#: out, the places).
+_PLACES: weakref.WeakKeyDictionary[type, dict[type, tuple[int, tuple[tuple[str, ...], ...]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _places_of(
     document_class: type[BaseDocument], kind: type[BaseDocument]
 ) -> tuple[tuple[str, ...], ...]:
     """The stored steps (db field names; ``"*"``, any item of a list or map) at which documents
@@ -1792,10 +1816,11 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
 
 
 def _sliced(kind: type[BaseDocument], projection: dict[str, Any]) -> frozenset[tuple[str, bool]]:
-    """The lists holding generated values that ``projection`` loads in part, by dotted db
-    path, each with whether the items loaded are out of their stored places: an
-    ``$elemMatch``, a positional ``lines.$``, or a ``$slice`` that skips items or counts from
-    the end (MongoEngine addresses an item by its place in the list loaded)."""
+    """The lists of embedded documents holding generated values that ``projection`` loads in
+    part, by dotted db path, each with whether the items loaded are out of their stored
+    places: an ``$elemMatch``, a positional ``lines.$``, or a ``$slice`` that skips items or
+    counts from the end (MongoEngine addresses an item by its place in the list loaded). (A
+    list of a generated field's values holds the user's: none is made in one.)"""
     found = set()
     for path, spec in projection.items():
         if path.endswith(".$"):  # only("lines.$"): the item the filter matched, as lines[0]

@@ -202,10 +202,19 @@ def held(stored: dict[str, Any], places: Iterable[tuple[tuple[str, ...], Slot]])
     Values that cannot be hashed (a list, a dict) are compared one by one, as there."""
     found: set[int] = set()
     tables: dict[tuple[tuple[str, ...], tuple[str, ...], Any], set[tuple[Any, ...]] | None] = {}
+    # Per slot, whatever its places (review X: worked out at each of them).
+    identities: dict[int, tuple[tuple[str, ...], tuple[Any, ...]]] = {}
     for steps, slot in places:
-        identity = _identity(slot)
-        keys = tuple(key for key, _ in identity)
-        wanted = tuple(value for _, value in identity)
+        if id(slot) in found:
+            continue  # held at another of its places
+        known = identities.get(id(slot))
+        if known is None:
+            identity = _identity(slot)
+            known = identities[id(slot)] = (
+                tuple(key for key, _ in identity),
+                tuple(value for _, value in identity),
+            )
+        keys, wanted = known
         if (steps, keys, slot.field) not in tables:
             rows = [
                 tuple(seam.as_stored(h.get(k)) for k in keys)
