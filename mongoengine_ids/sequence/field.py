@@ -2188,10 +2188,8 @@ class SequenceField(GeneratedField):
         number in another scope is another number). None for a key, unique alone."""
         if self.primary_key:
             return {}
-        with_ = self.unique_with if self.unique else self.scope
-        names = [with_] if isinstance(with_, str) else list(with_ or ())
         found = {}
-        for name in names:
+        for name in _names(self.unique_with if self.unique else self.scope):
             source = seam.field_of(document_class, name)
             if source is None:
                 continue  # a dotted path: not probed (a wider probe, as without it)
@@ -2201,9 +2199,7 @@ class SequenceField(GeneratedField):
 
     def retries_exhausted(self, error: Exception, attempts: int) -> RetriesExhaustedError:
         """A :class:`~mongoengine_ids.errors.RetriesExhaustedError` naming the field."""
-        with_ = self.unique_with
-        scoped_index = self.scope in ([with_] if isinstance(with_, str) else list(with_ or ()))
-        if self.scope is not None and not scoped_index:
+        if self.scope is not None and self.scope not in _names(self.unique_with):
             # unique=True alone: each scope's numbers start again
             return RetriesExhaustedError(
                 f"{self._label}: all {attempts} values the counter of this {self.scope!r} gave "
@@ -2318,6 +2314,11 @@ class SequenceField(GeneratedField):
             accepted = self.format.describe() if self.format.active else "an int"
             self.query_error(f"cannot query {self._label} by {value!r}: expected {accepted}")
         return self.format.format(number) if self.format.active else number
+
+
+def _names(given: str | list[str] | tuple[str, ...] | None) -> list[str]:
+    """Field names given as MongoEngine's ``unique_with`` takes them: one, several, or none."""
+    return [given] if isinstance(given, str) else list(given or ())
 
 
 def _reset_all() -> None:

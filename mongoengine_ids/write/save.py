@@ -846,7 +846,7 @@ def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
             # By the fields only (the list sliced may be inside a list: boxes.0.lines), but an
             # item's own place (lines.0), which is inside the list.
             fields = _ITEM_STEP.sub("", change)
-            item = _ITEM_STEP.search(change[change.rfind(".") :]) is not None
+            item = "." in change and change.rpartition(".")[2].isdigit()
             whole = (fields == path and not item) or path.startswith(f"{fields}.")
             inside = fields.startswith(f"{path}.") or (fields == path and item)
             if whole or (out_of_place and inside):
@@ -967,14 +967,7 @@ def _refuse_left_out_inside(
     for path, inner, record in left_out:
         here = set(seam.changed_here(inner))
         for name in sorted(record.unloaded):
-            field = next(
-                (
-                    f
-                    for kind in seam.with_subclasses(type(inner))
-                    if (f := seam.field_of(kind, name))
-                ),
-                None,
-            )
+            field = seam.field_in_family(type(inner), name)
             if field is None or seam.is_generated(field):
                 continue  # a generated field: its slot is refused (_refuse_unloaded)
             if field.db_field in here:

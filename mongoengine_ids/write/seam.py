@@ -491,6 +491,13 @@ def field_of(document_class: type[BaseDocument], name: str) -> Any:
     return document_class._fields.get(name)
 
 
+def field_in_family(kind: type[BaseDocument], name: str) -> Any:
+    """The field ``name`` of ``kind``, or of the first class derived from it that declares one
+    (an embedded document loaded without its ``_cls`` may be stored as one: a projection
+    records its fields too); None if none does."""
+    return next((f for each in with_subclasses(kind) if (f := field_of(each, name))), None)
+
+
 def read_field(document_class: type[BaseDocument], field: Any, name: str) -> Any:
     """The field ``name`` of ``document_class`` that its generated ``field`` reads (one of its
     ``depends_on``: a counter's scope). Every path reads it so, and refuses alike a scope
@@ -1454,28 +1461,6 @@ def embedded_places_in(
     """Every embedded document inside ``value`` (a field's value written at the dotted db
     ``path``), at any depth, as :func:`embedded_places` gives them."""
     return _places_in(value, path, tuple(path.split(".")))
-
-
-def embedded_children(document: BaseDocument) -> Iterator[tuple[str, BaseDocument]]:
-    """The embedded documents directly inside ``document`` (in its fields, lists and maps),
-    each with the dotted path of its place as a query and an index name it: the db field, then
-    the keys of maps; the items of a list are the list's path (``lines`` for each item of the
-    list ``lines``, as ``{"lines.no": 1}`` finds any of them)."""
-    names = shape(type(document)).embedding
-    for name in document._data if names is None else names:
-        field = document._fields.get(name)
-        yield from _children_in(document._data.get(name), getattr(field, "db_field", name))
-
-
-def _children_in(value: Any, path: str) -> Iterator[tuple[str, BaseDocument]]:
-    if isinstance(value, EmbeddedDocument):
-        yield path, value
-    elif isinstance(value, (list, tuple)):  # a BaseList too
-        for item in value:
-            yield from _children_in(item, path)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _children_in(item, f"{path}.{key}")
 
 
 def embedded_documents(value: Any) -> Iterator[BaseDocument]:

@@ -482,14 +482,7 @@ def _refuse_loaded_in_part(value: Any, path: str) -> None:
             continue
         data, here = seam.data(inner), set(seam.changed_here(inner))
         for name in sorted(record.unloaded):
-            field = next(
-                (
-                    f
-                    for kind in seam.with_subclasses(type(inner))
-                    if (f := seam.field_of(kind, name))
-                ),
-                None,
-            )
+            field = seam.field_in_family(type(inner), name)
             if field is None or seam.is_generated(field):  # (field None: a subclass's)
                 if data.get(name) is not None:
                     continue  # set since: the user's

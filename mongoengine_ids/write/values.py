@@ -109,8 +109,8 @@ class Slot:
         field: the field.
         kind: the class whose field it is (default: the holder's class).
         place: where the holder is in the document written, as a query and an index name it
-            (:func:`.seam.embedded_children`): "" for the document itself, ``"lines"`` for an
-            embedded document in the list ``lines``; "" where not known.
+            (the stored steps but the items of lists): "" for the document itself,
+            ``"lines"`` for an embedded document in the list ``lines``; "" where not known.
     """
 
     __slots__ = ("_data", "field", "holder", "kind", "name", "place", "root")
@@ -151,7 +151,7 @@ def slots(document: BaseDocument, *, embedded_new_only: bool = False) -> list[Sl
     fields may not have been loaded): only those added since are looked into.
     """
     found: list[Slot] = []
-    _collect(document, document, embedded_new_only, found)
+    _collect(document, embedded_new_only, found)
     return found
 
 
@@ -313,23 +313,22 @@ def holder_of(
     return Holder(python_values(stored, reads(kind, name, field)), owner)
 
 
-def _collect(
-    document: BaseDocument,
-    root: BaseDocument,
-    embedded_new_only: bool,
-    found: list[Slot],
-    place: str = "",
-) -> None:
-    shape = seam.shape(type(document))
-    if shape.guarded:
-        _refuse_shadowing(document)
-    if not (embedded_new_only and document is not root and not seam.is_new(document)):
-        for name, field in shape.generated:
-            found.append(Slot(root, document, name, field, place=place))
-    if shape.embedding == ():
-        return
-    for path, embedded in seam.embedded_children(document):  # a loaded one may hold new ones
-        _collect(embedded, root, embedded_new_only, found, f"{place}.{path}" if place else path)
+def _collect(document: BaseDocument, embedded_new_only: bool, found: list[Slot]) -> None:
+    for place, holder in _holders(document):  # a loaded one may hold new ones
+        shape = seam.shape(type(holder))
+        if shape.guarded:
+            _refuse_shadowing(holder)
+        if not (embedded_new_only and holder is not document and not seam.is_new(holder)):
+            for name, field in shape.generated:
+                found.append(Slot(document, holder, name, field, place=place))
+
+
+def _holders(document: BaseDocument) -> Iterator[tuple[str, BaseDocument]]:
+    """``document``, then the embedded documents inside it at any depth, each with its place
+    (:attr:`Slot.place`: the stored steps but the items of lists)."""
+    yield "", document
+    for _, steps, inner in seam.embedded_places(document, keys=True):
+        yield ".".join(step for step in steps if step != "*"), inner
 
 
 def _refuse_shadowing(document: BaseDocument) -> None:
@@ -356,9 +355,8 @@ def embedded(document: BaseDocument) -> Iterator[BaseDocument]:
     """Every embedded document inside ``document``, at any depth."""
     if seam.shape(type(document)).embedding == ():
         return
-    for _, inner in seam.embedded_children(document):
+    for _, _, inner in seam.embedded_places(document):
         yield inner
-        yield from embedded(inner)
 
 
 def _with_embedded(documents: list[BaseDocument]) -> list[BaseDocument]:
@@ -493,7 +491,7 @@ def prepare(
     write's own. Returns (noted, filled)."""
     found: list[Slot] = []
     for document in documents:
-        _collect(document, document, False, found)
+        _collect(document, False, found)
     kept, kept_noted, others = split_kept(found, states)
     assigned: list[Slot] = []
     empty: list[Slot] = []
