@@ -377,6 +377,17 @@ def test_prefetch_leases_the_next_block_in_the_background(mongoengine_db: Any) -
     assert [sequence.next() for _ in range(15)] == list(range(6, 21))
 
 
+def _next_values_one_by_one(sequence: Sequence, count: int) -> list[int]:
+    """``count`` values from ``sequence.next()``, each prefetch one starts landed (or failed)
+    before the next: the order of events is the test's, not the threads'."""
+    values = []
+    for _ in range(count):
+        values.append(sequence.next())
+        flight = sequence._flight
+        assert flight is None or flight.done.wait(timeout=30)
+    return values
+
+
 def _threads_started(
     monkeypatch: pytest.MonkeyPatch, sequence: Sequence, *, fail: BaseException | None = None
 ) -> list[bool]:
@@ -411,11 +422,7 @@ def test_a_prefetch_thread_starts_with_no_lock_of_the_sequence_held(
     the starting one held: the whole process hung on the first prefetch."""
     sequence = Sequence("p", database=mongoengine_db, batch_size=batch_size, prefetch=True)
     held = _threads_started(monkeypatch, sequence)
-    values = []
-    for _ in range(12):
-        values.append(sequence.next())
-        flight = sequence._flight
-        assert flight is None or flight.done.wait(timeout=30)
+    values = _next_values_one_by_one(sequence, 12)
     assert values == list(range(1, 13))
     assert held  # prefetches started
     assert not any(held)
@@ -427,11 +434,7 @@ def test_a_prefetch_whose_thread_cannot_start_is_forgotten(
     """The refill then leases in the foreground: no value lost, none waiting for ever."""
     sequence = Sequence("q", database=mongoengine_db, batch_size=4, prefetch=True)
     held = _threads_started(monkeypatch, sequence, fail=RuntimeError("can't start new thread"))
-    values = []
-    for _ in range(9):
-        values.append(sequence.next())
-        flight = sequence._flight
-        assert flight is None or flight.done.wait(timeout=30)
+    values = _next_values_one_by_one(sequence, 9)
     assert values == list(range(1, 10))
     assert len(held) >= 2
     assert counter(mongoengine_db, "q") == {"_id": "q", "next": 12}
@@ -447,11 +450,7 @@ def test_an_interrupt_while_a_prefetch_starts_is_the_callers_and_the_prefetch_fo
     assert sequence.next() == 1
     with pytest.raises(_Interrupted):
         sequence.next()  # 2, the trigger: handed to no one
-    values = []
-    for _ in range(6):
-        values.append(sequence.next())
-        flight = sequence._flight
-        assert flight is None or flight.done.wait(timeout=30)
+    values = _next_values_one_by_one(sequence, 6)
     assert values == [3, 4, 5, 6, 7, 8]
 
 
