@@ -277,10 +277,60 @@ def test_a_sliced_list_inside_a_list_is_refused_by_its_fields_path(
     assert [line.label for line in loaded.boxes[0].lines] == ["y"]
     if change == "append":
         loaded.boxes[0].lines.append(PlLine(label="new"))
-    elif change == "replace the box":
-        loaded.boxes[0] = PlBox(label="new")
+    elif change == "replace the box":  # by a copy of the box loaded: its lines loaded in part
+        loaded.boxes[0] = PlBox(label="new", lines=loaded.boxes[0].lines)
     else:
         loaded.boxes[0].lines[0].r = None
     with pytest.raises(me.OperationError, match=r"'boxes\.lines' was loaded in part"):
         loaded.save()
     assert list(db.pl_boxes.find()) == before
+
+
+GIVEN_WHOLE: dict[str, Callable[[PlTagged], Any]] = {
+    "a new list": lambda doc: setattr(doc, "lines", [PlLine(label="new")]),
+    "an empty list": lambda doc: setattr(doc, "lines", []),
+}
+
+
+@pytest.mark.parametrize("given", GIVEN_WHOLE)
+@pytest.mark.parametrize("projection", [*OUT_OF_PLACE, "slice 1"])
+def test_a_new_list_given_whole_after_a_load_in_part_is_written_as_mongoengine_writes_it(
+    mongoengine_connect: Any, projection: str, given: str
+) -> None:
+    # Session 34's V-F7: a new list holds nothing loaded, so no stored item is addressed by a
+    # wrong place and none goes but by the user's choice; it was refused.
+    db = mongoengine_connect()
+    doc, _ = _tagged(db)
+    loaded = PlTagged.objects.fields(**OUT_OF_PLACE.get(projection, {"slice__lines": 1})).get()
+    GIVEN_WHOLE[given](loaded)
+    loaded.save()
+    (raw,) = db.pl_tagged.find()
+    made = [(item["label"], item["no"]) for item in raw.get("lines", [])]  # [] is unset
+    assert made == ([("new", 4)] if given == "a new list" else [])
+    if given == "a new list":  # its items are at their stored places now: an edit is written
+        loaded.lines[0].label = "edited"
+        loaded.lines.append(PlLine(label="more"))
+        loaded.save()
+        (raw,) = db.pl_tagged.find()
+        assert [(item["label"], item["no"]) for item in raw["lines"]] == [
+            ("edited", 4),
+            ("more", 5),
+        ]
+        assert len({item["r"] for item in raw["lines"]} | {line.r for line in doc.lines}) == 5
+
+
+def test_a_new_item_given_whole_over_a_sliced_list_inside_it_is_written(
+    mongoengine_connect: Any,
+) -> None:
+    db = mongoengine_connect()
+    PlBoxes(boxes=[PlBox(lines=[PlLine(label=label) for label in "xyz"])]).save()
+    before = list(db.pl_boxes.find())
+    box = before[0]["boxes"][0]
+    answer = {**before[0], "boxes": [{**box, "lines": box["lines"][1:2]}]}
+    loaded = _loaded_as_a_server_returns(PlBoxes.objects.fields(slice__boxes__lines=[1, 1]), answer)
+    loaded.boxes[0] = PlBox(label="new", lines=[PlLine(label="w")])
+    loaded.save()
+    (raw,) = db.pl_boxes.find()
+    (new_box,) = raw["boxes"]
+    assert new_box["label"] == "new"
+    assert [(line["label"], line["no"]) for line in new_box["lines"]] == [("w", 4)]
