@@ -214,8 +214,7 @@ def test_replacing_an_embedded_document_keeping_its_own_value(mongoengine_db: An
     loaded = DayWallet.objects.get(id=wallet.id)
     number = loaded.card.number
     loaded.card = DayCard(number=number, holder="b")  # same card number, new holder
-    # Raises NotUniqueError "already reserved ...: expected values no other document holds":
-    # the only holder is this document.
+    # Raised NotUniqueError ("already reserved") before: the only holder is this document.
     loaded.save()
     (stored,) = raw(DayWallet)
     assert stored["card"] == {"number": number, "holder": "b"}

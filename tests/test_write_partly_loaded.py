@@ -334,3 +334,43 @@ def test_a_new_item_given_whole_over_a_sliced_list_inside_it_is_written(
     (new_box,) = raw["boxes"]
     assert new_box["label"] == "new"
     assert [(line["label"], line["no"]) for line in new_box["lines"]] == [("w", 4)]
+
+
+@pytest.mark.parametrize("place", ["line", "lines"])
+def test_an_embedded_document_loaded_in_part_placed_in_another_document_is_refused_as_such(
+    mongoengine_connect: Any, place: str
+) -> None:
+    # Session 34's BJ-5: the message spoke of "the stored value", which the other document
+    # does not hold; it now says where the value was left out.
+    db = mongoengine_connect()
+    a = PlOrder(name="a", line=PlLine(label="s")).save()
+    PlOrder(name="b").save()
+    before = stored(db)
+    line = PlOrder.objects.only("line.label").get(id=a.id).line
+    other = PlOrder.objects.get(name="b")
+    setattr(other, place, line if place == "line" else [line])
+    with pytest.raises(
+        me.OperationError,
+        match=r"PlLine\.no in a PlOrder was not loaded \(only\(\), exclude\(\)\) where it was "
+        r"read, .* the PlLine whole .*reload\(\) the document it was read from",
+    ):
+        other.save()
+    assert stored(db) == before
+
+
+def test_a_value_copied_to_another_place_of_its_document_is_refused_as_held_there(
+    mongoengine_connect: Any,
+) -> None:
+    # The message said "expected values no other document holds" of a value its own document
+    # held at another place.
+    db = mongoengine_connect()
+    _, before = _tagged(db)
+    loaded = PlTagged.objects.get()
+    loaded.lines[1].r = loaded.lines[0].r
+    with pytest.raises(
+        me.NotUniqueError,
+        match=rf"\[{loaded.lines[0].r}\] already reserved in 'pl_line_r', held by another "
+        "document or by another place of this one",
+    ):
+        loaded.save()
+    assert list(db.pl_tagged.find()) == before

@@ -528,8 +528,9 @@ class RandomUniqueField(GeneratedField):
             _release(proxy, [v for i, v in enumerate(stored) if i not in taken and i not in own])
             shown = [stored[position] for position in sorted(taken)]
             raise NotUniqueError(
-                f"{self._label}: {shown!r} already reserved in {self.reserve_in!r}: "
-                "expected values no other document holds"
+                f"{self._label}: {shown!r} already reserved in {self.reserve_in!r}, held by "
+                "another document or by another place of this one: expected values held "
+                "nowhere else"
             )
 
     def release_values(self, write: Write, values: list[Any]) -> None:

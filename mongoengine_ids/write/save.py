@@ -955,12 +955,13 @@ def _refuse_unloaded(
         "the field it is numbered by changed: its number would then belong to another "
         "numbering, whose counter was not told of it"
         if moved
-        else "MongoEngine writes its embedded document whole on this save, which would clear "
-        "the stored value"
+        # The embedded document may have been read in another document (session 34's BJ-5).
+        else f"MongoEngine writes the {type(holder).__name__} whole on this save, without "
+        "that value: it would be cleared or lost"
     )
     raise OperationError(
-        f"{where} was not loaded (only(), exclude()), and {why}; load it (reload()) before "
-        "this change"
+        f"{where} was not loaded (only(), exclude()) where it was read, and {why}; load it "
+        "(reload() the document it was read from) before this change"
     )
 
 
