@@ -1645,6 +1645,21 @@ def test_counters_in_the_models_own_collection_are_refused(mongoengine_db: Any) 
     assert mongoengine_db["own_counted"].count_documents({}) == 0
 
 
+def test_scoped_counters_in_the_models_own_collection_are_named_per_scope(
+    mongoengine_db: Any,
+) -> None:
+    # The message named the counter without scope, which a scoped field never keeps.
+    class OwnScoped(Document):
+        room = StringField()
+        number = SequenceField(collection_name="own_scoped", scope="room")
+        meta = {"collection": "own_scoped"}
+
+    with pytest.raises(ValueError, match=r"OwnScoped\.number: collection_name=") as e:
+        OwnScoped(room="A").save()
+    assert "(_id own_scoped.number@<scope>, one per scope)" in str(e.value)
+    assert mongoengine_db["own_scoped"].count_documents({}) == 0
+
+
 def test_backfill_of_an_abstract_model_is_refused(mongoengine_db: Any) -> None:
     class AbstractNumbered(Document):
         number = SequenceField()

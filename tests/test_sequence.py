@@ -1664,6 +1664,31 @@ def test_a_scoped_number_unique_per_scope_names_its_own_scope_when_retries_run_o
     assert mongoengine_db.bench.count_documents({}) == 6  # nothing written
 
 
+def test_a_scoped_number_under_a_per_scope_index_of_meta_names_its_own_scope_too(
+    mongoengine_db: Any,
+) -> None:
+    """Session 34's W-F4: unique per scope by an index declared in meta["indexes"] (not by
+    unique_with=), it was told that documents of other scopes held the numbers."""
+
+    class Stool(Document):
+        room = StringField(required=True)
+        number = SequenceField(scope="room")
+        meta = {"indexes": [{"fields": ["room", "number"], "unique": True}]}
+
+    Stool.ensure_indexes()
+    mongoengine_db.stool.insert_many([{"room": "A", "number": n} for n in range(1, 7)])
+    assert Stool(room="B").save().number == 1  # another room's 1 is no collision
+    with pytest.raises(RetriesExhaustedError) as raised:
+        Stool(room="A").save()
+    message = str(raised.value)
+    assert "held by stored documents of the same one" in message
+    assert "unique_with" not in message
+    assert sorted((d["room"], d["number"]) for d in mongoengine_db.stool.find()) == [
+        *(("A", n) for n in range(1, 7)),
+        ("B", 1),
+    ]
+
+
 def test_a_scoped_number_unique_on_its_own_says_so_when_retries_run_out(
     mongoengine_db: Any,
 ) -> None:

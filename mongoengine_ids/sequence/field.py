@@ -2072,12 +2072,17 @@ class SequenceField(GeneratedField):
             and counters.name == write.database.name
             and counters.client is write.database.client
         ):
+            name = self.counter_name(write.document_class)
+            kept = (
+                repr(name)
+                if self.scope is None
+                else f"{name}{SCOPE_SEPARATOR}<scope>, one per scope"
+            )
             raise ValueError(
                 f"{self._label}: collection_name={self.collection_name!r} is the collection of "
                 "the documents themselves; the counters need a collection of their own "
                 f"(default {DEFAULT_COLLECTION!r}). Copy the counter documents kept there "
-                f"(_id {self.counter_name(write.document_class)!r}) into it first, or the "
-                "numbers start again from the first"
+                f"(_id {kept}) into it first, or the numbers start again from the first"
             )
 
     def _present(self, numbers: list[int]) -> list[Any]:
@@ -2199,8 +2204,9 @@ class SequenceField(GeneratedField):
 
     def retries_exhausted(self, error: Exception, attempts: int) -> RetriesExhaustedError:
         """A :class:`~mongoengine_ids.errors.RetriesExhaustedError` naming the field."""
-        if self.scope is not None and self.scope not in _names(self.unique_with):
-            # unique=True alone: each scope's numbers start again
+        if self.unique and self.scope not in _names(self.unique_with):
+            # unique=True alone: each scope's numbers start again. (Not unique itself, the
+            # field meets an index declared in meta["indexes"], probed with its scope.)
             return RetriesExhaustedError(
                 f"{self._label}: all {attempts} values the counter of this {self.scope!r} gave "
                 "were held by documents of other scopes: a number per scope repeats across "
