@@ -8,6 +8,7 @@ of plain MongoEngine fields beside it.
 from __future__ import annotations
 
 import copy
+import pickle
 from typing import Any
 
 import mongoengine as me
@@ -532,3 +533,38 @@ def test_save_after_a_lost_reply_of_an_upsert_by_itself_stores_no_value_twice(
     # The application's retry of the update is its own: it finds the document stored.
     assert box.update(upsert=True, set__name="a") == 1
     assert [doc["part"]["code"] for doc in raw(ReservedBox)] == [box.part.code]
+
+
+class CopiedLine(me.EmbeddedDocument):
+    no = SequenceField()
+    code = UUID7Field()
+    qty = me.IntField()
+
+
+class CopiedOrder(me.Document):
+    lines = me.EmbeddedDocumentListField(CopiedLine)
+    line = me.EmbeddedDocumentField(CopiedLine)
+
+
+COPIES = {
+    "deepcopy": copy.deepcopy,
+    "copy": copy.copy,
+    "pickle": lambda doc: pickle.loads(pickle.dumps(doc)),
+}
+
+
+@pytest.mark.parametrize("how", COPIES)
+def test_a_copy_of_a_loaded_document_fills_its_new_embedded_documents(
+    mongoengine_db: Any, how: str
+) -> None:
+    # Probe BL-2: MongoEngine's copy builds the embedded documents as loaded; the new ones
+    # were saved without their values.
+    CopiedOrder(lines=[CopiedLine(qty=1)]).save()
+    loaded = CopiedOrder.objects.get()
+    loaded.lines.create(qty=2)
+    loaded.line = CopiedLine(qty=9)
+    COPIES[how](loaded).save()
+    (stored,) = raw(CopiedOrder)
+    lines = [*stored["lines"], stored["line"]]
+    assert [(line["qty"], line["no"]) for line in lines] == [(1, 1), (2, 2), (9, 3)]
+    assert len({line["code"] for line in lines}) == 3

@@ -1569,6 +1569,8 @@ def state(document: BaseDocument, *, create: bool = True) -> State | None:
 _UNLOADED = "_mongoengine_ids_unloaded"
 _UNLOADED_INSIDE = "_mongoengine_ids_unloaded_inside"
 _SLICED = "_mongoengine_ids_sliced"
+#: ... and the paths of its new embedded documents (MongoEngine's copy builds them as loaded).
+_NEW_INSIDE = "_mongoengine_ids_new_inside"
 #: ... its key as stored, when in another form than its field writes (see note_stored_key).
 _STORED_KEY = "_mongoengine_ids_stored_key"
 
@@ -1585,13 +1587,17 @@ def _wrap_getstate(owner: type[BaseDocument], own: Callable[[Any], Any] | None) 
             data[_UNLOADED] = sorted(found.unloaded)
         if found is not None and found.sliced:
             data[_SLICED] = sorted(found.sliced)
+        places = list(embedded_places(self))
         inside = {
             path: sorted(record.unloaded)
-            for path, _, embedded in embedded_places(self)
+            for path, _, embedded in places
             if (record := state(embedded, create=False)) is not None and record.unloaded
         }
         if inside:
             data[_UNLOADED_INSIDE] = inside
+        new_inside = [path for path, _, embedded in places if is_new(embedded)]
+        if new_inside:
+            data[_NEW_INSIDE] = new_inside  # (probe BL-2: a copy saved them without values)
         written = getattr(self, _WRITTEN, None)
         if written:
             data[_WRITTEN] = written  # a copy of a stored document is one (see never_stored)
@@ -1606,7 +1612,8 @@ def _wrap_getstate(owner: type[BaseDocument], own: Callable[[Any], Any] | None) 
 
 def _wrap_setstate(owner: type[BaseDocument], own: Callable[[Any, Any], None] | None) -> Any:
     """``__setstate__`` for ``owner``: a copy of a partially loaded document is one too (its
-    ``save()`` leaves the fields it lacks alone)."""
+    ``save()`` leaves the fields it lacks alone), and its new embedded documents are new (its
+    ``save()`` fills them)."""
 
     def __setstate__(self: Document, data: Any) -> None:
         if own is not None:
@@ -1620,11 +1627,14 @@ def _wrap_setstate(owner: type[BaseDocument], own: Callable[[Any, Any], None] | 
             state(self).unloaded = frozenset(unloaded)
         if data.get(_SLICED):
             state(self).sliced = frozenset(map(tuple, data[_SLICED]))
-        inside = data.get(_UNLOADED_INSIDE)
-        if inside:
+        inside = data.get(_UNLOADED_INSIDE) or {}
+        new_inside = set(data.get(_NEW_INSIDE) or ())
+        if inside or new_inside:
             for path, _, embedded in embedded_places(self):
                 if path in inside:
                     state(embedded).unloaded = frozenset(inside[path])
+                if path in new_inside:
+                    object.__setattr__(embedded, "_created", True)
         if data.get(_WRITTEN):
             object.__setattr__(self, _WRITTEN, data[_WRITTEN])
         if data.get(_BUILT_NEW):
