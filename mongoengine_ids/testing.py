@@ -76,6 +76,10 @@ class _Connections:
             options["host"] = _without_database(self._uri, username="username" in options)
         mongoengine.connect(name, alias=alias, **options)
         self._aliases.append((alias, name))
+        # A model may still hold a collection of a client the test (or one before it) closed
+        # with MongoEngine's disconnect() (see _forget_cached_collections): its writes went to
+        # that database (probe BM-1).
+        _forget_cached_collections({alias})
         return mongoengine.get_db(alias)
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from bson import DBRef
 from mongomock.store import ServerStore
 from pymongo import ReadPreference
 
+from mongoengine_ids import SequenceField
 from mongoengine_ids.testing import connected, connected_threadsafe
 
 USER_TESTS = """
@@ -130,7 +131,8 @@ def test_without_mongomock_the_error_says_how_to_install_it(
         no_mongomock=f"""
         import sys
         sys.modules["mongomock"] = None  # as if mongomock were not installed
-        from mongoengine_ids.testing import connected, connected_threadsafe
+        from mongoengine_ids import SequenceField
+from mongoengine_ids.testing import connected, connected_threadsafe
 
         with ({"connected_threadsafe" if threadsafe else "connected"})() as connect:
             try:
@@ -145,6 +147,36 @@ def test_without_mongomock_the_error_says_how_to_install_it(
         "mongomock | mongoengine-ids' test support runs on mongomock, which is not installed: "
         "pip install mongomock (or mongoengine-ids[test]), or give a server URI"
     ]
+
+
+def test_connect_forgets_the_collections_models_cached_from_a_client_closed_before() -> None:
+    # Probe BM-1: MongoEngine's disconnect() resets the collection of the model its registry
+    # holds by that name only; the other kept the closed client's, and connect() wrote there.
+    class BmItem(mongoengine.Document):
+        id = SequenceField(primary_key=True, batch_size=10)
+        name = mongoengine.StringField()
+        meta = {"db_alias": "bm1"}
+
+    # Another app's model of that name, which MongoEngine's registry now holds.
+    type("BmItem", (mongoengine.Document,), {"meta": {"db_alias": "bm1", "collection": "bm2"}})
+    mongoengine.connect(
+        "bm_before",
+        alias="bm1",
+        mongo_client_class=mongomock.MongoClient,
+        uuidRepresentation="standard",
+    )
+    BmItem(name="before").save()
+    before = mongoengine.get_db("bm1")
+    mongoengine.disconnect("bm1")  # by the user, before the test
+    with connected() as connect:
+        first = connect("bm1")
+        assert BmItem(name="a").save().id == 1
+        mongoengine.disconnect("bm1")  # by the test: a restart
+        second = connect("bm1")
+        assert BmItem(name="b").save().id == 1
+        assert list(first.bm_item.find()) == [{"_id": 1, "name": "a"}]
+        assert list(second.bm_item.find()) == [{"_id": 1, "name": "b"}]
+    assert list(before.bm_item.find()) == [{"_id": 1, "name": "before"}]
 
 
 @pytest.mark.parametrize("representation", ["standard", "pythonLegacy", "unspecified"])
