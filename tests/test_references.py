@@ -33,7 +33,7 @@ import bson
 import mongoengine as me
 import pytest
 from _support import TEST_URI
-from bson import DBRef
+from bson import DBRef, json_util
 from bson.binary import Binary, UuidRepresentation
 from bson.codec_options import CodecOptions
 from mongoengine.base import LazyReference
@@ -508,6 +508,35 @@ def test_documents_in_untyped_lists_and_dicts(world: World) -> None:
     loaded = Holder.objects.get(id=saved.id)
     assert names(loaded.things) == ["a", "b"]
     assert loaded.by_name["x"].name == "a"
+    world.check_sent()
+
+
+@pytest.mark.parametrize("options", [None, "RELAXED", "CANONICAL"])
+def test_a_document_in_a_dynamic_field_is_read_back_also_from_json(
+    world: World, options: str | None
+) -> None:
+    """Probe BL-1: ``from_json()`` decodes the key in the stored ``{"_cls", "_ref": DBRef}`` to a
+    ``uuid.UUID``, which ``DynamicField`` dereferenced as given: no document matched it, and
+    ``from_json()`` raised."""
+    Order = world.order()
+    Holder = world.model("Holder", thing=me.DynamicField())
+    a = Order(name="a").save()
+    saved = Holder(thing=a).save()
+    raw = world.raw(Holder, saved)
+    assert raw["thing"]["_cls"] == Order._class_name
+    world.check_reference(raw["thing"]["_ref"], a, dbref=True)
+    loaded = Holder.objects.get(id=saved.id)
+    assert loaded.thing.name == "a"
+    if options is None:  # as MongoEngine's own docs call them
+        with pytest.warns(DeprecationWarning, match="json_options"):
+            again = Holder.from_json(loaded.to_json())
+    else:
+        json_options = getattr(json_util, f"{options}_JSON_OPTIONS")
+        again = Holder.from_json(
+            loaded.to_json(json_options=json_options), json_options=json_options
+        )
+    assert again.thing.name == "a"
+    assert again.thing.pk == a.pk
     world.check_sent()
 
 
@@ -1193,6 +1222,7 @@ WRAPPED = [
     (me.CachedReferenceField, "prepare_query_value"),
     (me.GenericLazyReferenceField, "to_mongo"),
     (me.GenericLazyReferenceField, "build_lazyref"),
+    (me.DynamicField, "to_python"),
 ]
 
 
