@@ -162,15 +162,27 @@ def test_a_save_writing_into_items_loaded_out_of_place_is_refused(
     assert list(db.pl_tagged.find()) == before
 
 
-@pytest.mark.parametrize("projection", [*OUT_OF_PLACE, "slice 1"])
+WHOLE: dict[str, Callable[[PlTagged], Any]] = {
+    "append": lambda doc: doc.lines.append(PlLine(label="new")),
+    "pop, then append": lambda doc: (doc.lines.pop(), doc.lines.create(label="new")),
+    # As the two above to MongoEngine (the path 'lines' changed): left as session 34 did
+    # (a review of its relaxation found the two above stored as a new list, losing x, y, z).
+    "a new list": lambda doc: setattr(doc, "lines", [PlLine(label="new")]),
+}
+
+
+@pytest.mark.parametrize("change", WHOLE)
+@pytest.mark.parametrize("projection", [*OUT_OF_PLACE, "slice 1", "slice none"])
 def test_a_save_writing_a_list_loaded_in_part_whole_is_refused(
-    mongoengine_connect: Any, projection: str
+    mongoengine_connect: Any, projection: str, change: str
 ) -> None:
     db = mongoengine_connect()
     _, before = _tagged(db)
-    spec = OUT_OF_PLACE.get(projection, {"slice__lines": 1})
-    loaded = PlTagged.objects.fields(**spec).get()
-    loaded.lines.append(PlLine(label="new"))
+    spec = {"slice 1": {"slice__lines": 1}, "slice none": {"slice__lines": [10, 1]}}
+    loaded = PlTagged.objects.fields(**{**OUT_OF_PLACE, **spec}[projection]).get()
+    if change == "pop, then append" and not loaded.lines:
+        change = "append"  # nothing loaded to pop
+    WHOLE[change](loaded)
     with pytest.raises(me.OperationError, match="drop the stored items not loaded"):
         loaded.save()
     assert list(db.pl_tagged.find()) == before
@@ -277,63 +289,13 @@ def test_a_sliced_list_inside_a_list_is_refused_by_its_fields_path(
     assert [line.label for line in loaded.boxes[0].lines] == ["y"]
     if change == "append":
         loaded.boxes[0].lines.append(PlLine(label="new"))
-    elif change == "replace the box":  # by a copy of the box loaded: its lines loaded in part
-        loaded.boxes[0] = PlBox(label="new", lines=loaded.boxes[0].lines)
+    elif change == "replace the box":
+        loaded.boxes[0] = PlBox(label="new")
     else:
         loaded.boxes[0].lines[0].r = None
     with pytest.raises(me.OperationError, match=r"'boxes\.lines' was loaded in part"):
         loaded.save()
     assert list(db.pl_boxes.find()) == before
-
-
-GIVEN_WHOLE: dict[str, Callable[[PlTagged], Any]] = {
-    "a new list": lambda doc: setattr(doc, "lines", [PlLine(label="new")]),
-    "an empty list": lambda doc: setattr(doc, "lines", []),
-}
-
-
-@pytest.mark.parametrize("given", GIVEN_WHOLE)
-@pytest.mark.parametrize("projection", [*OUT_OF_PLACE, "slice 1"])
-def test_a_new_list_given_whole_after_a_load_in_part_is_written_as_mongoengine_writes_it(
-    mongoengine_connect: Any, projection: str, given: str
-) -> None:
-    # Session 34's V-F7: a new list holds nothing loaded, so no stored item is addressed by a
-    # wrong place and none goes but by the user's choice; it was refused.
-    db = mongoengine_connect()
-    doc, _ = _tagged(db)
-    loaded = PlTagged.objects.fields(**OUT_OF_PLACE.get(projection, {"slice__lines": 1})).get()
-    GIVEN_WHOLE[given](loaded)
-    loaded.save()
-    (raw,) = db.pl_tagged.find()
-    made = [(item["label"], item["no"]) for item in raw.get("lines", [])]  # [] is unset
-    assert made == ([("new", 4)] if given == "a new list" else [])
-    if given == "a new list":  # its items are at their stored places now: an edit is written
-        loaded.lines[0].label = "edited"
-        loaded.lines.append(PlLine(label="more"))
-        loaded.save()
-        (raw,) = db.pl_tagged.find()
-        assert [(item["label"], item["no"]) for item in raw["lines"]] == [
-            ("edited", 4),
-            ("more", 5),
-        ]
-        assert len({item["r"] for item in raw["lines"]} | {line.r for line in doc.lines}) == 5
-
-
-def test_a_new_item_given_whole_over_a_sliced_list_inside_it_is_written(
-    mongoengine_connect: Any,
-) -> None:
-    db = mongoengine_connect()
-    PlBoxes(boxes=[PlBox(lines=[PlLine(label=label) for label in "xyz"])]).save()
-    before = list(db.pl_boxes.find())
-    box = before[0]["boxes"][0]
-    answer = {**before[0], "boxes": [{**box, "lines": box["lines"][1:2]}]}
-    loaded = _loaded_as_a_server_returns(PlBoxes.objects.fields(slice__boxes__lines=[1, 1]), answer)
-    loaded.boxes[0] = PlBox(label="new", lines=[PlLine(label="w")])
-    loaded.save()
-    (raw,) = db.pl_boxes.find()
-    (new_box,) = raw["boxes"]
-    assert new_box["label"] == "new"
-    assert [(line["label"], line["no"]) for line in new_box["lines"]] == [("w", 4)]
 
 
 @pytest.mark.parametrize("place", ["line", "lines"])

@@ -836,9 +836,7 @@ def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
     loaded would go, their values with them), or, its items being out of their stored places
     (an ``$elemMatch``, a ``$slice`` that skips or counts from the end), writes into an item:
     MongoEngine addresses it by its place in the list loaded, which is another stored item's
-    (probe BJ-2: a value made for a cleared field replaced another item's). A list (or an item
-    holding it) the user gave whole, holding nothing loaded, is written as MongoEngine writes
-    it: the stored items go by the user's choice, as after a whole load.
+    (probe BJ-2: a value made for a cleared field replaced another item's).
 
     Raises:
         OperationError: so; nothing is written.
@@ -851,8 +849,6 @@ def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
             item = "." in change and change.rpartition(".")[2].isdigit()
             whole = (fields == path and not item) or path.startswith(f"{fields}.")
             inside = fields.startswith(f"{path}.") or (fields == path and item)
-            if whole and not _holds_loaded(document, change):
-                continue  # a new list (or item) given whole: the user's, as MongoEngine writes it
             if whole or (out_of_place and inside):
                 how = (
                     "this save writes the list whole, which would drop the stored items not "
@@ -866,16 +862,6 @@ def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
                     f"$elemMatch or positional projection), and {how}; load it whole (reload()) "
                     "before this change"
                 )
-
-
-def _holds_loaded(document: Document, path: str) -> bool:
-    """Whether the value at dotted ``path`` of ``document`` holds an embedded document loaded
-    from the database (not one the user made)."""
-    return any(
-        not seam.is_new(inner)
-        for place, _, inner in seam.embedded_places(document)
-        if place == path or place.startswith(f"{path}.")
-    )
 
 
 def _refuse_unloaded_scope(slot: Slot) -> None:

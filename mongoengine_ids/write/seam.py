@@ -61,7 +61,6 @@ import dataclasses
 import datetime
 import functools
 import inspect
-import re
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -1928,16 +1927,7 @@ def loaded_whole(holder: Any, name: str, kind: type[BaseDocument]) -> bool:
 def written_whole(document: Any) -> None:
     """After a write of ``document``: a field set whole since it was loaded, in it or in an
     embedded document inside it, holds what is stored now, no longer one a projection left
-    out (the scope a user set whole and saved was still refused on the next save); so does a
-    list loaded in part that the write gave whole (its items are at their stored places)."""
-    found = state(document, create=False)
-    if found is not None and found.sliced:
-        whole = [path for path in changed(document) if not re.search(r"\.\d+(\.|$)", path)]
-        found.sliced = frozenset(
-            (path, out_of_place)
-            for path, out_of_place in found.sliced
-            if not any(path == given or path.startswith(f"{given}.") for given in whole)
-        )
+    out (the scope a user set whole and saved was still refused on the next save)."""
     holders = [document, *(inner for _, _, inner in embedded_places(document))]
     for holder in holders:
         found = state(holder, create=False)
