@@ -336,3 +336,61 @@ def test_a_value_copied_to_another_place_of_its_document_is_refused_as_held_ther
     ):
         loaded.save()
     assert list(db.pl_tagged.find()) == before
+
+
+# -- embedded documents a field's default makes on a load (review of session 35) ---------------
+
+
+class PlDefaulted(me.Document):
+    name = me.StringField()
+    line = me.EmbeddedDocumentField(PlLine, default=lambda: PlLine(label="default"))
+    more = me.EmbeddedDocumentListField(PlLine, default=lambda: [PlLine(label="default")])
+
+
+def _defaulted(db: Any) -> list[dict[str, Any]]:
+    PlDefaulted(name="a", line=PlLine(label="s"), more=[PlLine(label="m")]).save()
+    return list(db.pl_defaulted.find())
+
+
+LEFT_OUT = {
+    "only": lambda: PlDefaulted.objects.only("name"),
+    "exclude": lambda: PlDefaulted.objects.exclude("line", "more"),
+}
+
+
+@pytest.mark.parametrize("load", LEFT_OUT)
+def test_defaults_made_for_values_a_projection_left_out_are_not_written(
+    mongoengine_connect: Any, load: str
+) -> None:
+    # Their values were filled and written at their places, over the stored line and item.
+    db = mongoengine_connect()
+    (before,) = _defaulted(db)
+    loaded = LEFT_OUT[load]().get()
+    assert (loaded.line.label, loaded.more[0].label) == ("default", "default")
+    loaded.name = "A"
+    loaded.save()
+    assert list(db.pl_defaulted.find()) == [{**before, "name": "A"}]
+    # A change inside one is MongoEngine's to write at its path: the stored line keeps its own.
+    for copied in (loaded, copy.deepcopy(loaded), pickle.loads(pickle.dumps(loaded))):
+        copied.line.label = f"edited {id(copied)}"
+        copied.save()
+        (raw,) = db.pl_defaulted.find()
+        assert raw["line"] == {**before["line"], "label": f"edited {id(copied)}"}
+        assert raw["more"] == before["more"]
+
+
+def test_defaults_made_for_values_not_stored_are_left_as_mongoengine_leaves_them(
+    mongoengine_connect: Any,
+) -> None:
+    # The list was written as {"0": {...}}: an object where a list was declared.
+    db = mongoengine_connect()
+    db.pl_defaulted.insert_one({"name": "b"})  # stored before the fields existed
+    loaded = PlDefaulted.objects.get()
+    loaded.name = "B"
+    loaded.save()
+    assert list(db.pl_defaulted.find({}, {"_id": 0})) == [{"name": "B"}]
+    loaded.more.append(PlLine(label="new"))  # written whole, with values, as any new list
+    loaded.save()
+    (raw,) = db.pl_defaulted.find({}, {"_id": 0})
+    assert [(item["label"], item["no"]) for item in raw["more"]] == [("default", 1), ("new", 2)]
+    assert "line" not in raw

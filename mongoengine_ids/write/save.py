@@ -546,7 +546,7 @@ def save_update(
         raise
     if save_condition is None and (_created(result) or not acknowledged):  # w=0: no reply
         _untold(document, plan.made)
-    values.confirm([document])
+    values.confirm([document], unwritten=plan.unwritten)
     seam.written_whole(document)
     _tell_untold(write, document)
     # Stored by their own conditional write, not MongoEngine's update: changes all the same,
@@ -726,7 +726,9 @@ class _Existing:
         self.missing = [s for s in kept if s.holder is document and s not in cleared]
         #: The values kept of embedded documents and of cleared fields.
         self.kept = [s for s in kept if s.holder is not document or s in cleared]
-        assigned, empty, missing = _sort(document, others, changed, unloaded)
+        #: New embedded documents the update leaves unwritten (by id): new still after it.
+        self.unwritten = _new_and_unwritten(document, changed)
+        assigned, empty, missing = _sort(document, others, changed, unloaded, self.unwritten)
         # A field the stored copy lacks that the save's condition reads is not filled by this
         # save: its write, made first, would change what the condition then reads (the next
         # save without one fills it, as backfill() does).
@@ -764,12 +766,17 @@ class _Existing:
 
 
 def _sort(
-    document: Document, others: list[Slot], changed: list[str], unloaded: Iterable[str]
+    document: Document,
+    others: list[Slot],
+    changed: list[str],
+    unloaded: Iterable[str],
+    unwritten: set[int],
 ) -> tuple[list[Slot], list[Slot], list[Slot]]:
     """Sort the slots of an existing ``document`` (those no earlier attempt kept) by what its
     save does with each: a value to tell its field (assigned by the user), an empty one of a
     new embedded document to fill, or one of its own fields its stored copy lacks (filled by a
-    conditional write). Slots of a loaded embedded document holding nothing of note are left.
+    conditional write). Slots of a loaded embedded document holding nothing of note are left,
+    and so are those of the new ones the update leaves ``unwritten`` (by id).
 
     Raises:
         OperationError: a value a projection left out is needed (:func:`_refuse_unloaded`).
@@ -786,6 +793,8 @@ def _sort(
     whole = seam.writes_whole(document)
     for slot in others:
         own_field = slot.holder is document
+        if id(slot.holder) in unwritten:
+            continue
         value = slot.value
         _refuse_unloaded(document, slot, changed, rewritten)
         if not own_field and not seam.is_new(slot.holder):
@@ -824,6 +833,28 @@ def _sort(
     for slot in (*assigned, *empty):
         _refuse_unloaded_scope(slot)
     return assigned, empty, missing
+
+
+def _new_and_unwritten(document: Document, changed: list[str]) -> set[int]:
+    """The new embedded documents (by id) of an existing ``document`` that its save leaves
+    unwritten, as MongoEngine does: those no change writes (at their path or above) and none
+    was made inside, and those a field's ``default`` made for a value a projection left out
+    (:func:`.seam.note_loaded`), unless written whole. (Review of session 35: such a default
+    was filled and written at its place, over the stored value, or as ``{"0": ...}`` where the
+    list was not stored.) A default made for a value not stored, changed inside, is filled and
+    written whole (:func:`_mark_written_by_update`)."""
+    if seam.writes_whole(document):
+        return set()
+    new = [(path, inner) for path, _, inner in seam.embedded_places(document) if seam.is_new(inner)]
+    left_out = [path for path, inner in new if seam.made_for_left_out(inner)]
+    unwritten = set()
+    for path, inner in new:
+        if any(path == done or path.startswith(f"{done}.") for done in changed):
+            continue  # written whole: an assignment, an append
+        edited = any(done.startswith(f"{path}.") for done in changed)
+        if not edited or any(path == out or path.startswith(f"{out}.") for out in left_out):
+            unwritten.add(id(inner))
+    return unwritten
 
 
 #: A list index in a dotted path (``boxes.0.lines``), or a map key of digits.

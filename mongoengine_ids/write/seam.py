@@ -1498,6 +1498,9 @@ class State:
     #: ``$elemMatch``): (dotted db path, whether the items loaded are out of their stored
     #: places). See :func:`sliced`.
     sliced: frozenset[tuple[str, bool]] = frozenset()
+    #: Of a new embedded document: a field's ``default`` made it, on a load, for a value the
+    #: projection left out (see :func:`made_for_left_out`).
+    for_left_out: bool = False
     #: Its last insert may or may not have been applied (the reply was lost): its values were
     #: generated for it and are kept, and the next ``save()`` inserts them again.
     unconfirmed: bool = False
@@ -1571,6 +1574,8 @@ _UNLOADED_INSIDE = "_mongoengine_ids_unloaded_inside"
 _SLICED = "_mongoengine_ids_sliced"
 #: ... and the paths of its new embedded documents (MongoEngine's copy builds them as loaded).
 _NEW_INSIDE = "_mongoengine_ids_new_inside"
+#: ... and of those, the ones made for a value a projection left out (see made_for_left_out).
+_LEFT_OUT_INSIDE = "_mongoengine_ids_left_out_inside"
 #: ... its key as stored, when in another form than its field writes (see note_stored_key).
 _STORED_KEY = "_mongoengine_ids_stored_key"
 
@@ -1598,6 +1603,9 @@ def _wrap_getstate(owner: type[BaseDocument], own: Callable[[Any], Any] | None) 
         new_inside = [path for path, _, embedded in places if is_new(embedded)]
         if new_inside:
             data[_NEW_INSIDE] = new_inside  # (probe BL-2: a copy saved them without values)
+            left_out = [path for path, _, inner in places if made_for_left_out(inner)]
+            if left_out:
+                data[_LEFT_OUT_INSIDE] = left_out
         written = getattr(self, _WRITTEN, None)
         if written:
             data[_WRITTEN] = written  # a copy of a stored document is one (see never_stored)
@@ -1629,12 +1637,15 @@ def _wrap_setstate(owner: type[BaseDocument], own: Callable[[Any, Any], None] | 
             state(self).sliced = frozenset(map(tuple, data[_SLICED]))
         inside = data.get(_UNLOADED_INSIDE) or {}
         new_inside = set(data.get(_NEW_INSIDE) or ())
+        left_out = set(data.get(_LEFT_OUT_INSIDE) or ())
         if inside or new_inside:
             for path, _, embedded in embedded_places(self):
                 if path in inside:
                     state(embedded).unloaded = frozenset(inside[path])
                 if path in new_inside:
                     object.__setattr__(embedded, "_created", True)
+                if path in left_out:
+                    state(embedded).for_left_out = True
         if data.get(_WRITTEN):
             object.__setattr__(self, _WRITTEN, data[_WRITTEN])
         if data.get(_BUILT_NEW):
@@ -1809,6 +1820,16 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
         )
         if unloaded:
             state(inner).unloaded = unloaded
+        if is_new(inner) and present.left_out(steps):
+            state(inner).for_left_out = True
+
+
+def made_for_left_out(document: Any) -> bool:
+    """Whether a field's ``default`` made the embedded ``document`` on a load, for a value the
+    projection left out (``only("name")`` and ``line = EmbeddedDocumentField(Line,
+    default=Line)``): a value may be stored there, which writing it would replace."""
+    found = state(document, create=False)
+    return found is not None and found.for_left_out
 
 
 def _sliced(kind: type[BaseDocument], projection: dict[str, Any]) -> frozenset[tuple[str, bool]]:

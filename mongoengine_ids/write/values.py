@@ -13,7 +13,7 @@ import logging
 import os
 import reprlib
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any, TypeVar, cast
 
 import bson.errors
@@ -368,11 +368,12 @@ def _with_embedded(documents: list[BaseDocument]) -> list[BaseDocument]:
     return found
 
 
-def confirm(documents: list[BaseDocument]) -> None:
+def confirm(documents: list[BaseDocument], *, unwritten: Collection[int] = ()) -> None:
     """The documents are known to be stored: nothing of an earlier lost reply is pending, and
     the values assigned to them (and to their embedded documents) are theirs by being stored,
-    no longer by a reservation made for their write (:func:`_owner`)."""
-    holders = _with_embedded(documents)
+    no longer by a reservation made for their write (:func:`_owner`). The embedded documents
+    ``unwritten`` (by id: new ones an update left alone) stay new."""
+    holders = [h for h in _with_embedded(documents) if id(h) not in unwritten]
     seam.mark_written(holders, settle=True)
     _settled(holders)
 
