@@ -338,6 +338,40 @@ def test_a_value_copied_to_another_place_of_its_document_is_refused_as_held_ther
     assert list(db.pl_tagged.find()) == before
 
 
+class PlMapped(me.Document):
+    m = me.MapField(me.EmbeddedDocumentField(PlBox))
+
+
+@pytest.mark.parametrize("key", ["a", "7"])
+@pytest.mark.parametrize("change", ["append", "clear a generated value", "another key's"])
+def test_a_sliced_list_in_a_map_is_matched_by_its_key_of_digits_too(
+    mongoengine_connect: Any, key: str, change: str
+) -> None:
+    # Review of session 35: the key "7" was taken for a list's index, so m.7.lines was not
+    # matched to the list sliced, and an append dropped its stored items.
+    db = mongoengine_connect()
+    PlMapped(m={key: PlBox(lines=[PlLine(label=label) for label in "xyz"]), "8": PlBox()}).save()
+    before = list(db.pl_mapped.find())
+    sliced = {**before[0]["m"][key], "lines": before[0]["m"][key]["lines"][1:2]}
+    answer = {**before[0], "m": {**before[0]["m"], key: sliced}}
+    spec = {f"slice__m__{key}__lines": [1, 1]}
+    loaded = _loaded_as_a_server_returns(PlMapped.objects.fields(**spec), answer)
+    if change == "another key's":  # not the list sliced: written
+        loaded.m["8"].lines.append(PlLine(label="new"))
+        loaded.save()
+        (raw,) = db.pl_mapped.find()
+        assert raw["m"][key] == before[0]["m"][key]
+        assert [line["label"] for line in raw["m"]["8"]["lines"]] == ["new"]
+        return
+    if change == "append":
+        loaded.m[key].lines.append(PlLine(label="new"))
+    else:
+        loaded.m[key].lines[0].no = None
+    with pytest.raises(me.OperationError, match=rf"'m\.{key}\.lines' was loaded in part"):
+        loaded.save()
+    assert list(db.pl_mapped.find()) == before
+
+
 # -- embedded documents a field's default makes on a load (review of session 35) ---------------
 
 

@@ -20,7 +20,6 @@ added later) gets one with a conditional write, or takes the value another proce
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -857,10 +856,6 @@ def _new_and_unwritten(document: Document, changed: list[str]) -> set[int]:
     return unwritten
 
 
-#: A list index in a dotted path (``boxes.0.lines``), or a map key of digits.
-_ITEM_STEP = re.compile(r"\.\d+(?=\.|$)")
-
-
 def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
     """Refuse a save that writes a list holding generated values that a projection loaded in
     part (``fields(slice__lines=...)``, ``elemMatch__lines=``) whole (the stored items not
@@ -874,17 +869,12 @@ def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
     """
     for path, out_of_place in sorted(seam.sliced(document)):
         for change in changed:
-            # By the fields only (the list sliced may be inside a list: boxes.0.lines), but an
-            # item's own place (lines.0), which is inside the list.
-            fields = _ITEM_STEP.sub("", change)
-            item = "." in change and change.rpartition(".")[2].isdigit()
-            whole = (fields == path and not item) or path.startswith(f"{fields}.")
-            inside = fields.startswith(f"{path}.") or (fields == path and item)
-            if whole or (out_of_place and inside):
+            found = _against(change, path)
+            if found == "whole" or (out_of_place and found == "inside"):
                 how = (
                     "this save writes the list whole, which would drop the stored items not "
                     "loaded, their generated values with them"
-                    if whole
+                    if found == "whole"
                     else f"its items are not at their stored places: this save writes "
                     f"{change!r}, which is another stored item's"
                 )
@@ -893,6 +883,24 @@ def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
                     f"$elemMatch or positional projection), and {how}; load it whole (reload()) "
                     "before this change"
                 )
+
+
+def _against(change: str, path: str) -> str | None:
+    """Where the dotted ``change`` lies against the ``path`` of a list loaded in part: "whole"
+    (the list itself, or above it), "inside" (an item, or in one), or None (elsewhere). The
+    list may be inside a list: the indexes of ``change`` (``boxes.0.lines``) are skipped, but a
+    step ``path`` names too (a map's key of digits: ``m.7.lines``; review of session 35: such
+    a list was taken for another, and an append dropped its stored items)."""
+    want = path.split(".")
+    reached = 0  # the steps of ``path`` matched so far
+    for step in change.split("."):
+        if reached == len(want):
+            return "inside"  # deeper than the list: an item (lines.0), or in one
+        if step == want[reached]:
+            reached += 1
+        elif not step.isdigit():  # (a digit step ``path`` does not name: a list's index)
+            return None
+    return "whole"  # the list, or above it (boxes.0 holds boxes.0.lines)
 
 
 def _refuse_unloaded_scope(slot: Slot) -> None:
