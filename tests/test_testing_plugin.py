@@ -131,8 +131,7 @@ def test_without_mongomock_the_error_says_how_to_install_it(
         no_mongomock=f"""
         import sys
         sys.modules["mongomock"] = None  # as if mongomock were not installed
-        from mongoengine_ids import SequenceField
-from mongoengine_ids.testing import connected, connected_threadsafe
+        from mongoengine_ids.testing import connected, connected_threadsafe
 
         with ({"connected_threadsafe" if threadsafe else "connected"})() as connect:
             try:
