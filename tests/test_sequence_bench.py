@@ -43,6 +43,35 @@ def test_latency_wrapper_waits_before_every_call_and_counts_them() -> None:
         assert hook.total == 6
 
 
+def test_the_clock_is_stopped_while_mongomock_works_behind_the_latency(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Review BP: mongomock's own work was timed as a server's, on both sides of every ratio.
+    from mongoengine_ids.tools.bench import _core
+
+    now = [100.0]
+    monkeypatch.setattr(_core.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(_core, "_server_seconds", [0.0])
+
+    def work(seconds: float) -> Any:
+        def call() -> str:
+            now[0] += seconds  # what mongomock spends on the call
+            return "done"
+
+        return call
+
+    hook = CountingLatency(0.001, sleep=lambda seconds: None, timer=lambda: now[0])
+    start = _core.clock()
+    assert hook("c", "insert_many", work(0.5)) == "done"
+    assert hook("c", "insert_one", work(0.25)) == "done"
+    assert hook.server_seconds == 0.75
+    assert _core.clock() - start == 0.0  # the waits are the round trips (none here)
+    counting = CountingLatency(0, timer=lambda: now[0])  # no latency: mongomock's time is all
+    counting("c", "insert_one", work(0.5))
+    assert counting.server_seconds == 0.0
+    assert _core.clock() - start == 0.5
+
+
 def test_latency_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="latency=-1 must be >= 0"):
         CountingLatency(-1)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from time import perf_counter
 from typing import Any, Final
 
 from mongoengine import Document, IntField, StringField
@@ -39,6 +38,7 @@ from ._core import (
     Result,
     Step,
     baseline_row,
+    clock,
     compare_row,
     database,
     database_label,
@@ -130,9 +130,9 @@ def _save_step(model: type[Document], make: Callable[[int], Document]) -> Step:
 
     def step(index: int) -> float:
         document = make(index)
-        start = perf_counter()
+        start = clock()
         document.save()
-        elapsed = perf_counter() - start
+        elapsed = clock() - start
         collection.delete_one({"_id": document.pk})
         return elapsed
 
