@@ -428,3 +428,63 @@ def test_defaults_made_for_values_not_stored_are_left_as_mongoengine_leaves_them
     (raw,) = db.pl_defaulted.find({}, {"_id": 0})
     assert [(item["label"], item["no"]) for item in raw["more"]] == [("default", 1), ("new", 2)]
     assert "line" not in raw
+
+
+# -- values cleared: set to None where a projection left them out, or before a copy --------------
+
+
+def test_values_left_out_then_set_to_none_are_made_anew_as_after_a_whole_load(
+    mongoengine_connect: Any,
+) -> None:
+    # Probe BN-2: MongoEngine saw None set over None as no change, and the item, written whole
+    # by the append, lost its stored number and code and got none.
+    db = mongoengine_connect()
+    doc = _order()
+    loaded = PlOrder.objects.only("name", "lines.label").get()
+    for line in loaded.lines:  # every item: each written whole by the append
+        line.no = None
+        line.r = None
+    loaded.lines.append(PlLine(label="new"))
+    loaded.save()
+    (raw,) = stored(db)
+    assert [line["label"] for line in raw["lines"]] == ["x", "y", "new"]
+    old = [*doc.lines, doc.line, doc.box.lines[0]]
+    numbers = [line["no"] for line in raw["lines"]]
+    codes = [line["r"] for line in raw["lines"]]
+    assert numbers == [5, 6, 7]  # 1 to 4 are the stored ones
+    assert len(set(codes)) == 3
+    assert set(codes).isdisjoint(line.r for line in old)
+
+
+def test_one_value_left_out_and_not_cleared_still_refuses_the_whole_write(
+    mongoengine_connect: Any,
+) -> None:
+    db = mongoengine_connect()
+    _order()
+    before = stored(db)
+    loaded = PlOrder.objects.only("name", "lines.label").get()
+    loaded.lines[0].no = None  # r is still left out: written whole, it would be cleared
+    loaded.lines.append(PlLine(label="new"))
+    with pytest.raises(me.OperationError, match=r"PlLine\.r in a PlOrder was not loaded"):
+        loaded.save()
+    assert stored(db) == before
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copy_keeps_the_values_cleared_in_its_embedded_documents(
+    mongoengine_connect: Any, how: str
+) -> None:
+    # Probe BN-1: MongoEngine's copy drops the changes of embedded documents: the item, written
+    # whole by the pop, was stored without values, none made.
+    db = mongoengine_connect()
+    doc, _ = _tagged(db)
+    loaded = PlTagged.objects.get()
+    loaded.lines[1].no = None
+    loaded.lines[1].r = None
+    loaded.lines.pop(0)
+    copied = copy.deepcopy(loaded) if how == "deepcopy" else pickle.loads(pickle.dumps(loaded))
+    copied.save()
+    (raw,) = db.pl_tagged.find()
+    y, z = raw["lines"]
+    assert (y["label"], y["no"], z) == ("y", 4, doc.to_mongo()["lines"][2])
+    assert y["r"] not in {line.r for line in doc.lines}

@@ -391,6 +391,11 @@ class GeneratedField(BaseField):  # type: ignore[misc]
 
     def __set__(self, instance: Any, value: Any) -> None:
         super().__set__(instance, None if value is None else self.coerce(value))
+        if value is None and seam.left_out(instance, self.name):
+            # None over a value a projection left out (None too) is no change to MongoEngine:
+            # marked, it is a value cleared, made anew as after a whole load (probe BN-2: an
+            # embedded document written whole lost its stored value, and got none).
+            seam.mark_changed(instance, self.name)
         seam.value_set(instance, self.name)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:

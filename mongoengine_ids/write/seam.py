@@ -1576,6 +1576,8 @@ _SLICED = "_mongoengine_ids_sliced"
 _NEW_INSIDE = "_mongoengine_ids_new_inside"
 #: ... and of those, the ones made for a value a projection left out (see made_for_left_out).
 _LEFT_OUT_INSIDE = "_mongoengine_ids_left_out_inside"
+#: ... and the generated fields changed in its embedded documents (MongoEngine's copy drops them).
+_CHANGED_INSIDE = "_mongoengine_ids_changed_inside"
 #: ... its key as stored, when in another form than its field writes (see note_stored_key).
 _STORED_KEY = "_mongoengine_ids_stored_key"
 
@@ -1600,6 +1602,13 @@ def _wrap_getstate(owner: type[BaseDocument], own: Callable[[Any], Any] | None) 
         }
         if inside:
             data[_UNLOADED_INSIDE] = inside
+        changed_inside = {
+            path: generated_here
+            for path, _, embedded in places
+            if (generated_here := _generated_changed_here(embedded))
+        }
+        if changed_inside:  # (probe BN-1: a value cleared in one was stored as no value)
+            data[_CHANGED_INSIDE] = changed_inside
         new_inside = [path for path, _, embedded in places if is_new(embedded)]
         if new_inside:
             data[_NEW_INSIDE] = new_inside  # (probe BL-2: a copy saved them without values)
@@ -1618,10 +1627,20 @@ def _wrap_getstate(owner: type[BaseDocument], own: Callable[[Any], Any] | None) 
     return __getstate__
 
 
+def _generated_changed_here(document: BaseDocument) -> list[str]:
+    """The generated fields of the embedded ``document`` the user changed (db field names)."""
+    here = changed_here(document)
+    if not here:
+        return []
+    generated = {field.db_field for _, field in shape(type(document)).generated}
+    return [db_field for db_field in here if db_field in generated]
+
+
 def _wrap_setstate(owner: type[BaseDocument], own: Callable[[Any, Any], None] | None) -> Any:
     """``__setstate__`` for ``owner``: a copy of a partially loaded document is one too (its
-    ``save()`` leaves the fields it lacks alone), and its new embedded documents are new (its
-    ``save()`` fills them)."""
+    ``save()`` leaves the fields it lacks alone), its new embedded documents are new (its
+    ``save()`` fills them), and the generated fields changed in its embedded documents are
+    changed (a value cleared gets a new one, as in the document copied)."""
 
     def __setstate__(self: Document, data: Any) -> None:
         if own is not None:
@@ -1638,8 +1657,11 @@ def _wrap_setstate(owner: type[BaseDocument], own: Callable[[Any, Any], None] | 
         inside = data.get(_UNLOADED_INSIDE) or {}
         new_inside = set(data.get(_NEW_INSIDE) or ())
         left_out = set(data.get(_LEFT_OUT_INSIDE) or ())
-        if inside or new_inside:
+        changed_inside = data.get(_CHANGED_INSIDE) or {}
+        if inside or new_inside or changed_inside:
             for path, _, embedded in embedded_places(self):
+                for db_field in changed_inside.get(path, ()):
+                    mark_changed(embedded, db_field)
                 if path in inside:
                     state(embedded).unloaded = frozenset(inside[path])
                 if path in new_inside:
@@ -1961,6 +1983,12 @@ def written_whole(document: Any) -> None:
             for name in found.unloaded
             if (field := field_of(kind, name)) is None or field.db_field not in here
         )
+
+
+def left_out(document: Any, name: str) -> bool:
+    """Whether field ``name`` of ``document`` is one a projection left out (not set since)."""
+    found = state(document, create=False)
+    return found is not None and name in found.unloaded
 
 
 def value_set(document: Any, name: str) -> None:
