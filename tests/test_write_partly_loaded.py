@@ -331,8 +331,8 @@ def test_a_value_copied_to_another_place_of_its_document_is_refused_as_held_ther
     loaded.lines[1].r = loaded.lines[0].r
     with pytest.raises(
         me.NotUniqueError,
-        match=rf"\[{loaded.lines[0].r}\] already reserved in 'pl_line_r', held by another "
-        "document or by another place of this one",
+        match=rf"\[{loaded.lines[0].r}\] already reserved in 'pl_line_r': held by another "
+        "document or another place of this one",
     ):
         loaded.save()
     assert list(db.pl_tagged.find()) == before
@@ -488,3 +488,30 @@ def test_a_copy_keeps_the_values_cleared_in_its_embedded_documents(
     y, z = raw["lines"]
     assert (y["label"], y["no"], z) == ("y", 4, doc.to_mongo()["lines"][2])
     assert y["r"] not in {line.r for line in doc.lines}
+
+
+@pytest.mark.parametrize("first", ["source", "destination"])
+def test_an_embedded_document_moved_to_another_document_keeps_its_reserved_value_apart(
+    mongoengine_connect: Any, first: str
+) -> None:
+    # Probe BN-3: the refusal said another document held the value, which none did (the
+    # source saved first); it now says a reserved value is never handed out again, and how on.
+    db = mongoengine_connect()
+    a = PlTagged(name="a", lines=[PlLine(label="moving")]).save()
+    PlTagged(name="b").save()
+    source, destination = PlTagged.objects.get(name="a"), PlTagged.objects.get(name="b")
+    item = source.lines.pop(0)
+    destination.lines.append(item)
+    order = [source, destination] if first == "source" else [destination, source]
+    if first == "source":
+        source.save()
+    with pytest.raises(me.NotUniqueError, match=r"never handed out again.*set the field to None"):
+        destination.save()
+    item.r = None  # a new value for the moved line; its number moves with it
+    for document in order:
+        document.save()
+    raw = {doc["name"]: doc.get("lines", []) for doc in db.pl_tagged.find()}
+    assert raw["a"] == []
+    (moved,) = raw["b"]
+    assert (moved["label"], moved["no"]) == ("moving", a.lines[0].no)
+    assert moved["r"] != a.lines[0].r

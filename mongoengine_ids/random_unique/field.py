@@ -528,9 +528,11 @@ class RandomUniqueField(GeneratedField):
             _release(proxy, [v for i, v in enumerate(stored) if i not in taken and i not in own])
             shown = [stored[position] for position in sorted(taken)]
             raise NotUniqueError(
-                f"{self._label}: {shown!r} already reserved in {self.reserve_in!r}, held by "
-                "another document or by another place of this one: expected values held "
-                "nowhere else"
+                f"{self._label}: {shown!r} already reserved in {self.reserve_in!r}: held by "
+                "another document or another place of this one, or by one that held it before "
+                "(a reserved value is never handed out again, also when its holder is deleted "
+                "or the embedded document holding it moves to another document): expected "
+                "values held nowhere else; set the field to None for a new one"
             )
 
     def release_values(self, write: Write, values: list[Any]) -> None:
