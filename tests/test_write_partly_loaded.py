@@ -343,7 +343,9 @@ class PlMapped(me.Document):
 
 
 @pytest.mark.parametrize("key", ["a", "7"])
-@pytest.mark.parametrize("change", ["append", "clear a generated value", "another key's"])
+@pytest.mark.parametrize(
+    "change", ["append", "clear a generated value", "another key's", "another key's box"]
+)
 def test_a_sliced_list_in_a_map_is_matched_by_its_key_of_digits_too(
     mongoengine_connect: Any, key: str, change: str
 ) -> None:
@@ -356,12 +358,16 @@ def test_a_sliced_list_in_a_map_is_matched_by_its_key_of_digits_too(
     answer = {**before[0], "m": {**before[0]["m"], key: sliced}}
     spec = {f"slice__m__{key}__lines": [1, 1]}
     loaded = _loaded_as_a_server_returns(PlMapped.objects.fields(**spec), answer)
-    if change == "another key's":  # not the list sliced: written
-        loaded.m["8"].lines.append(PlLine(label="new"))
+    if change.startswith("another key's"):  # not the list sliced: written
+        if change == "another key's":
+            loaded.m["8"].lines.append(PlLine(label="new"))
+        else:  # m.9, which was taken for a write above m.7.lines
+            loaded.m["9"] = PlBox(lines=[PlLine(label="new")])
         loaded.save()
         (raw,) = db.pl_mapped.find()
         assert raw["m"][key] == before[0]["m"][key]
-        assert [line["label"] for line in raw["m"]["8"]["lines"]] == ["new"]
+        other = raw["m"]["8" if change == "another key's" else "9"]
+        assert [line["label"] for line in other["lines"]] == ["new"]
         return
     if change == "append":
         loaded.m[key].lines.append(PlLine(label="new"))

@@ -869,7 +869,7 @@ def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
     """
     for path, out_of_place in sorted(seam.sliced(document)):
         for change in changed:
-            found = _against(change, path)
+            found = _against(type(document), change, path)
             if found == "whole" or (out_of_place and found == "inside"):
                 how = (
                     "this save writes the list whole, which would drop the stored items not "
@@ -885,12 +885,13 @@ def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
                 )
 
 
-def _against(change: str, path: str) -> str | None:
+def _against(kind: type[Document], change: str, path: str) -> str | None:
     """Where the dotted ``change`` lies against the ``path`` of a list loaded in part: "whole"
     (the list itself, or above it), "inside" (an item, or in one), or None (elsewhere). The
-    list may be inside a list: the indexes of ``change`` (``boxes.0.lines``) are skipped, but a
-    step ``path`` names too (a map's key of digits: ``m.7.lines``; review of session 35: such
-    a list was taken for another, and an append dropped its stored items)."""
+    list may be inside a list: the indexes of ``change`` (``boxes.0.lines``) are skipped; a
+    step of digits after a map is a key, matched as any other step (review of session 35:
+    ``m.7.lines`` was taken for another list, and an append dropped its stored items; ``m.8``
+    was taken for a write of it)."""
     want = path.split(".")
     reached = 0  # the steps of ``path`` matched so far
     for step in change.split("."):
@@ -898,7 +899,7 @@ def _against(change: str, path: str) -> str | None:
             return "inside"  # deeper than the list: an item (lines.0), or in one
         if step == want[reached]:
             reached += 1
-        elif not step.isdigit():  # (a digit step ``path`` does not name: a list's index)
+        elif not (step.isdigit() and seam.is_list_at(kind, ".".join(want[:reached]))):
             return None
     return "whole"  # the list, or above it (boxes.0 holds boxes.0.lines)
 

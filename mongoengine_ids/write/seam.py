@@ -413,6 +413,14 @@ def values_field_at(document_class: Any, path: str) -> Any:
     return items_field(found[0][2]) if found else None
 
 
+def is_list_at(document_class: Any, path: str) -> bool:
+    """Whether the dotted ``path`` (by names or stored names, list indexes left out) of
+    ``document_class`` leads to a list field: a digit step after it is an item's index, where
+    after a map it is a key."""
+    found = _fields_at(document_class, path, names=True) if path else []
+    return bool(found) and isinstance(found[0][2], ListField)
+
+
 def items_field(field: Any) -> Any:
     """The field of the items of a list or map field (at any depth); any other field itself."""
     while isinstance(field, (ListField, DictField)):
