@@ -15,7 +15,7 @@ from bson.binary import UuidRepresentation
 from bson.json_util import JSONOptions
 from mongoengine.errors import NotUniqueError, ValidationError
 
-from mongoengine_ids import RandomUniqueField, SequenceField
+from mongoengine_ids import RandomUniqueField, SequenceField, backfill
 from mongoengine_ids.sequence import DEFAULT_COLLECTION
 
 
@@ -149,19 +149,27 @@ class DyDefaulted(me.Document):
     meta = {"collection": "dy_defaulted"}
 
 
-def test_an_embedded_document_a_default_makes_for_a_loaded_document_is_filled(
+def test_an_embedded_document_a_default_makes_for_a_loaded_document_is_written_as_changed(
     mongoengine_db: Any,
 ) -> None:
-    """Found by review: marking every embedded document of a loaded document loaded left the
-    one a field's default made empty."""
-    DyDefaulted._get_collection().insert_one({"name": "a"})
+    """A change inside it is written at its path, as MongoEngine writes it: written whole with
+    values (as until session 35), it replaced what another writer had stored there since the
+    load (review 2 of session 35). backfill() gives it its values."""
+    collection = DyDefaulted._get_collection()
+    collection.insert_one({"name": "a"})
     loaded = DyDefaulted.objects.get(name="a")
+    collection.update_one({"name": "a"}, {"$set": {"part.note": "meanwhile"}})
     loaded.part.label = "new"
     loaded.save()
-    stored = DyDefaulted._get_collection().find_one({"name": "a"}, {"_id": 0})
-    assert stored["part"]["label"] == "new"
-    assert stored["part"]["code"] == 1
-    assert 100 <= stored["part"]["rr"] <= 999
+    assert collection.find_one({"name": "a"}, {"_id": 0}) == {
+        "name": "a",
+        "part": {"note": "meanwhile", "label": "new"},
+    }
+    assert _counter("dy_part_code.code") == 0  # no value made for it
+    assert backfill(DyDefaulted) == 2  # part.code and part.rr
+    part = collection.find_one({"name": "a"})["part"]
+    assert (part["note"], part["label"], part["code"]) == ("meanwhile", "new", 1)
+    assert 100 <= part["rr"] <= 999
 
 
 @pytest.mark.parametrize("path", ["extra", "df"], ids=["dynamic-attribute", "dynamic-field"])

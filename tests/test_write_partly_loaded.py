@@ -417,6 +417,19 @@ def test_defaults_made_for_values_a_projection_left_out_are_not_written(
         (raw,) = db.pl_defaulted.find()
         assert raw["line"] == {**before["line"], "label": f"edited {id(copied)}"}
         assert raw["more"] == before["more"]
+    # None over the default's None is no change (review 2: it was taken for a value cleared,
+    # and MongoEngine's $unset removed the stored number, none made).
+    again = LEFT_OUT[load]().get()
+    again.line.no = None
+    again.more[0].r = None
+    again.save()
+    assert list(db.pl_defaulted.find()) == [raw]
+    # A number assigned inside is written at its path, and told to the counter.
+    again.line.no = 500
+    again.save()
+    (raw,) = db.pl_defaulted.find()
+    assert raw["line"] == {**before["line"], "no": 500, "label": raw["line"]["label"]}
+    assert PlDefaulted(name="next", line=PlLine()).save().line.no == 501
 
 
 def test_defaults_made_for_values_not_stored_are_left_as_mongoengine_leaves_them(

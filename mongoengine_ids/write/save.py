@@ -792,8 +792,10 @@ def _sort(
     whole = seam.writes_whole(document)
     for slot in others:
         own_field = slot.holder is document
-        if id(slot.holder) in unwritten:
-            continue
+        if id(slot.holder) in unwritten and not (
+            slot.value is not None and slot.field.db_field in seam.changed_here(slot.holder)
+        ):
+            continue  # not written: none made (a value assigned inside is written: told)
         value = slot.value
         _refuse_unloaded(document, slot, changed, rewritten)
         if not own_field and not seam.is_new(slot.holder):
@@ -835,25 +837,21 @@ def _sort(
 
 
 def _new_and_unwritten(document: Document, changed: list[str]) -> set[int]:
-    """The new embedded documents (by id) of an existing ``document`` that its save leaves
-    unwritten, as MongoEngine does: those no change writes (at their path or above) and none
-    was made inside, and those a field's ``default`` made for a value a projection left out
-    (:func:`.seam.note_loaded`), unless written whole. (Review of session 35: such a default
-    was filled and written at its place, over the stored value, or as ``{"0": ...}`` where the
-    list was not stored.) A default made for a value not stored, changed inside, is filled and
-    written whole (:func:`_mark_written_by_update`)."""
+    """The new embedded documents (by id) of an existing ``document`` that its update does not
+    write whole: no change is at their path or above it. MongoEngine made them from a field's
+    ``default`` for a value the document was loaded without (left out by a projection, or not
+    stored): it writes nothing of them but the changes made inside, at their paths, and the
+    package fills none of their values (review of session 35: such a default was filled and
+    written whole, over the stored value, or as ``{"0": ...}`` where the list was not stored;
+    review 2: over what another writer stored there since the load)."""
     if seam.writes_whole(document):
         return set()
-    new = [(path, inner) for path, _, inner in seam.embedded_places(document) if seam.is_new(inner)]
-    left_out = [path for path, inner in new if seam.made_for_left_out(inner)]
-    unwritten = set()
-    for path, inner in new:
-        if any(path == done or path.startswith(f"{done}.") for done in changed):
-            continue  # written whole: an assignment, an append
-        edited = any(done.startswith(f"{path}.") for done in changed)
-        if not edited or any(path == out or path.startswith(f"{out}.") for out in left_out):
-            unwritten.add(id(inner))
-    return unwritten
+    return {
+        id(inner)
+        for path, _, inner in seam.embedded_places(document)
+        if seam.is_new(inner)
+        and not any(path == done or path.startswith(f"{done}.") for done in changed)
+    }
 
 
 def _refuse_in_sliced(document: Document, changed: list[str]) -> None:
@@ -1104,9 +1102,9 @@ def _held_by_stored_copy(
 def _mark_written_by_update(document: Document, filled: list[Slot], changed: list[str]) -> None:
     """Make the update write the values of ``filled``: a field of the document's own is marked
     changed; for embedded documents, MongoEngine writes the paths it saw change, which hold a
-    new embedded document as a whole (an assignment, an append); one that no changed path
-    covers is marked at its own path, never a wider one (the update would replace what another
-    writer stored beside it)."""
+    new embedded document as a whole (an assignment, an append: only those are filled, see
+    :func:`_new_and_unwritten`); a value filled in a loaded one is marked at its own path,
+    never a wider one (the update would replace what another writer stored beside it)."""
     for slot in filled:
         if slot.holder is document and slot.field.db_field not in changed:
             seam.mark_changed(document, slot.name)  # a value of its own made anew
@@ -1117,10 +1115,11 @@ def _mark_written_by_update(document: Document, filled: list[Slot], changed: lis
             by_holder.setdefault(id(slot.holder), []).append(slot)
     for path, _, embedded in seam.embedded_places(document):
         slots = by_holder.get(id(embedded), [])
-        # A new one whole; of a loaded one, the fields filled (written whole, it would lose
-        # what a projection left out of it: review E).
-        targets = [path] if seam.is_new(embedded) else [f"{path}.{s.field.db_field}" for s in slots]
-        for target in targets if slots else ():
+        if not slots or seam.is_new(embedded):
+            continue  # a new one is written whole by the change that placed it (_sort)
+        # Of a loaded one, the fields filled (written whole, it would lose what a projection
+        # left out of it: review E).
+        for target in (f"{path}.{slot.field.db_field}" for slot in slots):
             if not any(target == done or target.startswith(f"{done}.") for done in changed):
                 seam.mark_changed(document, target)
                 changed.append(target)

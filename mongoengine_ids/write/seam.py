@@ -1506,9 +1506,6 @@ class State:
     #: ``$elemMatch``): (dotted db path, whether the items loaded are out of their stored
     #: places). See :func:`sliced`.
     sliced: frozenset[tuple[str, bool]] = frozenset()
-    #: Of a new embedded document: a field's ``default`` made it, on a load, for a value the
-    #: projection left out (see :func:`made_for_left_out`).
-    for_left_out: bool = False
     #: Its last insert may or may not have been applied (the reply was lost): its values were
     #: generated for it and are kept, and the next ``save()`` inserts them again.
     unconfirmed: bool = False
@@ -1582,8 +1579,6 @@ _UNLOADED_INSIDE = "_mongoengine_ids_unloaded_inside"
 _SLICED = "_mongoengine_ids_sliced"
 #: ... and the paths of its new embedded documents (MongoEngine's copy builds them as loaded).
 _NEW_INSIDE = "_mongoengine_ids_new_inside"
-#: ... and of those, the ones made for a value a projection left out (see made_for_left_out).
-_LEFT_OUT_INSIDE = "_mongoengine_ids_left_out_inside"
 #: ... and the generated fields changed in its embedded documents (MongoEngine's copy drops them).
 _CHANGED_INSIDE = "_mongoengine_ids_changed_inside"
 #: ... its key as stored, when in another form than its field writes (see note_stored_key).
@@ -1620,9 +1615,6 @@ def _wrap_getstate(owner: type[BaseDocument], own: Callable[[Any], Any] | None) 
         new_inside = [path for path, _, embedded in places if is_new(embedded)]
         if new_inside:
             data[_NEW_INSIDE] = new_inside  # (probe BL-2: a copy saved them without values)
-            left_out = [path for path, _, inner in places if made_for_left_out(inner)]
-            if left_out:
-                data[_LEFT_OUT_INSIDE] = left_out
         written = getattr(self, _WRITTEN, None)
         if written:
             data[_WRITTEN] = written  # a copy of a stored document is one (see never_stored)
@@ -1664,7 +1656,6 @@ def _wrap_setstate(owner: type[BaseDocument], own: Callable[[Any, Any], None] | 
             state(self).sliced = frozenset(map(tuple, data[_SLICED]))
         inside = data.get(_UNLOADED_INSIDE) or {}
         new_inside = set(data.get(_NEW_INSIDE) or ())
-        left_out = set(data.get(_LEFT_OUT_INSIDE) or ())
         changed_inside = data.get(_CHANGED_INSIDE) or {}
         if inside or new_inside or changed_inside:
             for path, _, embedded in embedded_places(self):
@@ -1674,8 +1665,6 @@ def _wrap_setstate(owner: type[BaseDocument], own: Callable[[Any, Any], None] | 
                     state(embedded).unloaded = frozenset(inside[path])
                 if path in new_inside:
                     object.__setattr__(embedded, "_created", True)
-                if path in left_out:
-                    state(embedded).for_left_out = True
         if data.get(_WRITTEN):
             object.__setattr__(self, _WRITTEN, data[_WRITTEN])
         if data.get(_BUILT_NEW):
@@ -1826,6 +1815,8 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     # Per class: its fields of note, and its subclasses' too (once for the document).
     of_note: dict[tuple[type[BaseDocument], bool], set[tuple[str, str, str]]] = {}
     for _, steps, inner in embedded_places(document, keys=True):
+        if is_new(inner):
+            continue  # a field's default made it: nothing of it was loaded, nor left out
         # Loaded without its _cls (only("parts.label")), it is of its field's class as far as
         # MongoEngine knows: stored, it may be a subclass, with fields of its own.
         family = (type(inner), not present((*steps, "_cls")))
@@ -1850,16 +1841,6 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
         )
         if unloaded:
             state(inner).unloaded = unloaded
-        if is_new(inner) and present.left_out(steps):
-            state(inner).for_left_out = True
-
-
-def made_for_left_out(document: Any) -> bool:
-    """Whether a field's ``default`` made the embedded ``document`` on a load, for a value the
-    projection left out (``only("name")`` and ``line = EmbeddedDocumentField(Line,
-    default=Line)``): a value may be stored there, which writing it would replace."""
-    found = state(document, create=False)
-    return found is not None and found.for_left_out
 
 
 def _sliced(kind: type[BaseDocument], projection: dict[str, Any]) -> frozenset[tuple[str, bool]]:
