@@ -573,3 +573,63 @@ def test_a_default_also_placed_where_the_save_writes_is_refused_as_placed_twice(
     (raw,) = db.pl_defaulted.find({}, {"_id": 0})
     assert [(item["label"], item["no"]) for item in raw["more"]] == [("default", 1)]
     assert "line" not in raw
+
+
+class PlPlace(me.EmbeddedDocument):
+    city = me.StringField()
+    label = me.StringField()
+
+
+class PlVisit(me.Document):
+    place = me.EmbeddedDocumentField(PlPlace, default=lambda: PlPlace(label="d"))
+    no = SequenceField(scope="place")
+
+
+def test_a_number_scoped_by_a_default_changed_in_part_is_refused(
+    mongoengine_connect: Any,
+) -> None:
+    # Review 3 of session 35: MongoEngine wrote place.city only, and number 3 was told to the
+    # counter of {city: z, label: d}, a scope never stored: three new visits to {city: z} got
+    # 1, 2, 3, and 3 was held twice in that scope.
+    db = mongoengine_connect()
+    db.pl_visit.insert_one({"no": 3})
+    before = list(db.pl_visit.find())
+    loaded = PlVisit.objects.get()
+    loaded.place.city = "z"
+    with pytest.raises(me.OperationError, match=r"PlVisit\.no is numbered per 'place', read in"):
+        loaded.save()
+    assert list(db.pl_visit.find()) == before
+    loaded.place = PlPlace(city="z")  # whole: the scope stored is the one the number is told
+    loaded.save()
+    assert [PlVisit(place=PlPlace(city="z")).save().no for _ in range(2)] == [4, 5]
+    assert sorted(doc["no"] for doc in db.pl_visit.find()) == [3, 4, 5]
+
+
+class PlCoded(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=6, reserve_in="pl_coded_code")
+    no = SequenceField(scope="code")
+
+
+class PlCodedOrder(me.Document):
+    name = me.StringField()
+    line = me.EmbeddedDocumentField(PlCoded, default=PlCoded)
+
+
+def test_a_number_given_in_a_default_numbered_per_its_empty_scope_is_refused_as_such(
+    mongoengine_connect: Any,
+) -> None:
+    # Review 3 of session 35: refused for a scope that is None, "loaded by only() or exclude()",
+    # which it was not; the default's code is made only when it is written whole.
+    db = mongoengine_connect()
+    db.pl_coded_order.insert_one({"name": "x"})
+    loaded = PlCodedOrder.objects.get()
+    loaded.line.no = 5
+    with pytest.raises(me.OperationError, match=r"read in a PlCoded its field's default made"):
+        loaded.save()
+    assert list(db.pl_coded_order.find({}, {"_id": 0})) == [{"name": "x"}]
+    loaded = PlCodedOrder.objects.get()  # (one equal to its default is no change)
+    loaded.line = PlCoded(no=5)
+    loaded.save()
+    (raw,) = db.pl_coded_order.find({}, {"_id": 0})
+    assert raw["line"]["no"] == 5
+    assert 100000 <= raw["line"]["code"] <= 999999

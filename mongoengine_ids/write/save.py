@@ -833,7 +833,36 @@ def _sort(
             assigned.append(slot)
     for slot in (*assigned, *empty):
         _refuse_unloaded_scope(slot)
+        _refuse_scope_written_in_part(slot, unwritten)
     return assigned, empty, missing
+
+
+def _refuse_scope_written_in_part(slot: Slot, unwritten: set[int]) -> None:
+    """Refuse a save that makes or tells a number whose scope is read in an embedded document
+    a field's default made on the load (the scope holds one, or the number is in one: see
+    :func:`_new_and_unwritten`): MongoEngine writes only the changes made inside it, so the
+    scope stored is not the one the number would be told under (review 3 of session 35: the
+    counter of a scope never stored was told, and the scope's own counter handed the number
+    out again).
+
+    Raises:
+        OperationError: so; nothing is written.
+    """
+    if not slot.field.depends_on or not unwritten:
+        return
+    # The scope is read in the holder, or inside the values it reads.
+    holder = [slot.holder] if id(slot.holder) in unwritten else []
+    for inner in (*holder, *values.read_inside(slot)):
+        if id(inner) in unwritten:
+            names = ", ".join(repr(name) for name in slot.field.depends_on)
+            kind = type(inner).__name__
+            raise OperationError(
+                f"{slot.kind.__name__}.{slot.name} is numbered per {names}, read in a {kind} "
+                "its field's default made when the document was loaded: this save writes only "
+                "the changes made in it, and the number would be told to the counter of a "
+                f"scope not stored; assign the {kind} whole (a new {kind}(...)) before this "
+                "change"
+            )
 
 
 def _new_and_unwritten(document: Document, changed: list[str]) -> set[int]:

@@ -728,11 +728,11 @@ def _waits(slot: Slot, holders: set[int], places: set[tuple[int, str]]) -> bool:
     field reads (``holders``: the ids of those with values to be made)."""
     names = slot.field.depends_on
     return any(name != slot.name and (id(slot.holder), name) in places for name in names) or any(
-        id(inner) in holders for inner in _read_inside(slot)
+        id(inner) in holders for inner in read_inside(slot)
     )
 
 
-def _read_inside(slot: Slot) -> Iterator[BaseDocument]:
+def read_inside(slot: Slot) -> Iterator[BaseDocument]:
     """The embedded documents inside the values ``slot``'s field reads (its scope), at any
     depth: their values are part of what it reads."""
     for name in slot.field.depends_on:
@@ -748,7 +748,7 @@ def _reads(slot: Slot, other: Slot) -> bool:
         return False
     if other.holder is slot.holder:
         return other.name in slot.field.depends_on
-    return any(inner is other.holder for inner in _read_inside(slot))
+    return any(inner is other.holder for inner in read_inside(slot))
 
 
 def _once_each(empty: list[Slot]) -> list[Slot]:
