@@ -332,6 +332,13 @@ def mark_written(documents: Iterable[BaseDocument], *, settle: bool = False) -> 
                 found.settle()
 
 
+def settle_new(document: BaseDocument) -> None:
+    """The write of the new ``document`` (an embedded one an update left unwritten) is settled
+    (:meth:`State.settle`); it stays new."""
+    if (found := getattr(document, _STATE, None)) is not None:
+        found.settle()
+
+
 def writes_whole(document: BaseDocument) -> bool:
     """Whether MongoEngine's update of ``document`` writes all it holds, not what changed: a
     document it never loaded nor saved (its ``insert()`` does not mark them), which it takes as

@@ -372,9 +372,13 @@ def confirm(documents: list[BaseDocument], *, unwritten: Collection[int] = ()) -
     """The documents are known to be stored: nothing of an earlier lost reply is pending, and
     the values assigned to them (and to their embedded documents) are theirs by being stored,
     no longer by a reservation made for their write (:func:`_owner`). The embedded documents
-    ``unwritten`` (by id: new ones an update left alone) stay new."""
-    holders = [h for h in _with_embedded(documents) if id(h) not in unwritten]
-    seam.mark_written(holders, settle=True)
+    ``unwritten`` (by id: new ones an update left alone) stay new, their write settled all
+    the same (a value assigned in one is written at its path)."""
+    holders = _with_embedded(documents)
+    seam.mark_written([h for h in holders if id(h) not in unwritten], settle=True)
+    for holder in holders:
+        if id(holder) in unwritten:
+            seam.settle_new(holder)
     _settled(holders)
 
 
