@@ -633,3 +633,37 @@ def test_a_number_given_in_a_default_numbered_per_its_empty_scope_is_refused_as_
     (raw,) = db.pl_coded_order.find({}, {"_id": 0})
     assert raw["line"]["no"] == 5
     assert 100000 <= raw["line"]["code"] <= 999999
+
+
+class PlKinded(me.EmbeddedDocument):
+    kind = me.StringField()
+    no = SequenceField(scope="kind")
+
+
+class PlKindedOrder(me.Document):
+    name = me.StringField()
+    line = me.EmbeddedDocumentField(PlKinded, default=PlKinded)
+
+
+@pytest.mark.parametrize("load", ["only", "exclude"])
+def test_a_scope_changed_in_a_default_made_for_a_value_left_out_is_refused(
+    mongoengine_connect: Any, load: str
+) -> None:
+    # Probe BQ-1: MongoEngine wrote line.kind = "b" beside the stored number 3, which moved to
+    # numbering "b" unchecked, and its counter handed out 3 again.
+    db = mongoengine_connect()
+    for _ in range(3):
+        PlKindedOrder(name="x", line=PlKinded(kind="a")).save()
+    before = list(db.pl_kinded_order.find())
+    queryset = PlKindedOrder.objects.only("name") if load == "only" else PlKindedOrder.objects
+    if load == "exclude":
+        queryset = queryset.exclude("line")
+    loaded = queryset.get(id=before[2]["_id"])
+    loaded.line.kind = "b"
+    with pytest.raises(me.OperationError, match=r"PlKinded\.no is numbered per 'kind', changed"):
+        loaded.save()
+    assert list(db.pl_kinded_order.find()) == before
+    loaded.reload()
+    loaded.line.kind = "b"  # loaded whole: the number moves, and its counter is told
+    loaded.save()
+    assert [PlKindedOrder(line=PlKinded(kind="b")).save().line.no for _ in range(2)] == [4, 5]

@@ -795,6 +795,7 @@ def _sort(
         if id(slot.holder) in unwritten and not (
             slot.value is not None and slot.field.db_field in seam.changed_here(slot.holder)
         ):
+            _refuse_scope_moved_in_default(slot)
             continue  # not written: none made (a value assigned inside is written: told)
         value = slot.value
         _refuse_unloaded(document, slot, changed, rewritten)
@@ -835,6 +836,26 @@ def _sort(
         _refuse_unloaded_scope(slot)
         _refuse_scope_written_in_part(slot, unwritten)
     return assigned, empty, missing
+
+
+def _refuse_scope_moved_in_default(slot: Slot) -> None:
+    """Refuse a save that changes the scope of a number in an embedded document a field's
+    default made on the load: a number may be stored there (a projection left the value out),
+    which MongoEngine's write of the change would move to another numbering, its counter not
+    told (probe BQ-1: it was handed out again there).
+
+    Raises:
+        OperationError: so; nothing is written.
+    """
+    if _reads_changed(slot, seam.changed(slot.holder)):
+        kind = slot.kind.__name__
+        names = ", ".join(repr(name) for name in slot.field.depends_on)
+        raise OperationError(
+            f"{kind}.{slot.name} is numbered per {names}, changed in a {kind} its field's "
+            "default made when the document was loaded: a number stored there (left out by "
+            "a projection) would move to another numbering, its counter not told; assign the "
+            f"{kind} whole (a new {kind}(...)), or reload() the document, before this change"
+        )
 
 
 def _refuse_scope_written_in_part(slot: Slot, unwritten: set[int]) -> None:
