@@ -45,6 +45,7 @@ from mongoengine_ids.locality.generator import LocalityUUID
 from mongoengine_ids.random_unique.space import SYSTEM_RANDOMNESS, SystemRandomness
 from mongoengine_ids.sequence import Sequence
 from mongoengine_ids.sequence import field as sequence_module
+from mongoengine_ids.standard import UUID7Generator
 from mongoengine_ids.testing import connected
 
 #: One millisecond for every id: a counter two children inherited repeats their ids for sure.
@@ -591,3 +592,20 @@ def test_a_generator_cannot_be_copied(how: str, copier: Callable[[Any], Any]) ->
         copier(generator)
     assert "would repeat its ids" in str(caught.value)
     assert generator.generate() != first  # the original carries on
+
+
+@pytest.mark.parametrize(
+    ("how", "copier"),
+    [
+        ("copy.copy()", copy.copy),  # probe BR-1: its millisecond and counter, its lock shared
+        ("copy.deepcopy()", copy.deepcopy),  # refused before, as "cannot pickle '_thread.lock'"
+        ("pickle", pickle.dumps),  # the same
+    ],
+)
+def test_a_uuid7_generator_cannot_be_copied(how: str, copier: Callable[[Any], Any]) -> None:
+    generator = UUID7Generator(clock=lambda: T)
+    first = generator.generate()
+    with pytest.raises(TypeError, match=re.escape(f"cannot be copied ({how})")) as caught:
+        copier(generator)
+    assert "would go on from its millisecond and counter" in str(caught.value)
+    assert generator.generate() > first  # the original carries on

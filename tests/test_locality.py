@@ -624,3 +624,27 @@ def test_a_mac_is_read_in_its_three_forms(written: str) -> None:
 def test_a_mac_in_another_form_is_refused(written: str) -> None:
     with pytest.raises(InvalidIdError, match=re.escape(f"{written!r} is not a valid MAC address")):
         parse_mac(written)
+
+
+def test_a_system_clock_before_1970_is_refused_by_both_generators(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Probe BR-2: -5 ms was ORed into every Locality id, which came out as -1 every time, and
+    # UUID7Generator made negative ints.
+    from mongoengine_ids.locality import generator as locality_module
+    from mongoengine_ids.standard import UUID7Generator
+    from mongoengine_ids.standard import fields as standard_module
+
+    locality = LocalityUUIDGenerator(pid=1)
+    uuid7 = UUID7Generator()
+    monkeypatch.setattr(locality_module, "_time_ns", lambda: -5_000_000)
+    monkeypatch.setattr(standard_module.time, "time_ns", lambda: -5_000_000)
+    for make in (locality.generate, locality.generate_str, uuid7.generate):
+        with pytest.raises(ValueError, match=r"the system clock reads -5 ms since 1970"):
+            make()
+    for make_many in (locality.generate_many, uuid7.generate_many):
+        with pytest.raises(ValueError, match="before it"):
+            make_many(3)
+    monkeypatch.undo()
+    assert locality.generate().int > 0  # the generators go on once the clock is set
+    assert uuid7.generate().version == 7

@@ -398,6 +398,15 @@ def _mac_to_int(mac: int | bytes) -> int:
     return mac
 
 
+def before_1970(now: int) -> ValueError:
+    """The error for a system clock reading before 1970 (probe BR-2: -1 was ORed into every
+    id, which was the same for all)."""
+    return ValueError(
+        f"the system clock reads {now} ms since 1970, before it: an id holds Unix epoch "
+        "milliseconds from 0; set the system clock"
+    )
+
+
 def _bad_clock(value: object) -> Exception:
     """The error for what an injected clock returned: never wrapped into the 48-bit field."""
     if not is_int(value):
@@ -524,7 +533,10 @@ class LocalityUUIDGenerator:
 
     def _now(self) -> int:
         if self._clock is None:
-            return _time_ns() // 1_000_000
+            now = _time_ns() // 1_000_000
+            if now < 0:
+                raise before_1970(now)
+            return now
         now = self._clock()
         if type(now) is not int or not 0 <= now <= _TIME_MASK:
             raise _bad_clock(now)
@@ -610,6 +622,8 @@ class LocalityUUIDGenerator:
             clock = self._clock
             if clock is None:
                 now = _time_ns() // 1_000_000
+                if now < 0:
+                    raise before_1970(now)
             else:
                 # Checked, never masked: a clock at -5 would otherwise write year 10889.
                 now = clock()

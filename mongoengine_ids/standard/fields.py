@@ -18,13 +18,13 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from .. import resets
 from .._checks import check_callable, check_int, check_room, is_int, suggest_keywords
 from ..errors import IdSpaceExhaustedError, invalid_id
 from ..locality.field import UUIDValueField
-from ..locality.generator import Clock, _int_from_uuid_value
+from ..locality.generator import Clock, _int_from_uuid_value, before_1970
 from ..write.field import Write
 
 V7_COUNTER_BITS: Final = 42
@@ -73,6 +73,13 @@ def _checked_random(random_bytes: RandomBytes) -> RandomBytes:
         return bytes(data)
 
     return read
+
+
+def _not_copied(how: str) -> TypeError:
+    return TypeError(
+        f"a UUID7Generator cannot be copied ({how}): the copy would go on from its millisecond "
+        "and counter. Share the one generator, or make a new UUID7Generator()"
+    )
 
 
 class UUID7Generator:
@@ -124,6 +131,18 @@ class UUID7Generator:
         clock = "time.time_ns" if self._clock is None else repr(self._clock)
         return f"UUID7Generator(clock={clock}, last_ms={self._last_ms})"
 
+    # A copy would go on from this one's millisecond and counter (a shallow one sharing its
+    # lock), outside the fork reset: ids of one millisecond apart by 32 random bits only, where
+    # two generators have 73 (probe BR-1). As a LocalityUUIDGenerator, it is not copied.
+    def __copy__(self) -> NoReturn:
+        raise _not_copied("copy.copy()")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
+        raise _not_copied("copy.deepcopy()")
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise _not_copied("pickle")
+
     def generate(self) -> uuid.UUID:
         """Make the next id."""
         (value,) = self.generate_many(1)
@@ -143,6 +162,8 @@ class UUID7Generator:
         check_room("count", count)
         clock = self._clock
         now = clock() if clock is not None else time.time_ns() // 1_000_000
+        if now < 0:  # the system clock (an injected one is checked by _checked_clock)
+            raise before_1970(now)
         numbers = []
         with self._lock:  # random_bytes is called under it, as it always was
             tails = self._random(4 * count) if count else b""
