@@ -840,31 +840,34 @@ def _sort(
 
 def _refuse_scope_moved_in_default(slot: Slot) -> None:
     """Refuse a save that changes the scope of a number in an embedded document a field's
-    default made on the load: a number may be stored there (a projection left the value out),
+    default made on the load for a value a projection left out: a number may be stored there,
     which MongoEngine's write of the change would move to another numbering, its counter not
-    told (probe BQ-1: it was handed out again there).
+    told (probe BQ-1: it was handed out again there). Made for a value not stored (a field
+    added since), it holds no number (review 4: that was refused too).
 
     Raises:
         OperationError: so; nothing is written.
     """
-    if _reads_changed(slot, seam.changed(slot.holder)):
+    if seam.made_for_left_out(slot.holder) and _reads_changed(slot, seam.changed(slot.holder)):
         kind = slot.kind.__name__
         names = ", ".join(repr(name) for name in slot.field.depends_on)
         raise OperationError(
             f"{kind}.{slot.name} is numbered per {names}, changed in a {kind} its field's "
-            "default made when the document was loaded: a number stored there (left out by "
-            "a projection) would move to another numbering, its counter not told; assign the "
-            f"{kind} whole (a new {kind}(...)), or reload() the document, before this change"
+            "default made when the document was loaded without that value (only(), "
+            "exclude()): the number stored there would move to another numbering, its "
+            f"counter not told; reload() the document, or assign the {kind} whole (a new "
+            f"{kind}(...)), before this change"
         )
 
 
 def _refuse_scope_written_in_part(slot: Slot, unwritten: set[int]) -> None:
     """Refuse a save that makes or tells a number whose scope is read in an embedded document
     a field's default made on the load (the scope holds one, or the number is in one: see
-    :func:`_new_and_unwritten`): MongoEngine writes only the changes made inside it, so the
-    scope stored is not the one the number would be told under (review 3 of session 35: the
-    counter of a scope never stored was told, and the scope's own counter handed the number
-    out again).
+    :func:`_new_and_unwritten`), where the scope stored would not be the one the number is
+    told under: MongoEngine writes only the changes made inside it, so what the default holds
+    besides them (a value its own default gives; what a projection left out is stored) is not
+    written (review 3 of session 35: the counter of a scope never stored was told, and the
+    scope's own counter handed the number out again).
 
     Raises:
         OperationError: so; nothing is written.
@@ -872,18 +875,40 @@ def _refuse_scope_written_in_part(slot: Slot, unwritten: set[int]) -> None:
     if not slot.field.depends_on or not unwritten:
         return
     # The scope is read in the holder, or inside the values it reads.
-    holder = [slot.holder] if id(slot.holder) in unwritten else []
-    for inner in (*holder, *values.read_inside(slot)):
-        if id(inner) in unwritten:
+    in_holder = id(slot.holder) in unwritten
+    # In the holder: its scope is written only where changed (review 3: left empty, the
+    # scope of a number given there was None).
+    scope_unset = in_holder and not all(
+        seam.read_field(slot.kind, slot.field, name).db_field in seam.changed_here(slot.holder)
+        for name in slot.field.depends_on
+    )
+    for inner in [slot.holder] if in_holder else values.read_inside(slot):
+        if id(inner) in unwritten and (scope_unset or not _written_as_held(inner)):
             names = ", ".join(repr(name) for name in slot.field.depends_on)
             kind = type(inner).__name__
+            whole = (
+                f"the {slot.kind.__name__} it is in"
+                if in_holder
+                else " and ".join(repr(name) for name in slot.field.depends_on)
+            )
             raise OperationError(
                 f"{slot.kind.__name__}.{slot.name} is numbered per {names}, read in a {kind} "
                 "its field's default made when the document was loaded: this save writes only "
                 "the changes made in it, and the number would be told to the counter of a "
-                f"scope not stored; assign the {kind} whole (a new {kind}(...)) before this "
-                "change"
+                f"scope not stored; reload() the document and assign {whole} whole instead "
+                "(a value equal to what it holds now is no change)"
             )
+
+
+def _written_as_held(inner: BaseDocument) -> bool:
+    """Whether the update's writes of the changes in the new embedded document ``inner`` (one
+    an update leaves unwritten) store all it holds: it is written (a change in it), each of
+    its stored fields changed whole, and no value a projection left out stored there (review 4
+    of session 35: an empty default, unchanged, is not written, where a scope holds it)."""
+    if seam.made_for_left_out(inner):
+        return False
+    here = set(seam.changed_here(inner))
+    return bool(here) and all(name in here for name in inner.to_mongo())
 
 
 def _new_and_unwritten(document: Document, changed: list[str]) -> set[int]:

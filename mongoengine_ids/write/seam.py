@@ -1513,6 +1513,9 @@ class State:
     #: ``$elemMatch``): (dotted db path, whether the items loaded are out of their stored
     #: places). See :func:`sliced`.
     sliced: frozenset[tuple[str, bool]] = frozenset()
+    #: Of a new embedded document: a field's ``default`` made it, on a load, for a value the
+    #: projection left out (see :func:`made_for_left_out`).
+    for_left_out: bool = False
     #: Its last insert may or may not have been applied (the reply was lost): its values were
     #: generated for it and are kept, and the next ``save()`` inserts them again.
     unconfirmed: bool = False
@@ -1588,6 +1591,8 @@ _SLICED = "_mongoengine_ids_sliced"
 _NEW_INSIDE = "_mongoengine_ids_new_inside"
 #: ... and the generated fields changed in its embedded documents (MongoEngine's copy drops them).
 _CHANGED_INSIDE = "_mongoengine_ids_changed_inside"
+#: ... and the new ones made for a value a projection left out (see made_for_left_out).
+_LEFT_OUT_INSIDE = "_mongoengine_ids_left_out_inside"
 #: ... its key as stored, when in another form than its field writes (see note_stored_key).
 _STORED_KEY = "_mongoengine_ids_stored_key"
 
@@ -1622,6 +1627,9 @@ def _wrap_getstate(owner: type[BaseDocument], own: Callable[[Any], Any] | None) 
         new_inside = [path for path, _, embedded in places if is_new(embedded)]
         if new_inside:
             data[_NEW_INSIDE] = new_inside  # (probe BL-2: a copy saved them without values)
+            left_out = [path for path, _, embedded in places if made_for_left_out(embedded)]
+            if left_out:
+                data[_LEFT_OUT_INSIDE] = left_out
         written = getattr(self, _WRITTEN, None)
         if written:
             data[_WRITTEN] = written  # a copy of a stored document is one (see never_stored)
@@ -1664,8 +1672,11 @@ def _wrap_setstate(owner: type[BaseDocument], own: Callable[[Any, Any], None] | 
         inside = data.get(_UNLOADED_INSIDE) or {}
         new_inside = set(data.get(_NEW_INSIDE) or ())
         changed_inside = data.get(_CHANGED_INSIDE) or {}
+        left_out = set(data.get(_LEFT_OUT_INSIDE) or ())
         if inside or new_inside or changed_inside:
             for path, _, embedded in embedded_places(self):
+                if path in left_out:
+                    state(embedded).for_left_out = True
                 for db_field in changed_inside.get(path, ()):
                     mark_changed(embedded, db_field)
                 if path in inside:
@@ -1823,7 +1834,11 @@ def note_loaded(document: Any, loaded: QueryFieldList) -> None:
     of_note: dict[tuple[type[BaseDocument], bool], set[tuple[str, str, str]]] = {}
     for _, steps, inner in embedded_places(document, keys=True):
         if is_new(inner):
-            continue  # a field's default made it: nothing of it was loaded, nor left out
+            # A field's default made it: nothing of it was loaded, nor left out; for a value
+            # the projection left out, a value may be stored where it is.
+            if present.left_out(steps):
+                state(inner).for_left_out = True
+            continue
         # Loaded without its _cls (only("parts.label")), it is of its field's class as far as
         # MongoEngine knows: stored, it may be a subclass, with fields of its own.
         family = (type(inner), not present((*steps, "_cls")))
@@ -1979,6 +1994,14 @@ def written_whole(document: Any) -> None:
             for name in found.unloaded
             if (field := field_of(kind, name)) is None or field.db_field not in here
         )
+
+
+def made_for_left_out(document: Any) -> bool:
+    """Whether a field's ``default`` made the embedded ``document`` on a load, for a value the
+    projection left out (``only("name")`` and ``line = EmbeddedDocumentField(Line,
+    default=Line)``): a value may be stored where it is."""
+    found = state(document, create=False)
+    return found is not None and found.for_left_out
 
 
 def left_out(document: Any, name: str) -> bool:
