@@ -953,6 +953,67 @@ def test_backfill_never_replaces_a_value_another_writer_stored_meanwhile(
     assert backfill(Model, batch_size=2) == 0
 
 
+class ScopeMoved(me.Document):
+    cat = me.StringField()
+    no = SequenceField(scope="cat")
+    note = me.StringField()
+    meta = {"collection": "scope_moved"}
+
+
+def test_a_number_filled_in_is_never_stored_in_a_scope_it_was_not_made_in() -> None:
+    """Probe BS-1: moved to scope B by another writer between backfill()'s read and its write
+    (or save()'s load and its fill), a document got scope A's next number, which B's counter
+    was never told and handed out again."""
+    from mongoengine_ids import backfill
+    from mongoengine_ids.testing import connected_threadsafe
+
+    moved: list[Any] = []
+
+    def hook(collection: str, method: str, call: Any) -> Any:
+        sent = call.args[0] if call.args else {}
+        if collection == "scope_moved" and method == "update_one" and "no" in sent and not moved:
+            moved.append(sent["_id"])  # another process moves it just before the fill lands
+            ScopeMoved.objects(id=sent["_id"]).update(set__cat="B")
+        return call()
+
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        for _ in range(3):
+            ScopeMoved(cat="A").save()
+        legacy = db.scope_moved.insert_one({"cat": "A"}).inserted_id
+        assert backfill(ScopeMoved) == 1  # read again in B, numbered there
+        assert moved == [legacy]
+        later = db.scope_moved.insert_one({"cat": "A"}).inserted_id
+        loaded = ScopeMoved.objects.get(id=later)
+        db.scope_moved.update_one({"_id": later}, {"$set": {"cat": "B"}})
+        loaded.note = "x"
+        loaded.save()  # its fill finds the scope moved: nothing stored, none made
+        assert loaded.no is None
+        new = [ScopeMoved(cat=cat).save().no for cat in "ABB"]
+        stored = sorted((doc["cat"], doc.get("no", 0)) for doc in db.scope_moved.find())
+    # A's number made for the moved ones is spent (a gap), never stored in B.
+    assert new[0] > 3
+    assert new[1:] == [2, 3]
+    assert stored == [
+        ("A", 1),
+        ("A", 2),
+        ("A", 3),
+        ("A", new[0]),
+        ("B", 0),  # the one whose fill found its scope moved: none stored (0: missing)
+        *(("B", n) for n in (1, 2, 3)),
+    ]
+
+
+def test_backfill_leaves_a_list_holding_a_null_alone(mongoengine_db: Any) -> None:
+    """Probe BS-2: {no: null} matched a list holding a null, which was replaced."""
+    from mongoengine_ids import backfill
+
+    mongoengine_db.scope_moved.insert_many([{"cat": "A", "no": [7, None]}, {"cat": "A"}])
+    assert backfill(ScopeMoved) == 1
+    stored = [doc.get("no") for doc in mongoengine_db.scope_moved.find()]
+    assert stored == [[7, None], 1]
+
+
 # -- a RandomUniqueField adopted by a populated collection ----------------------------------------
 
 

@@ -23,10 +23,11 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
     filled in that subclass's documents. The generated fields of the embedded documents they
     hold are filled too (named by their dotted path: ``"items.no"``).
 
-    Each document is updated only where the field is still missing or null, so a value stored
-    meanwhile (by ``save()`` or another backfill) is never replaced; the values of embedded
-    documents only if the field holding them is still as read (else read again). Interrupted,
-    it can simply be run again: it picks up the documents still missing a value.
+    Each document is updated only where the field is still missing or null (not a list holding
+    a null) and its scope still the one read, so a value stored meanwhile (by ``save()`` or
+    another backfill) is never replaced, nor a number stored in another scope; the values of
+    embedded documents only if the field holding them is still as read (else read again).
+    Interrupted, it can simply be run again: it picks up the documents still missing a value.
 
     Returns:
         How many values were given: one per document for a field of its own, one per embedded
@@ -170,7 +171,7 @@ def _backfill_field(
         return 0  # every stored document has one
     read = {dep: seam.read_field(write.document_class, field, dep) for dep in field.depends_on}
     projection = {"_id": 1, **{source.db_field: 1 for source in read.values()}}
-    lacking = {**within, path: None}  # the documents holding the field only
+    lacking = {**within, **lacks(path)}  # the documents holding the field only
     # A value made from other fields (a scope) needs them, with the generated values inside
     # them (review H: a document inserted after those were filled was numbered from a scope
     # then given a value): documents lacking one are left out, and named once the others
@@ -199,8 +200,12 @@ def _backfill_field(
         slots = [Slot(h, h, name, field, write.document_class) for h in holders]
         values.fill(write, slots)
         for position, (doc_id, slot) in enumerate(zip(ids, slots, strict=True)):
+            # Its scope as read, as stored: moved since, it is read again (by the next pass).
+            scope = {
+                source.db_field: found[position].get(source.db_field) for source in read.values()
+            }
             try:
-                stored = fill_if_missing(write, doc_id, slot)
+                stored = fill_if_missing(write, doc_id, slot, scope=scope)
             except BaseException:
                 # The batch's values not sent yet are free (the failed one's, its write decides).
                 values.give_back(write, slots[position + 1 :])
@@ -382,15 +387,28 @@ def _refuse_unready(
         raise _Unready(problem, filled)
 
 
+def lacks(path: str) -> dict[str, Any]:
+    """The filter of a document lacking a value at ``path``: missing or null, not a list
+    holding a null, which ``{path: None}`` matches too (probe BS-2: such a list was replaced)."""
+    return {path: {"$eq": None, "$not": {"$type": "array"}}}
+
+
 def fill_if_missing(
-    write: Write, doc_id: Any, slot: Slot, condition: dict[str, Any] | None = None
+    write: Write,
+    doc_id: Any,
+    slot: Slot,
+    condition: dict[str, Any] | None = None,
+    *,
+    scope: dict[str, Any],
 ) -> bool:
     """Store ``slot``'s value in the document ``doc_id`` if it still lacks one (missing or
-    null) and matches ``condition``; a collision the field claims is retried with a fresh value.
+    null), its ``scope`` (the fields the value was made from, by db field, as stored) is still
+    the one it was made in, and it matches ``condition``; a collision the field claims is
+    retried with a fresh value.
 
     Returns:
-        Whether it was stored (False: another writer stored one meanwhile, the condition failed,
-        or no such document).
+        Whether it was stored (False: another writer stored one meanwhile, or moved it to
+        another scope, the condition failed, or no such document).
     """
     path = slot.field.db_field
     # The package's own conditional write: acknowledged, whatever the collection's (w=0), so
@@ -398,8 +416,10 @@ def fill_if_missing(
     collection = seam.acknowledging(write.collection)
 
     def attempt() -> Any:
+        # The scope as the value was made in: moved meanwhile, the value would be stored in
+        # another numbering, its counter not told (probe BS-1: handed out there again).
         return collection.update_one(
-            {**(condition or {}), "_id": doc_id, path: None},
+            {**(condition or {}), **scope, "_id": doc_id, **lacks(path)},
             {"$set": {path: slot.field.to_mongo(slot.value)}},
         )
 

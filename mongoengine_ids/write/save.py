@@ -1203,6 +1203,17 @@ def _mark_written_by_update(document: Document, filled: list[Slot], changed: lis
                 changed.append(target)
 
 
+def _scope_as_stored(document: Document, slot: Slot) -> dict[str, Any]:
+    """The fields ``slot``'s value is made from (its scope), by db field, in stored form, as
+    ``document`` holds them."""
+    found = {}
+    for name in slot.field.depends_on:
+        source = seam.read_field(type(document), slot.field, name)
+        held = seam.data(document).get(name)
+        found[source.db_field] = None if held is None else source.to_mongo(held)
+    return found
+
+
 def _fill_missing(
     write: Write, document: Document, slot: Slot, save_condition: Any, updating: bool
 ) -> bool:
@@ -1216,7 +1227,7 @@ def _fill_missing(
     """
     pk = seam.stored_pk(document)
     condition = seam.condition_filter(type(document), save_condition)
-    if fill_if_missing(write, pk, slot, condition):
+    if fill_if_missing(write, pk, slot, condition, scope=_scope_as_stored(document, slot)):
         return True
     db_field = slot.field.db_field
     found = write.collection.find_one({"_id": pk}, {db_field: 1})
