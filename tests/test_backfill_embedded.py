@@ -8,6 +8,7 @@ documents are checked; the application's retry after a fault at each call is in
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 from typing import Any
@@ -123,6 +124,20 @@ def test_a_name_leading_to_no_generated_field_is_refused(mongoengine_db: Any, na
     with pytest.raises(ValueError, match=rf"'{re.escape(name)}' is not a generated field.*dotted"):
         backfill(Box, name)
     assert _codes(raw_docs(mongoengine_db.bf_boxes)) == {"single": None}
+
+
+def test_a_name_refused_is_told_the_dotted_names_accepted(mongoengine_db: Any) -> None:
+    # Probe BS-3: with every generated field inside embedded documents, it listed [] and
+    # named "lines.no" as an example, which no model held.
+    _, _, Box = _models(KINDS[0])
+    with pytest.raises(ValueError, match="'code' is not a generated field") as raised:
+        backfill(Box, "code")
+    accepted = re.search(r"expected one of (\[.*?\])", str(raised.value))
+    assert accepted is not None
+    names = ast.literal_eval(accepted.group(1))  # the list the message quotes
+    assert {"part.code", "parts.code"} <= set(names)
+    for name in names:  # each is one backfill() takes
+        backfill(Box, name)
 
 
 class BfNode(me.EmbeddedDocument):

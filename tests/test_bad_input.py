@@ -1404,6 +1404,11 @@ ROWS = [
     pytest.param(
         Bad(lambda: backfill(BadInputInts, batch_size=0), ValueError, 0), id="backfill-batch-0"
     ),
+    # a batch a server's cursor cannot take (probe BS-4: refused inside pymongo, unnamed)
+    pytest.param(
+        Bad(lambda: backfill(BadInputInts, batch_size=2**64), ValueError, 2**64),
+        id="backfill-batch-int64",
+    ),
     # a batch as text
     pytest.param(
         Bad(lambda: backfill(BadInputInts, batch_size="10"), TypeError, "10"),

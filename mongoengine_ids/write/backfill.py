@@ -47,11 +47,12 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
     inside = {name for name in field_names if name not in names}
     unknown = [name for name in inside if not seam.generated_named(document_class, name)]
     if unknown:
+        accepted = [*sorted(names), *seam.generated_paths(document_class)]
         raise ValueError(
             f"{unknown[0]!r} is not a generated field of {document_class.__name__} or a "
             f"subclass, nor of an embedded document they hold: expected one of "
-            f"{sorted(names)!r}, or the dotted path of one inside embedded documents "
-            "(\"lines.no\": a list's or a map's items are not named)"
+            f"{accepted!r} (the dotted path of one inside embedded documents: a list's or a "
+            "map's items are not named)"
         )
     collection = seam.class_collection(document_class)
     total = 0
@@ -78,6 +79,10 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
     return total
 
 
+#: The largest ``batch_size``: the cursor's, an int32 to the server.
+_MAX_BATCH = 2**31 - 1
+
+
 def _check_arguments(document_class: Any, field_names: tuple[Any, ...], batch_size: Any) -> None:
     """Raise ``TypeError`` or ``ValueError`` for arguments :func:`backfill` does not take."""
     if not (isinstance(document_class, type) and issubclass(document_class, Document)):
@@ -89,8 +94,8 @@ def _check_arguments(document_class: Any, field_names: tuple[Any, ...], batch_si
         )
     if not isinstance(batch_size, int) or isinstance(batch_size, bool):
         raise TypeError(f"batch_size must be an int, not {batch_size!r}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size={batch_size!r}: expected 1 or more")
+    if not 1 <= batch_size <= _MAX_BATCH:  # (probe BS-4: a server refuses more than int32)
+        raise ValueError(f"batch_size={batch_size!r}: expected 1 to {_MAX_BATCH:,}")
     for name in field_names:
         if not isinstance(name, str):
             raise TypeError(f"field names must be str, not {name!r}")

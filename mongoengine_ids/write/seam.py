@@ -1382,6 +1382,35 @@ def generated_named(document_class: type[BaseDocument], dotted: str) -> bool:
     return bool(steps) and any(is_generated(kind._fields.get(last)) for kind in kinds)
 
 
+def generated_paths(document_class: type[BaseDocument]) -> list[str]:
+    """The dotted names :func:`generated_named` takes, to :data:`PLACES_DEPTH` steps of
+    embedded documents (for a message listing them)."""
+    found: set[str] = set()
+    frontier: list[tuple[str, list[type[BaseDocument]]]] = [("", with_subclasses(document_class))]
+    for _ in range(PLACES_DEPTH):
+        below = []
+        for prefix, kinds in frontier:
+            held_by: dict[str, list[type[BaseDocument]]] = {}
+            for kind in kinds:
+                for name, field in kind._fields.items():
+                    while isinstance(field, (ListField, MapField, DictField)):
+                        field = field.field
+                    held_by.setdefault(name, []).extend(_classes_held(field))
+            for name, held in held_by.items():
+                inner = list(dict.fromkeys(held))
+                path = f"{prefix}{name}"
+                found.update(
+                    f"{path}.{each}"
+                    for kind in inner
+                    for each, field in kind._fields.items()
+                    if is_generated(field)
+                )
+                if inner:
+                    below.append((f"{path}.", inner))
+        frontier = below
+    return sorted(found)
+
+
 def lacking_inside(
     field: Any, value: Any, path: str, name: str, embeds: dict[int, bool]
 ) -> Iterator[tuple[type[BaseDocument], str, GeneratedField, dict[str, Any], str, str]]:
