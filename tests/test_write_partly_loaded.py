@@ -707,6 +707,31 @@ def test_a_number_scoped_by_an_empty_default_written_whole_by_its_change_is_told
     assert PlSpotVisit(place=PlSpot(city="z")).save().no == 8
 
 
+class PlTaggedSpot(me.EmbeddedDocument):
+    city = me.StringField()
+    extra = me.DictField()
+
+
+class PlTaggedSpotVisit(me.Document):
+    place = me.EmbeddedDocumentField(PlTaggedSpot, default=PlTaggedSpot)
+    no = SequenceField(scope="place")
+
+
+def test_a_scope_default_changed_by_a_path_inside_a_value_is_written_as_held(
+    mongoengine_connect: Any,
+) -> None:
+    # Review 5 of session 35: the change extra.k was taken for none of extra, and refused.
+    db = mongoengine_connect()
+    db.pl_tagged_spot_visit.insert_one({"no": 7})
+    loaded = PlTaggedSpotVisit.objects.get()
+    loaded.place.city = "z"
+    loaded.place.extra["k"] = 1
+    loaded.save()
+    (raw,) = db.pl_tagged_spot_visit.find({}, {"_id": 0})
+    assert raw == {"no": 7, "place": {"city": "z", "extra": {"k": 1}}}
+    assert PlTaggedSpotVisit(place=PlTaggedSpot(city="z", extra={"k": 1})).save().no == 8
+
+
 class PlGeo(me.EmbeddedDocument):
     lat = me.FloatField()
 

@@ -1004,6 +1004,59 @@ def test_a_number_filled_in_is_never_stored_in_a_scope_it_was_not_made_in() -> N
     ]
 
 
+def test_a_failing_save_condition_on_the_scope_stores_no_missing_value(
+    mongoengine_db: Any,
+) -> None:
+    """Review 5 of session 35: the scope's condition replaced the save_condition's on the same
+    field, and the value was stored though the save was refused."""
+    legacy = mongoengine_db.scope_moved.insert_one({"cat": "A"}).inserted_id
+    before = list(mongoengine_db.scope_moved.find())
+    loaded = ScopeMoved.objects.get(id=legacy)
+    loaded.note = "x"
+    with pytest.raises(me.errors.SaveConditionError):
+        loaded.save(save_condition={"cat__ne": "A"})
+    assert list(mongoengine_db.scope_moved.find()) == before
+
+
+class ScopeInForm(me.Document):
+    grp = me.IntField()
+    no = SequenceField(scope="grp")
+    note = me.StringField()
+    meta = {"collection": "scope_in_form"}
+
+
+def test_a_missing_value_is_filled_where_the_scope_is_stored_in_another_form(
+    mongoengine_db: Any,
+) -> None:
+    """Review 5 of session 35: compared in the form the field writes (5), a scope stored as
+    text ("5") never matched, and the value was silently not filled."""
+    legacy = mongoengine_db.scope_in_form.insert_one({"grp": "5"}).inserted_id
+    loaded = ScopeInForm.objects.get(id=legacy)
+    loaded.note = "x"
+    loaded.save()
+    assert loaded.no == 1
+    (raw,) = mongoengine_db.scope_in_form.find({}, {"_id": 0})
+    assert raw == {"grp": "5", "no": 1, "note": "x"}
+    assert ScopeInForm(grp=5).save().no == 2  # one numbering
+
+
+def test_backfill_stops_on_a_document_it_can_never_write(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 5 of session 35: a scope whose condition never matched (a NaN on mongomock) was
+    read again and again, for ever."""
+    import importlib
+
+    from mongoengine_ids import backfill
+
+    backfill_module = importlib.import_module("mongoengine_ids.write.backfill")
+    mongoengine_db.scope_moved.insert_one({"cat": "A"})
+    monkeypatch.setattr(backfill_module, "fill_if_missing", lambda *args, **kwargs: False)
+    with pytest.raises(me.errors.OperationError, match=r"10 conditional writes found it changed"):
+        backfill(ScopeMoved)
+    assert [doc.get("no") for doc in mongoengine_db.scope_moved.find()] == [None]
+
+
 def test_backfill_leaves_a_list_holding_a_null_alone(mongoengine_db: Any) -> None:
     """Probe BS-2: {no: null} matched a list holding a null, which was replaced."""
     from mongoengine_ids import backfill

@@ -902,13 +902,27 @@ def _refuse_scope_written_in_part(slot: Slot, unwritten: set[int]) -> None:
 
 def _written_as_held(inner: BaseDocument) -> bool:
     """Whether the update's writes of the changes in the new embedded document ``inner`` (one
-    an update leaves unwritten) store all it holds: it is written (a change in it), each of
-    its stored fields changed whole, and no value a projection left out stored there (review 4
-    of session 35: an empty default, unchanged, is not written, where a scope holds it)."""
+    an update leaves unwritten: MongoEngine writes each path changed in it) store all it
+    holds, and no value a projection left out is stored there (review 4 of session 35: an
+    empty default, unchanged, is not written, where a scope holds it; its ``_cls`` is not
+    written either)."""
     if seam.made_for_left_out(inner):
         return False
-    here = set(seam.changed_here(inner))
-    return bool(here) and all(name in here for name in inner.to_mongo())
+    held = inner.to_mongo().to_dict()
+    written: dict[str, Any] = {}
+    for path in seam.changed(inner):  # what MongoEngine writes: each path changed, as held
+        value: Any = held
+        for step in path.split("."):
+            if not isinstance(value, dict) or step not in value:
+                return False  # unset, or in a list: not compared
+            value = value[step]
+        *above, last = path.split(".")
+        place = written
+        for step in above:
+            place = place.setdefault(step, {})
+        place[last] = value
+    # (Review 5: a change by a path inside a value, extra.k, was taken for none of it.)
+    return bool(written) and written == held
 
 
 def _new_and_unwritten(document: Document, changed: list[str]) -> set[int]:
@@ -1203,14 +1217,31 @@ def _mark_written_by_update(document: Document, filled: list[Slot], changed: lis
                 changed.append(target)
 
 
-def _scope_as_stored(document: Document, slot: Slot) -> dict[str, Any]:
-    """The fields ``slot``'s value is made from (its scope), by db field, in stored form, as
-    ``document`` holds them."""
+def _scope_as_stored(
+    write: Write, pk: Any, document: Document, slot: Slot
+) -> dict[str, Any] | None:
+    """The fields ``slot``'s value is made from (its scope), by db field, as the stored copy of
+    ``document`` holds them, if that is the scope ``document`` holds (read as its fields read
+    it: the stored form may be another, a field added to an embedded scope since); None if it
+    moved to another since the load. (One read, for a scoped field only. Review 5: compared
+    in the form the fields write, a scope stored in another form never matched, and the value
+    was silently not filled.)"""
+    sources = [seam.read_field(type(document), slot.field, name) for name in slot.field.depends_on]
+    if not sources:
+        return {}
+    stored = write.collection.find_one({"_id": pk}, {source.db_field: 1 for source in sources})
+    if stored is None:
+        return {}  # no such document: the fill finds none (see _fill_missing)
     found = {}
-    for name in slot.field.depends_on:
-        source = seam.read_field(type(document), slot.field, name)
+    for name, source in zip(slot.field.depends_on, sources, strict=True):
+        raw = stored.get(source.db_field)
         held = seam.data(document).get(name)
-        found[source.db_field] = None if held is None else source.to_mongo(held)
+        as_read = (
+            None if raw is None else seam.scope_form(source, source.to_mongo(source.to_python(raw)))
+        )
+        if as_read != (None if held is None else seam.scope_form(source, source.to_mongo(held))):
+            return None
+        found[source.db_field] = raw
     return found
 
 
@@ -1227,7 +1258,11 @@ def _fill_missing(
     """
     pk = seam.stored_pk(document)
     condition = seam.condition_filter(type(document), save_condition)
-    if fill_if_missing(write, pk, slot, condition, scope=_scope_as_stored(document, slot)):
+    scope = _scope_as_stored(write, pk, document, slot)
+    if scope is None:  # moved to another scope meanwhile: not filled here (probe BS-1)
+        values.give_back(write, [slot])
+        return True
+    if fill_if_missing(write, pk, slot, condition, scope=scope):
         return True
     db_field = slot.field.db_field
     found = write.collection.find_one({"_id": pk}, {db_field: 1})
