@@ -19,7 +19,7 @@ import warnings
 import weakref
 from array import array
 from collections.abc import Callable
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, ClassVar, Final, Literal, NoReturn
 
 from bson.binary import Binary
 
@@ -398,6 +398,28 @@ def _mac_to_int(mac: int | bytes) -> int:
     return mac
 
 
+class NotCopied:
+    """Mixed into a generator that ``copy.copy()``, ``copy.deepcopy()`` and pickle refuse
+    (``TypeError``): a copy would go on from the original's state (its counter, millisecond
+    and lock), outside the fork reset, and repeat or interleave its ids. ``_COPIED`` says
+    what a copy would do and what to do instead."""
+
+    __slots__ = ()
+    _COPIED: ClassVar[str]
+
+    def _not_copied(self, how: str) -> TypeError:
+        return TypeError(f"a {type(self).__name__} cannot be copied ({how}): {self._COPIED}")
+
+    def __copy__(self) -> NoReturn:
+        raise self._not_copied("copy.copy()")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
+        raise self._not_copied("copy.deepcopy()")
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise self._not_copied("pickle")
+
+
 def before_1970(now: int) -> ValueError:
     """The error for a system clock reading before 1970 (probe BR-2: -1 was ORed into every
     id, which was the same for all)."""
@@ -431,7 +453,7 @@ def _time_exhausted() -> IdSpaceExhaustedError:
 _generators: weakref.WeakSet[LocalityUUIDGenerator] = weakref.WeakSet()
 
 
-class LocalityUUIDGenerator:
+class LocalityUUIDGenerator(NotCopied):
     """Makes Locality UUIDs; thread-safe, fork-safe, never repeats a value.
 
     A forked child takes its own pid and a fresh counter before it makes an id, also when the
@@ -468,6 +490,15 @@ class LocalityUUIDGenerator:
         ValueError: ``mode`` is unknown, ``pid`` is negative or beyond 32 bits, ``mac`` does not
             fit 48 bits, or ``counter`` does not fit 32 bits.
     """
+
+    # A copy would go on from the same pid, node, counter and millisecond as the original, and
+    # make the ids it makes (BG-3). Returning the original instead would be a copy whose
+    # use_sequential() switches the original: refused, as deepcopy and pickle always were.
+    _COPIED = (
+        "the copy would repeat its ids (the same pid, node and counter). Share the one "
+        "generator (the same object for every model writing a collection); in another "
+        "process, make one there"
+    )
 
     __slots__ = (
         "__weakref__",
@@ -700,26 +731,6 @@ class LocalityUUIDGenerator:
         return (
             f"LocalityUUIDGenerator(pid={self._pid}, node=0x{self._node:07x}, mode={self._mode!r})"
         )
-
-    # A copy would go on from the same pid, node, counter and millisecond as the original, and
-    # make the ids it makes (BG-3). Returning the original instead would be a copy whose
-    # use_sequential() switches the original: refused, as deepcopy and pickle always were.
-    def __copy__(self) -> NoReturn:
-        raise _not_copied("copy.copy()")
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
-        raise _not_copied("copy.deepcopy()")
-
-    def __reduce_ex__(self, protocol: Any) -> NoReturn:
-        raise _not_copied("pickle")
-
-
-def _not_copied(how: str) -> TypeError:
-    return TypeError(
-        f"a LocalityUUIDGenerator cannot be copied ({how}): the copy would repeat its ids (the "
-        "same pid, node and counter). Share the one generator (the same object for every model "
-        "writing a collection); in another process, make one there"
-    )
 
 
 @resets.on_fork

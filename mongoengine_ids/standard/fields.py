@@ -18,13 +18,13 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from .. import resets
 from .._checks import check_callable, check_int, check_room, is_int, suggest_keywords
 from ..errors import IdSpaceExhaustedError, invalid_id
 from ..locality.field import UUIDValueField
-from ..locality.generator import Clock, _int_from_uuid_value, before_1970
+from ..locality.generator import Clock, NotCopied, _int_from_uuid_value, before_1970
 from ..write.field import Write
 
 V7_COUNTER_BITS: Final = 42
@@ -75,14 +75,7 @@ def _checked_random(random_bytes: RandomBytes) -> RandomBytes:
     return read
 
 
-def _not_copied(how: str) -> TypeError:
-    return TypeError(
-        f"a UUID7Generator cannot be copied ({how}): the copy would go on from its millisecond "
-        "and counter. Share the one generator, or make a new UUID7Generator()"
-    )
-
-
-class UUID7Generator:
+class UUID7Generator(NotCopied):
     """Makes RFC 9562 version 7 UUIDs, strictly increasing within the generator.
 
     Args:
@@ -104,6 +97,14 @@ class UUID7Generator:
         TypeError: ``clock`` or ``random_bytes`` is not callable, or an unknown keyword (the
             closest is named).
     """
+
+    # A copy would go on from this one's millisecond and counter (a shallow one sharing its
+    # lock), outside the fork reset: ids of one millisecond apart by 32 random bits only, where
+    # two generators have 73 (probe BR-1). As a LocalityUUIDGenerator, it is not copied.
+    _COPIED = (
+        "the copy would go on from its millisecond and counter. Share the one generator, or "
+        "make a new UUID7Generator()"
+    )
 
     __slots__ = ("__weakref__", "_clock", "_counter", "_last_ms", "_lock", "_random")
 
@@ -130,18 +131,6 @@ class UUID7Generator:
     def __repr__(self) -> str:
         clock = "time.time_ns" if self._clock is None else repr(self._clock)
         return f"UUID7Generator(clock={clock}, last_ms={self._last_ms})"
-
-    # A copy would go on from this one's millisecond and counter (a shallow one sharing its
-    # lock), outside the fork reset: ids of one millisecond apart by 32 random bits only, where
-    # two generators have 73 (probe BR-1). As a LocalityUUIDGenerator, it is not copied.
-    def __copy__(self) -> NoReturn:
-        raise _not_copied("copy.copy()")
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
-        raise _not_copied("copy.deepcopy()")
-
-    def __reduce_ex__(self, protocol: Any) -> NoReturn:
-        raise _not_copied("pickle")
 
     def generate(self) -> uuid.UUID:
         """Make the next id."""
