@@ -1364,6 +1364,13 @@ def _generated_inside(
                 yield from _generated_inside(None, stored, (*steps, key))
 
 
+def _held_through(field: Any) -> list[type[BaseDocument]]:
+    """The embedded document classes ``field`` holds, through its lists and maps."""
+    while isinstance(field, (ListField, MapField, DictField)):
+        field = field.field
+    return _classes_held(field)
+
+
 def generated_named(document_class: type[BaseDocument], dotted: str) -> bool:
     """Whether ``dotted`` attribute names (``lines.no``: a list's or a map's items are not
     named) lead from ``document_class`` (or a subclass) through typed fields holding embedded
@@ -1374,10 +1381,7 @@ def generated_named(document_class: type[BaseDocument], dotted: str) -> bool:
     for step in steps:
         held: list[type[BaseDocument]] = []
         for kind in kinds:
-            field = kind._fields.get(step)
-            while isinstance(field, (ListField, MapField, DictField)):
-                field = field.field
-            held.extend(_classes_held(field))
+            held.extend(_held_through(kind._fields.get(step)))
         kinds = list(dict.fromkeys(held))
     return bool(steps) and any(is_generated(kind._fields.get(last)) for kind in kinds)
 
@@ -1393,9 +1397,7 @@ def generated_paths(document_class: type[BaseDocument]) -> list[str]:
             held_by: dict[str, list[type[BaseDocument]]] = {}
             for kind in kinds:
                 for name, field in kind._fields.items():
-                    while isinstance(field, (ListField, MapField, DictField)):
-                        field = field.field
-                    held_by.setdefault(name, []).extend(_classes_held(field))
+                    held_by.setdefault(name, []).extend(_held_through(field))
             for name, held in held_by.items():
                 inner = list(dict.fromkeys(held))
                 path = f"{prefix}{name}"
