@@ -16,7 +16,7 @@ import logging
 import re
 import uuid
 from collections import abc
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Final, NamedTuple, TypeVar
 
 from bson.binary import Binary, UuidRepresentation
@@ -62,7 +62,7 @@ def upsert(
             (``inc__``, ``unset__``...), or is a pipeline (``__raw__=[...]``) while a generated
             field is not fixed by the filter: the inserted document would lack its value.
     """
-    if not update:
+    if not update or update == {"__raw__": {}}:  # (review BX: a raw one inserted a document)
         return run(update)
     query = seam.parts(queryset)
     return _upsert(
@@ -224,7 +224,8 @@ def _set_on_insert(update: dict[str, Any], stored: dict[str, Any]) -> dict[str, 
     (a ``value_decorator`` would decorate them again)."""
     if not stored or isinstance(update.get("__raw__"), list):  # a pipeline has no $setOnInsert
         return update
-    return {**update, **{f"set_on_insert__{name}": Stored(v) for name, v in stored.items()}}
+    # The trailing "__" escapes a name MongoEngine reads as an operator (review BX: "type").
+    return {**update, **{f"set_on_insert__{name}__": Stored(v) for name, v in stored.items()}}
 
 
 def _refuse_held(collection: Any, assigned: list[Slot]) -> None:
@@ -299,14 +300,18 @@ def with_given_values(
     writes = _Writes.of(query, update, operations, upserting)
     if not writes.empty and not writes.given and not moved and not upserting:
         return run("", False, Sending())
+    shared = [(slot.kind, slot.name) for slot in writes.unique]
+    if upserting:  # the documents' own, which upsert() tells: $set on every document matched
+        shared += _own_unique_set(query.document_class, operations)
+    on_insert_only = writes.on_insert_only and not shared[len(writes.unique) :]
     # Counted to one document: written to one at most, so that a document the filter matches
     # from then on (inserted by another writer) does not get the same values too.
-    one = not single and not writes.on_insert_only
+    one = not single and not on_insert_only
     single = single or not _may_match_several(query)  # by key: one document at most
-    if not single and not writes.on_insert_only:
-        slot = writes.unique[0]
+    if not single and not on_insert_only:
+        kind, name = shared[0]
         raise InvalidQueryError(
-            f"{slot.kind.__name__}.{slot.name} is generated: an update of several "
+            f"{kind.__name__}.{name} is generated: an update of several "
             f"{query.document_class.__name__} documents would give each of them the same value; "
             "use update_one(), or filter by the key"
         )
@@ -323,6 +328,18 @@ def with_given_values(
     # Settled: a later write of the same embedded objects is another one, not a retry.
     values.settle([slot.holder for slot, _ in noted])
     return result
+
+
+def _own_unique_set(document_class: Any, operations: dict[str, Any]) -> list[tuple[Any, str]]:
+    """The generated fields of ``document_class``'s own, whose values no two documents may
+    share, that an upsert's ``$set`` gives a value (review BX: given to several documents
+    matched, each held it)."""
+    setting = operations.get("$set", {})
+    return [
+        (document_class, name)
+        for name, field in seam.generated_fields(document_class)
+        if field.values_unique and field.db_field in setting
+    ]
 
 
 def _to_tell(
@@ -699,8 +716,10 @@ def _idempotent_pushes(
     narrowed by a filter (it would insert a second document), and items holding new values are
     added to a set as pushing adds them, except where the same item is there already: the
     upsert's own attempt that landed unseen (its reply lost, or still in flight) and its retry
-    store it once. (An item without such a value, which a set would not add twice, and a push
-    at a position, ``push__parts__0``, which a set cannot express, are left as they are.)"""
+    store it once. (An item without such a value, which a set would not add twice, a push
+    at a position, ``push__parts__0``, which a set cannot express, and items equal to one
+    another, which a set would add once (review BX: one object pushed twice), are left as
+    they are.)"""
     renamed = {}
     for key, (value, slots) in pushed.items():
         operator, _, rest = key.partition("__")
@@ -712,13 +731,28 @@ def _idempotent_pushes(
         made_in = {
             id(slot.holder) for slot in slots if slot.value is not None and _made_key(slot) in made
         }
-        if items and all(
-            isinstance(item, BaseDocument)
-            and any(id(inner) in made_in for inner in [item, *values.embedded(item)])
-            for item in items
+        if (
+            items
+            and all(
+                isinstance(item, BaseDocument)
+                and any(id(inner) in made_in for inner in [item, *values.embedded(item)])
+                for item in items
+            )
+            and _all_differ(items)
         ):
             renamed[key] = target
     return renamed
+
+
+def _all_differ(items: Sequence[BaseDocument]) -> bool:
+    """Whether no two of ``items`` are stored alike (in any order of their fields)."""
+    stored: list[dict[str, Any]] = []
+    for item in items:
+        form = item.to_mongo().to_dict()
+        if form in stored:
+            return False
+        stored.append(form)
+    return True
 
 
 def _given_identity(
@@ -1379,9 +1413,16 @@ def _fields_of(
                 "None (the document it inserts would lack its value); give it a value, or "
                 "leave it out to be generated"
             )
+        op = _writer(operations, path) if given is _ABSENT else None
+        if op is not None:  # also under a filter that fixes it (review BX: inserted without)
+            raise InvalidQueryError(
+                f"{document_class.__name__}.{name} is generated: an upsert cannot write it "
+                f"with {op} (the document it inserts would lack its value); use set__{name} "
+                f"or set_on_insert__{name}, or leave it to be generated"
+            )
         in_filter, inside_and = _from_filter(query, path)
         if given is _ABSENT and in_filter is not _ABSENT:
-            if inside_and and _writer(operations, path) is None:  # ($inc works on the filter's)
+            if inside_and:
                 fixed[name] = in_filter
             if not field.tracks_assigned:
                 _check_fixed(field, in_filter, matches)
@@ -1392,7 +1433,10 @@ def _fields_of(
         elif (
             given is not _ABSENT
             and field.tracks_assigned
-            and matches.collection.find_one({"$and": [query, {path: given}]}, {"_id": 1})
+            and matches.collection.find_one(
+                {"$and": [query, _held_after(document_class, field, operations, given)]},
+                {"_id": 1},
+            )
             is not None
         ):
             continue  # the upsert finds a document holding it already: not a new value
@@ -1402,13 +1446,6 @@ def _fields_of(
             seam.data(holder)[name] = field.to_python(given)
             assigned.append(Slot(holder, holder, name, field, document_class))
             continue
-        op = _writer(operations, path)
-        if op is not None:
-            raise InvalidQueryError(
-                f"{document_class.__name__}.{name} is generated: an upsert cannot write it "
-                f"with {op} (the document it inserts would lack its value); use set__{name} "
-                f"or set_on_insert__{name}, or leave it to be generated"
-            )
         if pipeline:
             raise InvalidQueryError(
                 f"{document_class.__name__}.{name} is generated: an upsert with a pipeline "
@@ -1419,6 +1456,22 @@ def _fields_of(
             raise _never_matched(f"{document_class.__name__}.{name}", name)
         empty.append(Slot(holder, holder, name, field, document_class))
     return empty, assigned, fixed
+
+
+def _held_after(
+    document_class: Any, field: GeneratedField, operations: dict[str, Any], given: Any
+) -> dict[str, Any]:
+    """The filter of a stored document that holds ``given`` (stored form), the value an
+    upsert's update gives ``field``, as it will hold it: in the scope the update sets (review
+    BX: a document moved to another scope with its number was taken to hold it already, and
+    the new scope's counter was never told)."""
+    held = {field.db_field: given}
+    setting = operations.get("$set", {})
+    for each in field.depends_on:
+        source = seam.read_field(document_class, field, each).db_field
+        if source in setting:
+            held[source] = setting[source]
+    return held
 
 
 #: Update operators that write no value at their path (nor create the documents above it).
@@ -1444,13 +1497,28 @@ def _created_embedded(
     Raises:
         InvalidQueryError: the filter matches such an embedded document whole while one of its
             generated fields is empty (it would never match the document it inserts: its
-            retry would insert another), or the update removes a generated value of one.
+            retry would insert another), or the update removes a generated value of one, or
+            is a pipeline while one is empty (it has no ``$setOnInsert``).
     """
-    if not update or isinstance(update.get("__raw__"), list):
+    if not update:
         return {}, []
-    places = _Places(query, seam.update_operations(document_class, **update), owner)
+    pipeline = update.get("__raw__")
+    if isinstance(pipeline, list):
+        operations = _pipeline_operations(pipeline)
+    else:
+        operations = seam.update_operations(document_class, **update)
+    places = _Places(query, operations, owner)
     places.visit(document_class, ("", ""), None)
     places.visit_untyped(document_class)
+    if isinstance(pipeline, list) and places.empty:
+        # (review BX: the embedded document was inserted without its value)
+        slot = next(iter(places.empty))
+        raise InvalidQueryError(
+            f"{slot.kind.__name__}.{slot.name} is generated: an upsert with a pipeline "
+            f"(__raw__=[...]) would insert the embedded document at {slot.place!r} without its "
+            "value (a pipeline cannot give it one on insert only); fix the value in the filter, "
+            "use an update document, or insert with save() or insert()"
+        )
     if places.conditioned and not matches():
         raise _never_matched(*places.conditioned[0])
     if places.inserted and matches():
@@ -1459,6 +1527,20 @@ def _created_embedded(
         for field, given, path in places.inserted:  # sent as given (a __raw__ filter or update)
             _check_stored_form(field, given, f"the upsert inserts at {path!r}", matches.collection)
     return places.empty, places.given
+
+
+def _pipeline_operations(pipeline: list[Any]) -> dict[str, dict[str, Any]]:
+    """The paths an update pipeline's stages write (as ``$set``, with the expression given)
+    or remove (as ``$unset``), in the form of an update document's operators."""
+    operations: dict[str, dict[str, Any]] = {"$set": {}, "$unset": {}}
+    for stage in pipeline:
+        for operator, spec in stage.items() if isinstance(stage, abc.Mapping) else ():
+            for path, removes in _pipeline_paths(operator, spec):
+                if removes:
+                    operations["$unset"][path] = ""
+                elif path:
+                    operations["$set"][path] = spec[path]
+    return operations
 
 
 class _Places:
