@@ -7,13 +7,15 @@ value quoted with ``!r`` and what is accepted said; an unknown keyword argument 
 
 from __future__ import annotations
 
+import decimal
 import difflib
 import functools
 import inspect
+import operator
 import os
 import sys
 from collections.abc import Callable, Collection, Iterable
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import Any, Final, ParamSpec, SupportsIndex, TypeVar
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -43,6 +45,20 @@ def user_stacklevel() -> int:
 def is_int(value: object) -> bool:
     """Whether ``value`` is an int, bools excluded (``True`` is not a count)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def integer_like(value: object) -> int | None:
+    """``value`` as an int if it is an integer of another number type: an integral
+    :class:`~decimal.Decimal`, or a type that says it is one by ``__index__`` (NumPy's and
+    pandas' ints, which MongoEngine's ``IntField`` takes by ``int()``); None for anything else
+    (a bool, a float, a str and an int itself included: their callers read those)."""
+    if isinstance(value, (bool, int, float, str)):
+        return None
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value.is_finite() and value == value.to_integral_value() else None
+    if isinstance(value, SupportsIndex):
+        return operator.index(value)
+    return None
 
 
 def check_int(name: str, value: object, low: int | None = None, high: int | None = None) -> int:

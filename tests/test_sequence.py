@@ -176,6 +176,46 @@ def test_an_int64_read_loads_as_a_plain_int(mongoengine_db: Any) -> None:
     assert Invoice.number.to_python(True) is True  # a bool is no int: validate() refuses it
 
 
+class _NumpyInt64:
+    """Stands for NumPy's ``int64`` (not installed here): no int, an integer by ``__index__``."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+def test_integers_of_other_number_types_are_taken_as_mongoengine_takes_them(
+    mongoengine_db: Any,
+) -> None:
+    """Probe BT: a query by NumPy's int64 (from pandas) or an integral Decimal was refused, where
+    MongoEngine's SequenceField and IntField take it by int(). Assigned, it is stored as an int
+    and the counter moves past it; a Decimal with a fraction is still refused."""
+    from decimal import Decimal
+
+    from mongoengine_ids import RandomUniqueField
+
+    class Numbered(Document):
+        id = SequenceField(primary_key=True)
+        code = RandomUniqueField(digits=6)
+        label = SequenceField(digits=5, prefix="F-")
+
+    first = Numbered().save()
+    for value in (_NumpyInt64(1), Decimal(1), Decimal("1.000")):
+        assert [doc.id for doc in Numbered.objects(pk=value)] == [1]
+        assert Numbered.objects(label=value).count() == 1
+    assert Numbered.objects(code=_NumpyInt64(first.code)).count() == 1
+    assert Numbered.objects(code=Decimal(first.code)).count() == 1
+    Numbered(id=_NumpyInt64(7), code=Decimal(123456), label=_NumpyInt64(9)).save()
+    assert Numbered().save().id == 8
+    stored = Numbered._get_collection().find_one({"_id": 7})
+    assert stored == {"_id": 7, "code": 123456, "label": "F-9"}
+    assert (type(stored["_id"]), type(stored["code"])) == (int, int)
+    with pytest.raises(me.errors.ValidationError, match=r"Decimal\('1\.5'\): expected an int"):
+        Numbered.objects(pk=Decimal("1.5")).count()
+
+
 def test_counters_live_on_the_models_alias(mongoengine_connect: Connect) -> None:
     default = mongoengine_connect()
     other = mongoengine_connect("other")

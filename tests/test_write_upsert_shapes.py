@@ -114,7 +114,8 @@ def test_generated_fields_named_like_operators_get_their_values_on_insert(
     assert "part" not in stored["3"]
     assert [stored[email]["exists"] for email in "123"] == [1, 2, 3]
     sizes = [stored[email]["size"] for email in "123"]
-    assert len(set(sizes)) == 3 and all(100_000 <= size < 1_000_000 for size in sizes)
+    assert len(set(sizes)) == 3
+    assert all(100_000 <= size < 1_000_000 for size in sizes)
 
 
 class UsPart(me.EmbeddedDocument):

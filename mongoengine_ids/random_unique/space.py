@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from .. import resets
-from .._checks import check_bool, check_int, closest, is_int, suggest_keywords
+from .._checks import check_bool, check_int, closest, integer_like, is_int, suggest_keywords
 from ..resets import on_reset
 
 # -- constants (candidates for mongoengine_ids.constants) ---------------------------------------
@@ -261,7 +261,8 @@ class IntegerSpace:
             text = value.strip()
             if _ASCII_INT.fullmatch(text):
                 return int(text)
-        return value
+        number = integer_like(value)  # NumPy's int64, an integral Decimal (probe BT)
+        return value if number is None else number
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not in the space, or None."""

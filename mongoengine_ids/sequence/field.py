@@ -52,6 +52,7 @@ from .._checks import (
     check_collection_name,
     check_int,
     check_room,
+    integer_like,
     is_int,
     suggest_keywords,
     user_stacklevel,
@@ -2233,6 +2234,8 @@ class SequenceField(GeneratedField):
             return value
         if isinstance(value, float) and (number := stored_integer(value)) is not None:
             value = number  # a double holding an integer: stored by the mongo shell, say
+        elif (number := integer_like(value)) is not None:
+            value = number  # NumPy's int64, an integral Decimal
         if self.format.active:
             if (
                 isinstance(value, int)
@@ -2264,7 +2267,7 @@ class SequenceField(GeneratedField):
                         return None
             if value.isascii() and value.isdigit():
                 return int(value)
-        return None
+        return integer_like(value)  # (probe BT: NumPy's int64 was refused)
 
     def in_own_form(self, stored: Any, uuid_representation: int | None = None) -> bool:
         """Whether ``stored``, a key as read, is what the field writes (not a number as text,
