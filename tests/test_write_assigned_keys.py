@@ -364,6 +364,38 @@ def test_the_generated_key_of_a_stored_document_cannot_change(mongoengine_db: An
     assert _stored(KeyedBySequence)[:2] == before
 
 
+def test_a_key_cleared_after_save_took_the_document_for_stored_says_when_to_clear_it(
+    mongoengine_db: Any,
+) -> None:
+    """Probe BU-1: cleared in pre_save_post_validation, the refusal told the user to do what
+    the handler did. In pre_save, the copy is inserted."""
+    KeyedBySequence(owner="a").save()
+
+    def clear(sender: Any, document: Any, **kwargs: Any) -> None:
+        document.id = None
+        document.code = None  # unique: the copy gets its own
+
+    late = me.signals.pre_save_post_validation
+    late.connect(clear, sender=KeyedBySequence)
+    try:
+        loaded = KeyedBySequence.objects.get(id=1)
+        loaded.owner = "late copy"
+        with pytest.raises(me.errors.OperationError, match=r"\(to None\).* in a pre_save handler"):
+            loaded.save()
+    finally:
+        late.disconnect(clear, sender=KeyedBySequence)
+    assert [doc["owner"] for doc in _stored(KeyedBySequence)] == ["a"]
+    me.signals.pre_save.connect(clear, sender=KeyedBySequence)
+    try:
+        loaded = KeyedBySequence.objects.get(id=1)
+        loaded.owner = "early copy"
+        loaded.save()
+    finally:
+        me.signals.pre_save.disconnect(clear, sender=KeyedBySequence)
+    stored = {doc["_id"]: doc["owner"] for doc in _stored(KeyedBySequence)}
+    assert stored == {1: "a", 2: "early copy"}
+
+
 # Probe BJ-3: a new document given the key of a stored one (plain MongoEngine replaces that one)
 # that carries the values it holds: they are its own, not taken. It was refused as reserved.
 

@@ -83,8 +83,15 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
             # MongoEngine would update the document holding the new key with this one's changes.
             raise OperationError(
                 f"{type(self).__name__}: the key of a stored document cannot change (to "
-                f"{seam.key(self)!r}); to store a copy under a new key, set the key to None and "
-                "save() it as a new document"
+                f"{seam.key(self)!r}); to store a copy under a new key, set the key to None "
+                + (
+                    # (probe BU-1: cleared in pre_save_post_validation, after MongoEngine took
+                    # the document for a stored one)
+                    "before save() or in a pre_save handler, not later: save() has taken it for "
+                    "the stored document by then"
+                    if seam.key(self) is None
+                    else "and save() it as a new document"
+                )
             )
         if save_condition is None and generated_key and seam.never_stored(self):
             # A generated key assigned after the document was built (or by pre_save): MongoEngine
