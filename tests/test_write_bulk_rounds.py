@@ -102,7 +102,7 @@ def test_load_bulk_returns_the_stored_documents_as_mongoengine(mongoengine_db, e
     assert [d and d.name for d in loaded] == ["a"]
 
 
-# -- a document written by a failed insert(), its stored copy updated since: stored once ------
+# -- a document written by a failed insert(), its stored copy updated since: refused ---------
 
 
 class BrSeq(me.Document):
@@ -113,15 +113,102 @@ class BrSeq(me.Document):
 
 
 def test_retry_after_the_stored_copy_was_updated_stores_no_second_copy():
+    """The retry cannot tell a's stored copy, updated since, from another document given a's
+    key after a was deleted (probe BY-1: taken for a, that one was returned in a's place and
+    a's next save() wrote over it): refused, nothing written. Left out of the retry, a stays
+    as stored and b is inserted."""
     with connected_threadsafe(hook=FirstThen("br_seq", refused())) as connect:
         db = connect()
         a, b = BrSeq(name="a"), BrSeq(name="b")
         with pytest.raises(me.errors.BulkWriteError):
             BrSeq.objects.insert([a, b])  # a written (nInserted=1), b refused
         BrSeq.objects(pk=a.pk).update(inc__views=1)
-        BrSeq.objects.insert([a, b])  # the application's retry of the call
-        stored = list(db.br_seq.find())
-        assert sorted(d["name"] for d in stored) == ["a", "b"], stored
+        before = list(db.br_seq.find())
+        with pytest.raises(me.errors.OperationError, match="other than the one that insert wrote"):
+            BrSeq.objects.insert([a, b])  # the application's retry of the call
+        assert list(db.br_seq.find()) == before
+        BrSeq.objects.insert([b])
+        stored = {d["name"]: d for d in db.br_seq.find()}
+        assert stored == {
+            "a": {"_id": a.pk, "name": "a", "views": 1},
+            "b": {"_id": b.pk, "name": "b", "views": 0},
+        }
+        assert a.pk != b.pk
+
+
+def test_retry_after_an_update_through_the_document_takes_it_as_stored():
+    """Updated through its own object (by its key), a's stored copy is known to be a's: the
+    retry counts it stored (the exhaustive harness's "touch" between attempts)."""
+    with connected_threadsafe(hook=FirstThen("br_seq", refused())) as connect:
+        db = connect()
+        a, b = BrSeq(name="a"), BrSeq(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrSeq.objects.insert([a, b])
+        a.update(inc__views=1)
+        BrSeq.objects.insert([a, b])
+        stored = {d["name"]: d for d in db.br_seq.find()}
+        assert stored == {
+            "a": {"_id": a.pk, "name": "a", "views": 1},
+            "b": {"_id": b.pk, "name": "b", "views": 0},
+        }
+
+
+class BrRandom(me.Document):
+    meta = {"collection": "br_random"}
+    id = RandomUniqueField(primary_key=True, digits=1)
+    name = me.StringField()
+
+
+def test_retry_after_the_key_went_to_another_document_is_refused():
+    """Probe BY-1: a, written by the call that failed, was deleted, and a save() drew its key
+    again; the retry took that document for a and wrote a nowhere."""
+    with connected_threadsafe(hook=FirstThen("br_random", refused())) as connect:
+        db = connect()
+        a, b = BrRandom(name="a"), BrRandom(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrRandom.objects.insert([a, b])
+        db.br_random.delete_one({"_id": a.pk})
+        db.br_random.insert_one({"_id": a.pk, "name": "another"})
+        with pytest.raises(me.errors.OperationError, match="other than the one that insert wrote"):
+            BrRandom.objects.insert([a, b], load_bulk=True)
+        assert list(db.br_random.find()) == [{"_id": a.pk, "name": "another"}]
+
+
+def test_retry_after_the_key_changed_is_refused():
+    """Probe BY-1c: a was stored under its first key; given another (held by "other"), it was
+    taken as stored, and its next save() wrote over "other"."""
+    with connected_threadsafe(hook=FirstThen("br_seq", refused())) as connect:
+        db = connect()
+        other = BrSeq(name="other").save()
+        a, b = BrSeq(name="a"), BrSeq(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrSeq.objects.insert([a, b])
+        first_key = a.pk
+        a.pk = other.pk
+        before = list(db.br_seq.find())
+        with pytest.raises(me.errors.OperationError, match="its key changed since"):
+            BrSeq.objects.insert([a, b])
+        assert list(db.br_seq.find()) == before
+        a.pk = first_key
+        BrSeq.objects.insert([a, b])
+        stored = sorted((d["_id"], d["name"]) for d in db.br_seq.find())
+        assert stored == sorted([(other.pk, "other"), (first_key, "a"), (b.pk, "b")])
+
+
+def test_retry_into_another_database_inserts_there_never_takes_another_document():
+    """Probe BY-1b: the retry went to another database, where another document held a's key:
+    it was taken for a. There a is new: its key is the application's (assigned), refused as
+    held, and nothing of the other document is changed."""
+    with connected_threadsafe(hook=FirstThen("br_seq", refused())) as connect:
+        connect()
+        other_db = connect("br_other")
+        a, b = BrSeq(name="a"), BrSeq(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrSeq.objects.insert([a, b])
+        other_db.br_seq.insert_one({"_id": a.pk, "name": "theirs"})
+        with pytest.raises(me.errors.NotUniqueError):
+            BrSeq.objects.using("br_other").insert([a, b])
+        assert list(other_db.br_seq.find()) == [{"_id": a.pk, "name": "theirs"}]
 
 
 # -- written by a failed insert(), deleted, saved again: stored with its value ---------------

@@ -56,9 +56,11 @@ def test_upsert_fixed_inside_and_with_caller_operator_sends_no_conflict(
     """A filter fixing a generated field inside ``$and`` (``Q(number=500) & Q(number__ne=None)``)
     while the update writes it with another operator (``$inc``, ``$max``, ``$unset``): plain
     MongoEngine sends that operator alone (a server inserts ``number: 500`` from the filter,
-    then applies it), and so does the package for ``$unset``: no ``$setOnInsert`` of the same
-    path, which a server refuses (code 40, "would create a conflict"). An operator computing a
-    generated value (``$inc``, ``$max``) is refused before anything is sent."""
+    then applies it), and the package never sends a ``$setOnInsert`` of the same path, which a
+    server refuses (code 40, "would create a conflict"): an operator computing a generated
+    value (``$inc``, ``$max``) is refused before anything is sent, and so is ``$unset`` (review
+    BX: the document inserted lacked the value, never matched the filter again, and each
+    retry inserted another)."""
 
     field = (
         SequenceField(db_field="num", sequence_name="y_fixed")
@@ -79,8 +81,8 @@ def test_upsert_fixed_inside_and_with_caller_operator_sends_no_conflict(
     for model in (YPlain, YGen):
         sent = _spy_updates(monkeypatch, model)
         query = model.objects(Q(number=500) & Q(number__ne=None))
-        if model is YGen and "unset__number" not in update:
-            # An operator computing a generated value is refused, before anything is sent.
+        if model is YGen:
+            # Refused, before anything is sent.
             with pytest.raises(me.errors.InvalidQueryError, match=r"YGen\.number is generated"):
                 query.update_one(upsert=True, **dict(update))
             assert sent == []

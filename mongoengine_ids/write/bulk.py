@@ -88,7 +88,8 @@ def insert(
             # The documents it wrote are stored: the application's retry of this call (it
             # failed) counts them so, instead of refusing them as saved documents.
             for doc in batch.written:
-                values.stored_by_failed_insert(doc, query.collection)
+                written = landed.snapshot(batch.written_as.get(id(doc)), query.collection)
+                values.stored_by_failed_insert(doc, query.collection, written)
             raise
     values.confirm(batch.landed)
     if not load_bulk:
@@ -110,6 +111,8 @@ class Batch:
         #: Documents an earlier attempt stored (found by a look-up, or known): counted written
         #: when this insert() returns, else again by the next attempt.
         self.landed: list[Any] = []
+        #: What an earlier call wrote of each document found stored (by id), if known.
+        self.found_as: dict[int, Any] = {}
         not_landed: list[Any] = []
         states = []
         for position, doc in enumerate(docs):
@@ -117,9 +120,10 @@ class Batch:
             if earlier is not None:
                 if earlier.stored_by_failed_insert:
                     # Written by that call: stored unless deleted since, or this insert writes
-                    # to another collection.
-                    if landed.stored(doc, write.collection):
+                    # to another collection (refused if another version is stored there).
+                    if landed.still_stored(doc, write.collection):
                         self.landed.append(doc)
+                        self.found_as[id(doc)] = earlier.stored_by_failed_insert.written
                         continue
                     # Sent again, new.
                     values.new_again(doc, write.collection)
@@ -154,6 +158,8 @@ class Batch:
         self.unknown = False
         #: The documents stored so far: found, then written.
         self.written: list[Any] = list(self.landed)
+        #: What was written of each document stored so far (by id), as sent, if known.
+        self.written_as: dict[int, Any] = dict(self.found_as)
         #: The classes whose unset key the driver makes, not this package (see ``make_pk``).
         self.keyed_by_driver = {
             kind
@@ -237,6 +243,8 @@ class Batch:
     def _written(self, count: int) -> None:
         written = [self.docs[position] for position in self.pending[:count]]
         self.written += written
+        for position, doc in zip(self.pending[:count], written, strict=True):
+            self.written_as[id(doc)] = self.sent.get(position)
         if self.keyed_by_driver:
             for position, doc in zip(self.pending[:count], written, strict=True):
                 sent = self.sent.get(position)

@@ -25,6 +25,7 @@ from typing import Any
 
 import bson
 from bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
+from mongoengine.errors import OperationError
 
 from . import seam
 
@@ -160,6 +161,45 @@ def _key_generated(document: Any) -> bool:
     return any(
         slot.holder is document and slot.name == name and value == key
         for slot, value, _ in seam.state(document).generated
+    )
+
+
+def still_stored(document: Any, collection: Any) -> bool:
+    """Whether ``document``, stored by an insert whose call failed (its
+    ``State.stored_by_failed_insert``), is still stored in ``collection``, the collection of
+    the application's retry of that insert, as that insert wrote it; False if it is not there
+    (deleted since, or the retry writes to another collection: inserted again, new).
+
+    Raises:
+        OperationError: its key changed since, or ``collection`` holds under its key another
+            document than the one that insert wrote (probe BY-1: one given the key after this
+            one was deleted, or this one changed since; it was taken for this one, which was
+            then written nowhere): nothing is written.
+    """
+    record = seam.state(document).stored_by_failed_insert
+    assert record is not None
+    if not seam.same_collection(record.collection, collection):
+        return False
+    model = type(document).__name__
+    if not _same(_as_stored({"_id": seam.stored_pk(document)}, collection)["_id"], record.key):
+        raise OperationError(
+            f"{model} {seam.key(document)!r} was stored under the key {record.key!r} by the "
+            "insert() that failed, and its key changed since: it cannot be inserted again "
+            "under another (it would be stored twice); nothing was written. Leave it out of "
+            "the retry, or set its key back"
+        )
+    found = collection.find_one({"_id": record.key})
+    if found is None:
+        return False
+    if record.written is None or _same(_as_stored(found, collection), record.written):
+        return True
+    raise OperationError(
+        f"{model} {seam.key(document)!r} was stored by the insert() that failed, and "
+        f"{collection.full_name!r} holds under its key a document other than the one that "
+        "insert wrote: this one, changed since, or another document given the key after this "
+        "one was deleted; nothing was written. Load the document under that key to see which: "
+        "if it is this one, leave it out of the retry; if not, set this one's key to None (and "
+        "the other generated values it shares with that one) and insert it again"
     )
 
 

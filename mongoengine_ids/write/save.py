@@ -19,6 +19,7 @@ added later) gets one with a conditional write, or takes the value another proce
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -237,6 +238,13 @@ def settle_unconfirmed(document: Document) -> None:
         pymongo.errors.PyMongoError: the look-up failed (nothing is done).
     """
     state = seam.state(document, create=False)
+    if state is not None and state.stored_by_failed_insert is not None:
+        # Stored by an insert() call that failed, and addressed by its key now (an update,
+        # say): the retry of that call takes what is stored under its key for it, as written
+        # or not (:func:`.landed.still_stored`).
+        state.stored_by_failed_insert = dataclasses.replace(
+            state.stored_by_failed_insert, written=None
+        )
     if state is None or not state.unconfirmed:
         return
     collection = seam.collection_of(document)

@@ -1530,7 +1530,27 @@ def _instances_in(value: Any, kind: type[_K]) -> Iterator[_K]:
             yield from _instances_in(item, kind)
 
 
+def same_collection(one: Any, other: Any) -> bool:
+    """Whether two collection objects are the same collection of the same client."""
+    return bool(one.full_name == other.full_name and one.database.client is other.database.client)
+
+
 # -- per-document state -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FailedInsert:
+    """A document known stored by an insert whose call failed (see ``State``)."""
+
+    #: The collection it was stored in.
+    collection: Any
+    #: The values it was stored with, as (slot, value, identity).
+    held: list[Any]
+    #: Its ``_id`` as stored.
+    key: Any
+    #: The document as that insert wrote it, in stored form; None if not known (found stored
+    #: by a look-up, before an update by its key).
+    written: Any
 
 
 @dataclass(slots=True)
@@ -1554,9 +1574,9 @@ class State:
     made_pk: bool = False
     #: Known stored by an insert whose call failed (a bulk insert that failed at a later
     #: document or the reload; an insert whose reply was lost, found stored before an update
-    #: by its key): the application's retry of that insert counts it as stored. Held as the
-    #: collection and the values it was stored with (see ``values.stored_by_failed_insert``).
-    stored_by_failed_insert: tuple[Any, list[Any]] | None = None
+    #: by its key): the application's retry of that insert counts it as stored, if it finds
+    #: it there (see ``values.stored_by_failed_insert``).
+    stored_by_failed_insert: FailedInsert | None = None
     #: While unconfirmed: the document as last sent (see :mod:`.landed`).
     sent: Any = None
     #: Every earlier version sent while unconfirmed: any of them may still land.

@@ -595,11 +595,14 @@ def pending(document: BaseDocument, generated: list[Slot], noted: list[tuple[Slo
     state.noted = [(slot, value, _identity(slot)) for slot, value in noted]
 
 
-def stored_by_failed_insert(document: BaseDocument, collection: Any) -> None:
-    """Record that ``document`` is stored in ``collection`` by an insert whose call failed: the
-    application's retry of that insert counts it stored (see :func:`new_again`), with the
-    values it was stored with."""
-    seam.state(document).stored_by_failed_insert = (collection, _held(slots(document)))
+def stored_by_failed_insert(document: BaseDocument, collection: Any, written: Any = None) -> None:
+    """Record that ``document`` is stored in ``collection`` by an insert whose call failed
+    (``written``: as it wrote it, in stored form, if known): the application's retry of that
+    insert counts it stored if it finds it so (:func:`.landed.still_stored`), else inserts it
+    again (:func:`new_again`) with the values it was stored with."""
+    seam.state(document).stored_by_failed_insert = seam.FailedInsert(
+        collection, _held(slots(document)), seam.stored_pk(document), written
+    )
 
 
 def _held(found: Iterable[Slot]) -> list[tuple[Slot, Any, Any]]:
@@ -616,12 +619,8 @@ def new_again(document: BaseDocument, collection: Any) -> None:
     record, state.stored_by_failed_insert = state.stored_by_failed_insert, None
     seam.mark_new(document)
     state.generated = []
-    if record is not None:
-        where, held = record
-        if where.full_name == collection.full_name and (
-            where.database.client is collection.database.client
-        ):
-            state.generated = held
+    if record is not None and seam.same_collection(record.collection, collection):
+        state.generated = record.held
 
 
 def fill(
