@@ -1066,9 +1066,10 @@ class Sequence:
                 if epoch == self._epoch and raises_done == self._raises_done:
                     self._ready.extendleft(reversed(_runs(values)))
             if isinstance(error, IdSpaceExhaustedError) and values:
+                # (probe BY-3: the counter's words first read as if none were left)
                 raise IdSpaceExhaustedError(
-                    f"{error}; {count} values were asked for, and only {len(values)} were left "
-                    "(this process keeps them for the next calls)"
+                    f"{count} values were asked for, and only {len(values)} are left, which this "
+                    f"process holds and keeps for the next calls (fewer at a time): {error}"
                 ) from error
             raise
         return values
