@@ -263,7 +263,7 @@ def require_mongomock() -> Any:
     except ModuleNotFoundError as error:
         raise ModuleNotFoundError(
             "mongoengine-ids' test support runs on mongomock, which is not installed: "
-            "pip install mongomock (or mongoengine-ids[test]), or give a server URI",
+            "pip install mongomock, or give a server URI",
             name="mongomock",
         ) from error
     return mongomock

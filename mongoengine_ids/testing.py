@@ -29,7 +29,7 @@ import contextlib
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 import mongoengine
 import pymongo.errors
@@ -49,27 +49,36 @@ except ModuleNotFoundError:  # connected() and connected_threadsafe() need no py
 
 
 Connect = Callable[..., Any]
+#: ``connect()``'s ``uuid_representation`` when not given: the ``uuidRepresentation`` the
+#: connections were given, else ``"standard"``.
+_GIVEN: Final[Any] = object()
 
 
 class _Connections:
     """The aliases one test connected, and how to tear them down."""
 
-    def __init__(self, uri: str | None, options: dict[str, Any]) -> None:
+    def __init__(self, uri: str | None, options: dict[str, Any], client_class: bool = True) -> None:
+        _refuse_own_options(options, client_class=client_class)
         self._uri = uri
+        # A uuidRepresentation given is connect()'s default (probe BZ-2: "standard" replaced it).
+        self._representation = options.pop("uuidRepresentation", "standard")
+        _representation(self._representation)  # checked now, not at the first connect()
         self._options = options
         self._aliases: list[tuple[str, str]] = []
 
     def connect(
-        self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: str | None = "standard"
+        self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: Any = _GIVEN
     ) -> Any:
-        if self._uri is None:
+        if self._uri is None and "mongo_client_class" not in self._options:
             client_class = require_mongomock().MongoClient
             return self._connect(alias, uuid_representation, mongo_client_class=client_class)
         return self._connect(alias, uuid_representation)
 
-    def _connect(self, alias: str, uuid_representation: str | None, **more: Any) -> Any:
+    def _connect(self, alias: str, uuid_representation: Any, **more: Any) -> Any:
         """Connect ``alias`` to a new database (on the server of the URI, if any)."""
         name = f"mongoengine_ids_test_{uuid.uuid4().hex[:12]}"
+        if uuid_representation is _GIVEN:
+            uuid_representation = self._representation
         options = {**self._options, **_representation(uuid_representation), **more}
         if self._uri is not None:
             # MongoEngine takes the URI's database over the name given: it is left out.
@@ -134,6 +143,36 @@ def _drop(uri: str, client_options: dict[str, Any], names: list[str]) -> str | N
 
 #: pymongo's names of the ``uuidRepresentation`` option (mongomock takes any and ignores it).
 UUID_REPRESENTATIONS = ("standard", "unspecified", "pythonLegacy", "javaLegacy", "csharpLegacy")
+
+
+#: The client options the connections decide, and what to give instead.
+_DECIDED: Final = {
+    "name": "each alias gets a new database: none to name",
+    "db": "each alias gets a new database: none to name",
+    "host": "give a server's URI as the first argument",
+    "alias": "connect(alias=...)",
+}
+
+
+def _refuse_own_options(options: dict[str, Any], *, client_class: bool = True) -> None:
+    """Refuse the client options the connections decide themselves (probe BZ-2: they were
+    replaced silently, and a database chosen by ``name=`` was neither used nor dropped); a
+    ``mongo_client_class`` too unless ``client_class`` may be given.
+
+    Raises:
+        TypeError: naming each such option and what to give instead.
+    """
+    decided = [f"{key}= ({_DECIDED[key]})" for key in options if key in _DECIDED]
+    if not client_class and "mongo_client_class" in options:
+        decided.append(
+            "mongo_client_class= (its clients are mongomock's, or the URI's server's, made "
+            "atomic and passed through the hook)"
+        )
+    if decided:
+        raise TypeError(
+            f"these options are the test connections' own: {'; '.join(decided)}; the other "
+            "keyword arguments go to every client, as mongoengine.connect() takes them"
+        )
 
 
 def _representation(uuid_representation: str | None) -> dict[str, str]:
@@ -227,11 +266,12 @@ class _ThreadSafeConnections(_Connections):
     """Like :class:`_Connections`, with mongomock clients whose operations are atomic."""
 
     def __init__(self, uri: str | None, hook: Hook | None, options: dict[str, Any]) -> None:
-        super().__init__(uri, options)
+        # Its own client class, unless on a server without a hook (see connect()).
+        super().__init__(uri, options, client_class=uri is not None and hook is None)
         self._hook = hook
 
     def connect(
-        self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: str | None = "standard"
+        self, alias: str = DEFAULT_CONNECTION_NAME, *, uuid_representation: Any = _GIVEN
     ) -> Any:
         if self._uri is not None and self._hook is None:
             return super().connect(alias, uuid_representation=uuid_representation)

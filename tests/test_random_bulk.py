@@ -269,3 +269,34 @@ def test_a_value_assigned_to_a_write_that_failed_is_drawn_again(mongoengine_db: 
         ("other", 1),
     ]
     assert refused.code == 7  # an assigned value stays the document's
+
+
+def test_a_reset_of_the_process_state_forgets_the_claims_of_a_kept_document(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Probe BZ-1: docs/testing.md's own fixture drops the database and calls
+    reset_process_state() between tests; a document of the test before, kept alive (a failed
+    test's traceback) while its insert's outcome was unknown, still claimed its value, which
+    the next test's empty database then refused ("already taken", RetriesExhaustedError)."""
+    import pymongo.errors
+
+    from mongoengine_ids.resets import reset_process_state
+
+    script = Script(0)
+    Thing = model(script, max_retries=1)
+    kept = Thing(name="kept")
+
+    def lost(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise pymongo.errors.AutoReconnect("reply lost")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(type(mongoengine_db.things), "insert_one", lost)
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            kept.save()
+    assert kept.code == 1
+    mongoengine_db.things.drop()
+    reset_process_state()
+    script.then(0)
+    assert Thing(name="next test").save().code == 1
+    found = [(doc["name"], doc["code"]) for doc in stored(mongoengine_db.things, "name", "code")]
+    assert found == [("next test", 1)]

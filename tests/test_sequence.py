@@ -1053,7 +1053,9 @@ def test_a_bulk_insert_too_big_for_the_space_left_keeps_the_values_left(
         id = SequenceField(primary_key=True, digits=1, batch_size=4)
 
     assert [Small().save().id for _ in range(5)] == [1, 2, 3, 4, 5]  # 6..8 held here
-    with pytest.raises(IdSpaceExhaustedError, match=r"^6 values were asked for, and only 4 are left"):
+    with pytest.raises(
+        IdSpaceExhaustedError, match=r"^6 values were asked for, and only 4 are left"
+    ):
         Small.objects.insert([Small() for _ in range(6)], load_bulk=False)
     assert sorted(doc["_id"] for doc in mongoengine_db["small"].find()) == [1, 2, 3, 4, 5]
     assert counter(mongoengine_db, "small.id") == {"_id": "small.id", "next": 9}

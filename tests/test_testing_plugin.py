@@ -144,7 +144,7 @@ def test_without_mongomock_the_error_says_how_to_install_it(
     assert result.ret == 0, result.stderr.str()
     assert result.stdout.lines == [
         "mongomock | mongoengine-ids' test support runs on mongomock, which is not installed: "
-        "pip install mongomock (or mongoengine-ids[test]), or give a server URI"
+        "pip install mongomock, or give a server URI"
     ]
 
 
@@ -311,15 +311,48 @@ def test_the_hooks_call_is_a_partial_for_every_read() -> None:
 @pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])
 def test_client_options_and_a_uuid_representation_together(threadsafe: bool) -> None:
     """Found by a probe: connected_threadsafe(uuidRepresentation=...) raised TypeError (the
-    option given twice); connected() merged them: connect()'s uuid_representation wins, and
-    None leaves the client option."""
+    option given twice). Probe BZ-2: connect()'s default "standard" replaced it silently. It
+    is connect()'s default; connect(uuid_representation=...) wins."""
     make = connected_threadsafe if threadsafe else connected
     with make(uuidRepresentation="pythonLegacy") as connect:
         connect("one")
-        connect("other", uuid_representation=None)
+        connect("other", uuid_representation="standard")
         settings = mongoengine.connection._connection_settings
-        assert settings["one"]["uuidRepresentation"] == "standard"
-        assert settings["other"]["uuidRepresentation"] == "pythonLegacy"
+        assert settings["one"]["uuidRepresentation"] == "pythonLegacy"
+        assert settings["other"]["uuidRepresentation"] == "standard"
+    with pytest.raises(ValueError, match="'legacy' is not one of pymongo's"):
+        make(uuidRepresentation="legacy").__enter__()
+
+
+@pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])
+@pytest.mark.parametrize("option", ["name", "db", "host", "alias"])
+def test_options_that_choose_the_database_are_refused(threadsafe: bool, option: str) -> None:
+    """Probe BZ-2: name="app" used database "app" (never dropped), not a new one per alias."""
+    make = connected_threadsafe if threadsafe else connected
+    with pytest.raises(TypeError, match=rf"test connections' own: {option}= \("):
+        make(**{option: "app"}).__enter__()
+    assert mongoengine.connection._connection_settings == {}
+
+
+def test_a_client_class_of_your_own_is_used_on_mongomock() -> None:
+    """Probe BZ-2: mongo_client_class= was replaced by mongomock's silently; connected() uses
+    yours (a mongomock subclass, say). connected_threadsafe() makes its own: refused."""
+    import mongomock
+
+    made: list[Any] = []
+
+    class Counted(mongomock.MongoClient):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made.append(self)
+            super().__init__(*args, **kwargs)
+
+    with connected(mongo_client_class=Counted) as connect:
+        db = connect()
+        db.things.insert_one({"_id": 1})
+        assert isinstance(db.client, Counted)
+    assert len(made) == 1
+    with pytest.raises(TypeError, match="mongo_client_class= "):
+        connected_threadsafe(mongo_client_class=Counted).__enter__()
 
 
 @pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])
