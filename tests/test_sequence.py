@@ -6,6 +6,7 @@ import gc
 import os
 import random
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
@@ -554,6 +555,49 @@ def test_a_failed_prefetch_is_leased_again_by_the_refill_waiting_on_it(
     flight = sequence._flight  # the 6th started the prefetch of 9..12 (None: landed)
     assert flight is None or flight.done.wait(timeout=30)
     assert counter(mongoengine_db, "p") == {"_id": "p", "next": 12}
+
+
+def test_a_save_of_a_scoped_field_waits_for_the_lease_another_thread_makes(
+    mongoengine_db: Any, monkeypatch: pytest.MonkeyPatch, watched_flights: threading.Event
+) -> None:
+    """Probe BZ-3: a scoped field's save() leased a block beside the one another thread was
+    leasing (an unscoped field's waits): a block too many, its values handed out late."""
+
+    class Scoped(Document):
+        number = SequenceField(scope="tenant", batch_size=10)
+        tenant = StringField()
+
+    real = sequence_module.CounterStore.lease
+    leases: list[str] = []
+
+    def lease(self: Any, count: int, **kwargs: Any) -> range:
+        leases.append(threading.current_thread().name)
+        if threading.current_thread().name == "first":
+            assert watched_flights.wait(timeout=10), "the second save leased beside it"
+        return real(self, count, **kwargs)
+
+    monkeypatch.setattr(sequence_module.CounterStore, "lease", lease)
+    saved: dict[str, int] = {}
+    failed: list[BaseException] = []
+
+    def save(name: str) -> None:
+        try:
+            saved[name] = Scoped(tenant="a").save().number
+        except BaseException as error:
+            failed.append(error)
+
+    first = threading.Thread(target=save, args=("first",), name="first")
+    first.start()
+    while not leases:
+        time.sleep(0.001)
+    save("second")  # waits on the first thread's lease
+    first.join(timeout=30)
+    assert failed == []
+    assert leases == ["first"]
+    assert sorted(saved.values()) == [1, 2]
+    assert counter(mongoengine_db, "scoped.number@a")["next"] == 10
+    stored = sorted(doc["number"] for doc in mongoengine_db.scoped.find())
+    assert stored == [1, 2]
 
 
 @pytest.mark.parametrize("interrupt", [True, False])
