@@ -7,25 +7,33 @@ whose write concern is ``w=0`` as pymongo does, with an unacknowledged result.""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 import mongoengine as me
+import pymongo.errors
 import pytest
 from bson import json_util
 from mongoengine.errors import NotUniqueError
 from pymongo import WriteConcern
-from pymongo.results import UpdateResult
+from pymongo.results import InsertManyResult, InsertOneResult, UpdateResult
 
 from mongoengine_ids import RandomUniqueField, SequenceField
 from mongoengine_ids.testing import connected_threadsafe
 
 
 def _as_pymongo(collection: str, method: str, call: Any) -> Any:
-    result = call()
     sent_to = getattr(call.func, "__self__", None)
     concern = getattr(sent_to, "write_concern", None)
     unacknowledged = concern is not None and concern.document.get("w") == 0
+    if method in ("insert_one", "insert_many") and unacknowledged:
+        with contextlib.suppress(pymongo.errors.PyMongoError):  # refused without a word
+            call()
+        if method == "insert_one":
+            return InsertOneResult(call.args[0].get("_id"), acknowledged=False)
+        return InsertManyResult([doc.get("_id") for doc in call.args[0]], acknowledged=False)
+    result = call()
     if method.startswith("update") and unacknowledged:
         return UpdateResult(None, acknowledged=False)
     if method == "find_one_and_update" and unacknowledged:
@@ -127,3 +135,49 @@ def test_counter_leases_are_acknowledged_on_a_w0_connection() -> None:
         counter = database["mongoengine.counters"].find_one({"_id": "wz_counted.number"})
         assert counter is not None
         assert counter["next"] == 3
+
+
+class WzKeyed(me.Document):
+    id = SequenceField(primary_key=True, sequence_name="wz_keyed")
+    owner = me.StringField()
+    meta = {"collection": "wz_keyed"}
+
+
+@pytest.mark.parametrize("how", ["save", "insert"])
+def test_a_w0_insert_refused_for_its_key_never_leads_to_another_document(db: Any, how: str) -> None:
+    """Probe BV-1: the key made collided with a document stored past the counter (an import);
+    the server refused the insert without a word, and the document's next save() wrote over
+    the holder of its key, its update() changed it and its delete() removed it. Its outcome is
+    unknown, as after a lost reply: the next save() inserts it, with a fresh key."""
+    db.wz_keyed.insert_many([{"_id": 1, "owner": "alice"}, {"_id": 2, "owner": "bob"}])
+    carol = WzKeyed(owner="carol")
+    if how == "save":
+        carol.save(write_concern={"w": 0})
+    else:
+        WzKeyed.objects.insert([carol], write_concern={"w": 0}, load_bulk=False)
+    assert carol.pk == 1
+    assert list(db.wz_keyed.find()) == [{"_id": 1, "owner": "alice"}, {"_id": 2, "owner": "bob"}]
+    with pytest.raises(me.errors.OperationError, match="no attempt sent"):
+        carol.update(set__owner="carol (updated)")
+    with pytest.raises(me.errors.OperationError, match="no attempt sent"):
+        carol.delete()
+    carol.owner = "carol (edited)"
+    carol.save()
+    assert carol.pk == 3
+    carol.update(set__owner="carol (updated)")
+    assert list(db.wz_keyed.find()) == [
+        {"_id": 1, "owner": "alice"},
+        {"_id": 2, "owner": "bob"},
+        {"_id": 3, "owner": "carol (updated)"},
+    ]
+    carol.delete()
+    assert [doc["owner"] for doc in db.wz_keyed.find()] == ["alice", "bob"]
+
+
+def test_a_w0_insert_that_landed_is_found_by_the_next_save(db: Any) -> None:
+    dave = WzKeyed(owner="dave")
+    dave.save(write_concern={"w": 0})
+    dave.owner = "dave (edited)"
+    dave.save()
+    dave.update(set__owner="dave (updated)")
+    assert list(db.wz_keyed.find()) == [{"_id": 1, "owner": "dave (updated)"}]

@@ -193,7 +193,9 @@ class Batch:
                 if isinstance(error, pymongo.errors.OperationFailure):
                     raise _operation_error(error) from error
                 raise
-        self._written(len(self.pending))
+        self._written(
+            len(self.pending), acknowledged=seam.acknowledged(self.write.collection, write_concern)
+        )
 
     def _any_stored(self) -> bool:
         """Whether the key of a document just sent is in the collection (one look-up): then
@@ -240,17 +242,28 @@ class Batch:
         self.attempts[id(slot)] = tried + 1
         values.refill(self.write, slot, self.filled)
 
-    def _written(self, count: int) -> None:
+    def _written(self, count: int, *, acknowledged: bool = True) -> None:
+        """The first ``count`` pending documents were written; not ``acknowledged`` (``w=0``),
+        sent: a duplicate key refuses one without a word, so their outcome is unknown, as after
+        a lost reply (probe BV-1: a document's next save(), update() or delete() went to the
+        document holding its key)."""
         written = [self.docs[position] for position in self.pending[:count]]
-        self.written += written
         for position, doc in zip(self.pending[:count], written, strict=True):
-            self.written_as[id(doc)] = self.sent.get(position)
-        if self.keyed_by_driver:
-            for position, doc in zip(self.pending[:count], written, strict=True):
-                sent = self.sent.get(position)
-                if type(doc) in self.keyed_by_driver and seam.key(doc) is None and sent:
-                    seam.set_key(doc, sent.get("_id"))  # the ObjectId the driver made
-        values.confirm(written)
+            sent = self.sent.get(position)
+            if type(doc) in self.keyed_by_driver and seam.key(doc) is None and sent:
+                seam.set_key(doc, sent.get("_id"))  # the ObjectId the driver made
+            if not acknowledged:
+                values.unconfirmed(
+                    doc,
+                    sent=landed.snapshot(sent, self.write.collection),
+                    made_pk=id(doc) in self.made_pk,
+                    filled=[slot for slot in self.filled if slot.root is doc],
+                    noted=[(slot, value) for slot, value in self.noted if slot.root is doc],
+                )
+            self.written_as[id(doc)] = sent
+        if acknowledged:
+            self.written += written
+            values.confirm(written)
         if self.made_pk:
             self.made_pk.difference_update([id(doc) for doc in written])
         self.pending = self.pending[count:]

@@ -57,7 +57,14 @@ def wrap_save_create(owner: type[Document], own: SaveCreate | None) -> SaveCreat
 
         # MongoEngine's own step is one insert: if it fails, nothing was written. A model's
         # own step may write more after its insert, so a failure there may follow a write.
-        return save_create(self, doc, force_insert, write_next, may_write_more=own is not None)
+        return save_create(
+            self,
+            doc,
+            force_insert,
+            write_next,
+            may_write_more=own is not None,
+            acknowledged=seam.acknowledged(seam.collection_of(self), write_concern),
+        )
 
     return _save_create
 
@@ -274,8 +281,12 @@ def save_create(
     write_next: Callable[[Any, bool], Any],
     *,
     may_write_more: bool = False,
+    acknowledged: bool = True,
 ) -> Any:
-    """Fill the document's values and insert it; returns what the write step returned."""
+    """Fill the document's values and insert it; returns what the write step returned. Not
+    ``acknowledged`` (``w=0``), its outcome is unknown, as after a lost reply: a duplicate key
+    refuses it without a word (probe BV-1: the document's next save(), update() or delete()
+    went to the document holding its key)."""
     shape = seam.shape(type(document))
     write = Write(type(document), seam.collection_of(document), (document,))
     if seam.stored_key(document, write.collection) is not None:
@@ -340,7 +351,10 @@ def save_create(
                 clear_made_pk(document)
             values.release(write, noted)
         raise
-    values.confirm([document])  # nothing of earlier attempts, or of reservations, is pending
+    if acknowledged:
+        values.confirm([document])  # nothing of earlier attempts, or of reservations, is pending
+    else:
+        step.unknown()
     return written
 
 
