@@ -60,8 +60,12 @@ class _Connections:
     def __init__(self, uri: str | None, options: dict[str, Any], client_class: bool = True) -> None:
         _refuse_own_options(options, client_class=client_class)
         self._uri = uri
-        # A uuidRepresentation given is connect()'s default (probe BZ-2: "standard" replaced it).
-        self._representation = options.pop("uuidRepresentation", "standard")
+        # A uuidRepresentation given (pymongo reads its options' names in any case) is
+        # connect()'s default (probe BZ-2, review CA-7: "standard" replaced it).
+        given = [key for key in options if key.lower() == "uuidrepresentation"]
+        self._representation = options.pop(given[-1]) if given else "standard"
+        for key in given[:-1]:
+            del options[key]
         _representation(self._representation)  # checked now, not at the first connect()
         self._options = options
         self._aliases: list[tuple[str, str]] = []
@@ -167,7 +171,7 @@ def _refuse_own_options(options: dict[str, Any], *, client_class: bool = True) -
     Raises:
         TypeError: naming each such option and what to give instead.
     """
-    decided = [f"{key}= ({_DECIDED[key]})" for key in options if key in _DECIDED]
+    decided = [f"{key}= ({_DECIDED[key.lower()]})" for key in options if key.lower() in _DECIDED]
     if not client_class and "mongo_client_class" in options:
         decided.append(
             "mongo_client_class= (its clients are mongomock's, or the URI's server's, made "

@@ -322,6 +322,12 @@ def test_client_options_and_a_uuid_representation_together(threadsafe: bool) -> 
         assert settings["other"]["uuidRepresentation"] == "standard"
     with pytest.raises(ValueError, match="'legacy' is not one of pymongo's"):
         make(uuidRepresentation="legacy").__enter__()
+    # Review CA-7: pymongo reads the names of its options in any case.
+    with make(uuidrepresentation="pythonLegacy") as connect:
+        connect()
+        settings = mongoengine.connection._connection_settings["default"]
+        assert settings["uuidRepresentation"] == "pythonLegacy"
+        assert "uuidrepresentation" not in settings
 
 
 @pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])

@@ -507,3 +507,46 @@ def test_a_reference_to_a_document_without_a_key_is_refused_as_mongoengine_does(
     BrNode.objects.insert([parent])
     BrNode.objects.insert([child])  # the parent has its key: referenced
     assert linked(BrNode.objects.get(name="child")).name == "parent"
+
+
+def test_retry_after_a_reconnect_to_the_same_server_takes_the_written_as_stored():
+    """Review CA-5: the retry of the call on a new client (a reconnect after the network error,
+    to the same server) sent a and b again, refused as duplicates of their own stored copies."""
+    from mongomock.store import ServerStore
+
+    store = ServerStore()
+
+    class OneServer(mongomock.MongoClient):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, _store=store, **kwargs)
+
+    options = {"mongo_client_class": OneServer, "uuidRepresentation": "standard"}
+    me.connect("br_reconnect", **options)
+    try:
+        a, b, c = BrSeq(name="a"), BrSeq(name="b"), BrSeq(name="c")
+        real = mongomock.collection.Collection.insert_many
+        calls = []
+
+        def first_two(self, documents, *args, **kwargs):
+            calls.append(len(documents))
+            if len(calls) == 1:
+                real(self, documents[:2], *args, **kwargs)
+                raise refused(n_inserted=2, index=2)
+            return real(self, documents, *args, **kwargs)
+
+        mongomock.collection.Collection.insert_many = first_two
+        try:
+            with pytest.raises(me.errors.BulkWriteError):
+                BrSeq.objects.insert([a, b, c])
+            me.disconnect()
+            BrSeq._collection = None
+            me.connect("br_reconnect", **options)
+            BrSeq.objects.insert([a, b, c])
+        finally:
+            mongomock.collection.Collection.insert_many = real
+        stored = sorted((d["_id"], d["name"]) for d in OneServer().br_reconnect.br_seq.find())
+        assert stored == [(a.pk, "a"), (b.pk, "b"), (c.pk, "c")]
+        assert calls == [3, 1]
+    finally:
+        me.disconnect()
+        BrSeq._collection = None

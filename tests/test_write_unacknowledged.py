@@ -19,7 +19,7 @@ from mongoengine.errors import NotUniqueError
 from pymongo import WriteConcern
 from pymongo.results import InsertManyResult, InsertOneResult, UpdateResult
 
-from mongoengine_ids import RandomUniqueField, SequenceField
+from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
 from mongoengine_ids.testing import connected_threadsafe
 
 
@@ -140,44 +140,64 @@ def test_counter_leases_are_acknowledged_on_a_w0_connection() -> None:
 class WzKeyed(me.Document):
     id = SequenceField(primary_key=True, sequence_name="wz_keyed")
     owner = me.StringField()
+    views = me.IntField(default=0)
     meta = {"collection": "wz_keyed"}
 
 
 @pytest.mark.parametrize("how", ["save", "insert"])
-def test_a_w0_insert_refused_for_its_key_never_leads_to_another_document(db: Any, how: str) -> None:
+def test_a_w0_insert_of_a_value_that_may_collide_is_acknowledged(db: Any, how: str) -> None:
     """Probe BV-1: the key made collided with a document stored past the counter (an import);
-    the server refused the insert without a word, and the document's next save() wrote over
-    the holder of its key, its update() changed it and its delete() removed it. Its outcome is
-    unknown, as after a lost reply: the next save() inserts it, with a fresh key."""
+    under w=0 the server refused the insert without a word, and the document's next save()
+    wrote over the holder of its key, its update() changed it and its delete() removed it.
+    Sent acknowledged, the collision is retried with a fresh key."""
     db.wz_keyed.insert_many([{"_id": 1, "owner": "alice"}, {"_id": 2, "owner": "bob"}])
     carol = WzKeyed(owner="carol")
     if how == "save":
         carol.save(write_concern={"w": 0})
     else:
         WzKeyed.objects.insert([carol], write_concern={"w": 0}, load_bulk=False)
-    assert carol.pk == 1
-    assert list(db.wz_keyed.find()) == [{"_id": 1, "owner": "alice"}, {"_id": 2, "owner": "bob"}]
-    with pytest.raises(me.errors.OperationError, match="no attempt sent"):
-        carol.update(set__owner="carol (updated)")
-    with pytest.raises(me.errors.OperationError, match="no attempt sent"):
-        carol.delete()
-    carol.owner = "carol (edited)"
-    carol.save()
     assert carol.pk == 3
     carol.update(set__owner="carol (updated)")
     assert list(db.wz_keyed.find()) == [
         {"_id": 1, "owner": "alice"},
         {"_id": 2, "owner": "bob"},
-        {"_id": 3, "owner": "carol (updated)"},
+        {"_id": 3, "owner": "carol (updated)", "views": 0},
     ]
     carol.delete()
     assert [doc["owner"] for doc in db.wz_keyed.find()] == ["alice", "bob"]
 
 
-def test_a_w0_insert_that_landed_is_found_by_the_next_save(db: Any) -> None:
+def test_a_w0_insert_changed_since_is_saved_as_itself(db: Any) -> None:
+    """Review CA-1: taken for one whose reply was lost, a document inserted with w=0 and
+    changed since by another write was stored a second time by its next save()."""
     dave = WzKeyed(owner="dave")
     dave.save(write_concern={"w": 0})
+    WzKeyed.objects(pk=dave.pk).update_one(inc__views=1)
     dave.owner = "dave (edited)"
     dave.save()
-    dave.update(set__owner="dave (updated)")
-    assert list(db.wz_keyed.find()) == [{"_id": 1, "owner": "dave (updated)"}]
+    assert list(db.wz_keyed.find()) == [{"_id": 1, "owner": "dave (edited)", "views": 1}]
+
+
+class WzUUID(me.Document):
+    id = UUID4Field(primary_key=True)
+    meta = {"collection": "wz_uuid"}
+
+
+def test_a_w0_insert_whose_values_cannot_collide_stays_unacknowledged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    concerns: list[Any] = []
+
+    def seen(collection: str, method: str, call: Any) -> Any:
+        if method in ("insert_one", "insert_many") and collection.startswith("wz_"):
+            concerns.append(call.func.__self__.write_concern.document.get("w"))
+        return _as_pymongo(collection, method, call)
+
+    with connected_threadsafe(hook=seen) as connect:
+        db = connect()
+        WzUUID().save(write_concern={"w": 0})
+        WzKeyed(owner="erin").save(write_concern={"w": 0})
+        WzUUID.objects.insert([WzUUID()], write_concern={"w": 0})
+        assert db.wz_uuid.count_documents({}) == 2
+    WzUUID._collection = WzKeyed._collection = None
+    assert concerns == [0, 1, 0]

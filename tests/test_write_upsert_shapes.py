@@ -199,3 +199,29 @@ def test_an_empty_raw_upsert_is_refused_as_plain_mongoengine_refuses_it(
     with pytest.raises(ValueError, match="update cannot be empty"):
         UsTicket.objects(email="x").update_one(upsert=True, __raw__={})
     assert _tickets() == []
+
+
+class UsUnderscorePart(me.EmbeddedDocument):
+    label = me.StringField()
+    code_ = SequenceField(sequence_name="us_underscore_code")
+
+
+class UsUnderscore(me.Document):
+    name = me.StringField()
+    number_ = SequenceField(sequence_name="us_underscore_number")
+    part = me.EmbeddedDocumentField(UsUnderscorePart)
+    meta = {"collection": "us_underscore"}
+
+
+def test_generated_fields_whose_names_end_in_an_underscore_get_their_values_on_insert(
+    mongoengine_db: Any,
+) -> None:
+    """Review CA-3: the escape of operator-like names, added to every name, broke these
+    (``set_on_insert__number___`` was read as ``number`` then ``_``)."""
+    UsUnderscore.objects(name="a").upsert_one(set__name="a")
+    UsUnderscore.objects(name="b").update_one(upsert=True, set__name="b")
+    UsUnderscore.objects(name="c").modify(upsert=True, new=True, set__name="c")
+    UsUnderscore.objects(name="d", part__label="x").update_one(upsert=True, set__name="d")
+    stored = {doc["name"]: doc for doc in UsUnderscore._get_collection().find()}
+    assert [stored[name]["number_"] for name in "abcd"] == [1, 2, 3, 4]
+    assert stored["d"]["part"] == {"label": "x", "code_": 1}

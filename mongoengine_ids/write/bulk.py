@@ -180,7 +180,8 @@ class Batch:
     def _send(self, write_concern: dict[str, Any]) -> None:
         raw = [self.docs[position].to_mongo() for position in self.pending]
         self.sent = dict(zip(self.pending, raw, strict=True))
-        with seam.set_write_concern(self.write.collection, write_concern) as collection:
+        concern = values.acknowledged_concern(self.write, self.filled, write_concern)
+        with seam.set_write_concern(self.write.collection, concern) as collection:
             try:
                 collection.insert_many(raw, ordered=True)
             except pymongo.errors.BulkWriteError as error:
@@ -193,9 +194,7 @@ class Batch:
                 if isinstance(error, pymongo.errors.OperationFailure):
                     raise _operation_error(error) from error
                 raise
-        self._written(
-            len(self.pending), acknowledged=seam.acknowledged(self.write.collection, write_concern)
-        )
+        self._written(len(self.pending))
 
     def _any_stored(self) -> bool:
         """Whether the key of a document just sent is in the collection (one look-up): then
@@ -242,28 +241,15 @@ class Batch:
         self.attempts[id(slot)] = tried + 1
         values.refill(self.write, slot, self.filled)
 
-    def _written(self, count: int, *, acknowledged: bool = True) -> None:
-        """The first ``count`` pending documents were written; not ``acknowledged`` (``w=0``),
-        sent: a duplicate key refuses one without a word, so their outcome is unknown, as after
-        a lost reply (probe BV-1: a document's next save(), update() or delete() went to the
-        document holding its key)."""
+    def _written(self, count: int) -> None:
         written = [self.docs[position] for position in self.pending[:count]]
+        self.written += written
         for position, doc in zip(self.pending[:count], written, strict=True):
             sent = self.sent.get(position)
             if type(doc) in self.keyed_by_driver and seam.key(doc) is None and sent:
                 seam.set_key(doc, sent.get("_id"))  # the ObjectId the driver made
-            if not acknowledged:
-                values.unconfirmed(
-                    doc,
-                    sent=landed.snapshot(sent, self.write.collection),
-                    made_pk=id(doc) in self.made_pk,
-                    filled=[slot for slot in self.filled if slot.root is doc],
-                    noted=[(slot, value) for slot, value in self.noted if slot.root is doc],
-                )
             self.written_as[id(doc)] = sent
-        if acknowledged:
-            self.written += written
-            values.confirm(written)
+        values.confirm(written)
         if self.made_pk:
             self.made_pk.difference_update([id(doc) for doc in written])
         self.pending = self.pending[count:]

@@ -46,10 +46,10 @@ def wrap_save_create(owner: type[Document], own: SaveCreate | None) -> SaveCreat
     """``_save_create`` for ``owner``, calling ``own`` (the class's own) or the parent's."""
 
     def _save_create(self: Document, doc: Any, force_insert: bool, write_concern: Any) -> Any:
-        def write_next(son: Any, insert: bool) -> Any:
+        def write_next(son: Any, insert: bool, concern: Any = write_concern) -> Any:
             if own is not None:
-                return own(self, son, insert, write_concern)
-            written = super(owner, self)._save_create(son, insert, write_concern)
+                return own(self, son, insert, concern)
+            written = super(owner, self)._save_create(son, insert, concern)
             # MongoEngine's step returns the _id it sent, and save() sets the key to its
             # to_python(): the key the document holds already (not decoded again).
             key = seam.key(self)
@@ -63,7 +63,7 @@ def wrap_save_create(owner: type[Document], own: SaveCreate | None) -> SaveCreat
             force_insert,
             write_next,
             may_write_more=own is not None,
-            acknowledged=seam.acknowledged(seam.collection_of(self), write_concern),
+            write_concern=write_concern,
         )
 
     return _save_create
@@ -278,15 +278,14 @@ def save_create(
     document: Document,
     son: Any,
     force_insert: bool,
-    write_next: Callable[[Any, bool], Any],
+    write_next: Callable[..., Any],
     *,
     may_write_more: bool = False,
-    acknowledged: bool = True,
+    write_concern: Any = None,
 ) -> Any:
-    """Fill the document's values and insert it; returns what the write step returned. Not
-    ``acknowledged`` (``w=0``), its outcome is unknown, as after a lost reply: a duplicate key
-    refuses it without a word (probe BV-1: the document's next save(), update() or delete()
-    went to the document holding its key)."""
+    """Fill the document's values and insert it (``write_next(son, insert, concern)``); returns
+    what the write step returned. Sent with ``write_concern`` (MongoEngine's option), but
+    acknowledged if a value it generated may collide (:func:`values.acknowledged_concern`)."""
     shape = seam.shape(type(document))
     write = Write(type(document), seam.collection_of(document), (document,))
     if seam.stored_key(document, write.collection) is not None:
@@ -328,9 +327,11 @@ def save_create(
         # Not before: if making the values failed, the earlier insert may still land, and the
         # next attempt must look for it again.
         earlier.unconfirmed = False
+    concern = values.acknowledged_concern(write, filled, write_concern)
     step = _Insert(
         document, shape, write, son, insert, filled, noted, made_pk, write_next, may_write_more
     )
+    step.concern = concern
     try:
         written = values.send(
             write,
@@ -351,10 +352,7 @@ def save_create(
                 clear_made_pk(document)
             values.release(write, noted)
         raise
-    if acknowledged:
-        values.confirm([document])  # nothing of earlier attempts, or of reservations, is pending
-    else:
-        step.unknown()
+    values.confirm([document])  # nothing of earlier attempts, or of reservations, is pending
     return written
 
 
@@ -373,14 +371,17 @@ class _Insert:
     filled: list[Slot]
     noted: list[tuple[Slot, Any]]
     made_pk: bool
-    #: Writes the SON, inserting or not (MongoEngine's step, or the model's own).
-    write_next: Callable[[Any, bool], Any]
+    #: Writes the SON, inserting or not, with a write concern (MongoEngine's step, or the
+    #: model's own).
+    write_next: Callable[[Any, bool, Any], Any]
     #: The step is a model's own, which may write more after its insert.
     may_write_more: bool
     #: What the last attempt sent.
     sent: Any = None
     #: The server refused the last attempt (a duplicate key): it cannot land.
     refused: bool = False
+    #: The write concern it is sent with (MongoEngine's option).
+    concern: Any = None
 
     def stored(self) -> bool:
         """After a failure no field claims: did the insert land? Only a model's own step may
@@ -411,7 +412,7 @@ class _Insert:
         else:
             self.sent = document.to_mongo()
         try:
-            return self.write_next(self.sent, self.insert)
+            return self.write_next(self.sent, self.insert, self.concern)
         except BaseException as error:
             self.refused = not self.may_write_more and values.duplicate_key(error) is not None
             raise

@@ -240,6 +240,19 @@ check_internals()
 update_operations = transform.update
 
 
+#: What MongoEngine reads as a comparison operator at the end of an update keyword.
+_COMPARISON_OPERATORS: Final = frozenset(transform.COMPARISON_OPERATORS)
+
+
+def update_path(name: str) -> str:
+    """``name``, a field's path in an update keyword (``part__code``), as MongoEngine reads it
+    back: a last part named like one of its comparison operators (``part__type``) escaped with
+    a trailing ``__`` (review BX), which a top-level name needs not (nor a name ending in
+    ``_``, which the escape would break: review CA-3)."""
+    parts = name.split("__")
+    return f"{name}__" if len(parts) > 1 and parts[-1] in _COMPARISON_OPERATORS else name
+
+
 def update_operator(key: str) -> str:
     """The operator of an update keyword (``push__tags`` -> ``push``); a key without one is a
     ``set``, as MongoEngine reads it."""
@@ -1528,11 +1541,6 @@ def _instances_in(value: Any, kind: type[_K]) -> Iterator[_K]:
     elif isinstance(value, dict):
         for item in value.values():
             yield from _instances_in(item, kind)
-
-
-def same_collection(one: Any, other: Any) -> bool:
-    """Whether two collection objects are the same collection of the same client."""
-    return bool(one.full_name == other.full_name and one.database.client is other.database.client)
 
 
 # -- per-document state -------------------------------------------------------------------------

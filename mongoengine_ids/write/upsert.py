@@ -19,6 +19,7 @@ from collections import abc
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Final, NamedTuple, TypeVar
 
+from bson import json_util
 from bson.binary import Binary, UuidRepresentation
 from bson.regex import Regex
 from mongoengine.base import BaseDocument
@@ -224,8 +225,10 @@ def _set_on_insert(update: dict[str, Any], stored: dict[str, Any]) -> dict[str, 
     (a ``value_decorator`` would decorate them again)."""
     if not stored or isinstance(update.get("__raw__"), list):  # a pipeline has no $setOnInsert
         return update
-    # The trailing "__" escapes a name MongoEngine reads as an operator (review BX: "type").
-    return {**update, **{f"set_on_insert__{name}__": Stored(v) for name, v in stored.items()}}
+    return {
+        **update,
+        **{f"set_on_insert__{seam.update_path(name)}": Stored(v) for name, v in stored.items()},
+    }
 
 
 def _refuse_held(collection: Any, assigned: list[Slot]) -> None:
@@ -746,13 +749,8 @@ def _idempotent_pushes(
 
 def _all_differ(items: Sequence[BaseDocument]) -> bool:
     """Whether no two of ``items`` are stored alike (in any order of their fields)."""
-    stored: list[dict[str, Any]] = []
-    for item in items:
-        form = item.to_mongo().to_dict()
-        if form in stored:
-            return False
-        stored.append(form)
-    return True
+    forms = {json_util.dumps(item.to_mongo(), sort_keys=True) for item in items}
+    return len(forms) == len(items)
 
 
 def _given_identity(

@@ -619,8 +619,28 @@ def new_again(document: BaseDocument, collection: Any) -> None:
     record, state.stored_by_failed_insert = state.stored_by_failed_insert, None
     seam.mark_new(document)
     state.generated = []
-    if record is not None and seam.same_collection(record.collection, collection):
+    if record is None:
+        return
+    where = record.collection
+    if (
+        where.full_name == collection.full_name
+        and where.database.client is collection.database.client
+    ):
         state.generated = record.held
+
+
+def acknowledged_concern(write: Write, filled: Iterable[Slot], write_concern: Any) -> Any:
+    """MongoEngine's ``write_concern`` option for an insert of values ``filled`` in ``write``;
+    with ``w=1`` if it is not acknowledged (``w=0``) while a value generated may collide (a
+    counter's or a random one: retried on a duplicate key): under ``w=0`` the server refuses
+    it without a word, and the document's next save(), update() or delete() went to the
+    document holding its value (probe BV-1). The package's own conditional writes are
+    acknowledged so too."""
+    if seam.acknowledged(write.collection, write_concern) or not any(
+        slot.field.collision_retries for slot in filled
+    ):
+        return write_concern
+    return {**(write_concern or {}), "w": 1}
 
 
 def fill(
