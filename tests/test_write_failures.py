@@ -388,6 +388,38 @@ def test_a_save_refused_by_its_condition_writes_nothing(mongoengine_db: Any) -> 
     assert list(collection.find()) == before
 
 
+class FwKeyedConditioned(me.Document):
+    meta = {"collection": "fw_keyed_conditioned"}
+    id = SequenceField(primary_key=True, sequence_name="fw_keyed_conditioned")
+    version = me.IntField(default=0)
+    owner = me.StringField()
+
+
+def test_a_conditional_save_after_a_lost_insert_never_reaches_the_holder_of_its_key() -> None:
+    """Review CA-2: a loaded document given a new key (None, then made) whose insert was lost
+    before it was sent, then saved with a save_condition: MongoEngine, taking it as stored,
+    updated by the key, and the document holding it (imported past the counter) was written
+    over. Its key is looked up first, as for update() and delete()."""
+    hook = FailOnce("fw_keyed_conditioned", "insert_one", "before")
+    with connect_with(hook) as db:
+        db.fw_keyed_conditioned.insert_one({"_id": 5, "owner": "carol", "version": 0})
+        carol = FwKeyedConditioned.objects.get(pk=5)
+        db.fw_keyed_conditioned.insert_one({"_id": 1, "owner": "alice", "version": 0})
+        carol.id = None  # a copy, under a key of its own
+        hook.armed = True
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            carol.save()
+        assert carol.pk == 1  # made, before the counter knew the import
+        carol.owner = "carol's copy"
+        with pytest.raises(me.errors.OperationError, match="no attempt sent"):
+            carol.save(save_condition={"version": 0})
+        stored = sorted((doc["_id"], doc["owner"]) for doc in db.fw_keyed_conditioned.find())
+        assert stored == [(1, "alice"), (5, "carol")]
+        carol.save()  # without the condition: inserted, with a fresh key
+        stored = sorted((doc["_id"], doc["owner"]) for doc in db.fw_keyed_conditioned.find())
+        assert stored == [(1, "alice"), (2, "carol's copy"), (5, "carol")]
+
+
 # -- scoped SequenceField: backfill() and upserts crash ----------------------------------------
 
 

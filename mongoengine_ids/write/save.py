@@ -78,11 +78,15 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
     def _save_update(self: Document, doc: Any, save_condition: Any, write_concern: Any) -> Any:
         generated_key = seam.shape(type(self)).generates_pk
         earlier = seam.state(self, create=False)
-        if save_condition is None and earlier is not None and earlier.unconfirmed:
-            # The retry of an insert whose reply was lost (of a loaded document given a new
-            # key, which MongoEngine takes as stored): that insert again, which finds it if it
-            # landed. (MongoEngine's step returns the key and whether it was created.)
-            return self._save_create(doc, True, write_concern), True
+        if earlier is not None and earlier.unconfirmed:
+            if save_condition is None:
+                # The retry of an insert whose reply was lost (of a loaded document given a new
+                # key, which MongoEngine takes as stored): that insert again, which finds it if
+                # it landed. (MongoEngine's step returns the key and whether it was created.)
+                return self._save_create(doc, True, write_concern), True
+            # A conditional update goes by the key: only if it is this document's, landed
+            # (review CA-2: it went to the document holding the key, the condition met).
+            settle_unconfirmed(self)
         collection = seam.collection_of(self)
         if seam.stored_key(self, collection) is not None:
             # MongoEngine would upsert by the key in the field's form: a second copy.
