@@ -331,11 +331,19 @@ def save_create(
         # Not before: if making the values failed, the earlier insert may still land, and the
         # next attempt must look for it again.
         earlier.unconfirmed = False
-    concern = values.acknowledged_concern(write, filled, write_concern)
     step = _Insert(
-        document, shape, write, son, insert, filled, noted, made_pk, write_next, may_write_more
+        document,
+        shape,
+        write,
+        son,
+        insert,
+        filled,
+        noted,
+        made_pk,
+        write_next,
+        may_write_more,
+        concern=values.acknowledged_concern(write, filled, write_concern),
     )
-    step.concern = concern
     try:
         written = values.send(
             write,

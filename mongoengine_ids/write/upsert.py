@@ -303,10 +303,10 @@ def with_given_values(
     writes = _Writes.of(query, update, operations, upserting)
     if not writes.empty and not writes.given and not moved and not upserting:
         return run("", False, Sending())
-    shared = [(slot.kind, slot.name) for slot in writes.unique]
-    if upserting:  # the documents' own, which upsert() tells: $set on every document matched
-        shared += _own_unique_set(query.document_class, operations)
-    on_insert_only = writes.on_insert_only and not shared[len(writes.unique) :]
+    # The documents' own, which upsert() tells: $set on every document matched.
+    own = _own_unique_set(query.document_class, operations) if upserting else []
+    on_insert_only = writes.on_insert_only and not own
+    shared = [(slot.kind, slot.name) for slot in writes.unique] + own
     # Counted to one document: written to one at most, so that a document the filter matches
     # from then on (inserted by another writer) does not get the same values too.
     one = not single and not on_insert_only
