@@ -264,7 +264,9 @@ def acknowledged(collection: Any, write_concern: dict[str, Any] | None) -> bool:
     """Whether a write to ``collection`` with MongoEngine's ``write_concern`` option (added to
     the collection's own, as MongoEngine adds it) is acknowledged: not ``w=0``, whose result
     says nothing of what it wrote."""
-    return {**collection.write_concern.document, **(write_concern or {})}.get("w") != 0
+    if write_concern and "w" in write_concern:
+        return bool(write_concern["w"] != 0)
+    return bool(collection.write_concern.acknowledged)
 
 
 def acknowledging(collection: Any) -> Any:

@@ -636,8 +636,8 @@ def acknowledged_concern(write: Write, filled: Iterable[Slot], write_concern: An
     it without a word, and the document's next save(), update() or delete() went to the
     document holding its value (probe BV-1). The package's own conditional writes are
     acknowledged so too."""
-    if seam.acknowledged(write.collection, write_concern) or not any(
-        slot.field.collision_retries for slot in filled
+    if not any(slot.field.collision_retries for slot in filled) or seam.acknowledged(
+        write.collection, write_concern
     ):
         return write_concern
     return {**(write_concern or {}), "w": 1}
