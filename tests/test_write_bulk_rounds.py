@@ -153,6 +153,30 @@ def test_retry_after_an_update_through_the_document_takes_it_as_stored():
         }
 
 
+def test_retry_after_the_document_changed_is_refused_then_save_writes_it():
+    """Probe BY-1d: a, written by the call that failed, was changed before the retry, which
+    counted it stored and left the change unwritten, silently. Refused, nothing written;
+    save() writes the change, and the retry without a inserts b."""
+    with connected_threadsafe(hook=FirstThen("br_seq", refused())) as connect:
+        db = connect()
+        a, b = BrSeq(name="a"), BrSeq(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrSeq.objects.insert([a, b])
+        a.name = "a2"
+        before = list(db.br_seq.find())
+        with pytest.raises(me.errors.OperationError, match="changed since: the retry would"):
+            BrSeq.objects.insert([a, b])
+        assert list(db.br_seq.find()) == before == [{"_id": a.pk, "name": "a", "views": 0}]
+        a.save()
+        BrSeq.objects.insert([b])
+        stored = {d["name"]: d for d in db.br_seq.find()}
+        assert stored == {
+            "a2": {"_id": a.pk, "name": "a2", "views": 0},
+            "b": {"_id": b.pk, "name": "b", "views": 0},
+        }
+        assert a.pk != b.pk
+
+
 class BrRandom(me.Document):
     meta = {"collection": "br_random"}
     id = RandomUniqueField(primary_key=True, digits=1)

@@ -111,8 +111,9 @@ class Batch:
         #: Documents an earlier attempt stored (found by a look-up, or known): counted written
         #: when this insert() returns, else again by the next attempt.
         self.landed: list[Any] = []
-        #: What an earlier call wrote of each document found stored (by id), if known.
-        self.found_as: dict[int, Any] = {}
+        #: What was written of each document stored so far (by id), if known: as an earlier
+        #: call wrote those found stored, as this one sent the others.
+        self.written_as: dict[int, Any] = {}
         not_landed: list[Any] = []
         states = []
         for position, doc in enumerate(docs):
@@ -123,7 +124,7 @@ class Batch:
                     # to another collection (refused if another version is stored there).
                     if landed.still_stored(doc, write.collection):
                         self.landed.append(doc)
-                        self.found_as[id(doc)] = earlier.stored_by_failed_insert.written
+                        self.written_as[id(doc)] = earlier.stored_by_failed_insert.written
                         continue
                     # Sent again, new.
                     values.new_again(doc, write.collection)
@@ -158,8 +159,6 @@ class Batch:
         self.unknown = False
         #: The documents stored so far: found, then written.
         self.written: list[Any] = list(self.landed)
-        #: What was written of each document stored so far (by id), as sent, if known.
-        self.written_as: dict[int, Any] = dict(self.found_as)
         #: The classes whose unset key the driver makes, not this package (see ``make_pk``).
         self.keyed_by_driver = {
             kind

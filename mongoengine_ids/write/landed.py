@@ -171,7 +171,8 @@ def still_stored(document: Any, collection: Any) -> bool:
     (deleted since, or the retry writes to a collection of another name: inserted again, new).
 
     Raises:
-        OperationError: its key changed since, or ``collection`` holds under its key another
+        OperationError: its key changed since, it changed since (the retry would not write
+            the change: probe BY-1d), or ``collection`` holds under its key another
             document than the one that insert wrote (probe BY-1: one given the key after this
             one was deleted, or this one changed since; it was taken for this one, which was
             then written nowhere): nothing is written.
@@ -193,8 +194,17 @@ def still_stored(document: Any, collection: Any) -> bool:
     found = collection.find_one({"_id": record.key})
     if found is None:
         return False
-    if record.written is None or _same(_as_stored(found, collection), record.written):
+    if record.written is None:
         return True
+    if _same(_as_stored(found, collection), record.written):
+        if _same(snapshot(document.to_mongo(), collection), record.written):
+            return True
+        raise OperationError(
+            f"{model} {seam.key(document)!r} was stored by the insert() that failed, and it "
+            "changed since: the retry would leave the change unwritten (it inserts no document "
+            "twice); nothing was written. save() it to write the change, and leave it out of "
+            "the retry"
+        )
     raise OperationError(
         f"{model} {seam.key(document)!r} was stored by the insert() that failed, and "
         f"{collection.full_name!r} holds under its key a document other than the one that "
