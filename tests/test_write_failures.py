@@ -1098,15 +1098,17 @@ class FailPlanned:
         return call()
 
 
+@pytest.mark.parametrize("force_insert", [False, True], ids=["save", "force_insert"])
 @pytest.mark.parametrize(("mode", "again", "expected"), [("before", 0, 5), ("after", 2, 3)])
 def test_a_value_made_again_whose_replace_lost_its_reply_is_settled_by_the_next_save(
-    mode: str, again: int, expected: int
+    mode: str, again: int, expected: int, force_insert: bool
 ) -> None:
     """The earlier insert landed (its reply lost); the application clears the value and
     retries, and the replace of the stored copy loses its reply too: the value made again is
     the document's own for its next save, which takes what is stored (the replace was not
     applied: 5) or keeps it (it was: 3). (The value was then taken for the user's: 1, another
-    document's, was refused at every later save.)"""
+    document's, was refused at every later save; with force_insert, probe CB-2, the next
+    save inserted again and was refused its own copy.)"""
     draws = iter([4, again, 5, 6, 7, 8, 9])  # the value is the draw + 1: 5, then 1 or 3
 
     class FwRemadeLost(me.Document):
@@ -1121,13 +1123,13 @@ def test_a_value_made_again_whose_replace_lost_its_reply_is_settled_by_the_next_
         doc = FwRemadeLost(note="mine")
         hook.plan = [("fw_remade_lost.insert_one", "after")]
         with pytest.raises(pymongo.errors.AutoReconnect):
-            doc.save()  # stored with 5
+            doc.save(force_insert=force_insert)  # stored with 5
         doc.code = None
         hook.plan = [("fw_remade_lost.find_one_and_replace", mode)]
         with pytest.raises(pymongo.errors.AutoReconnect):
-            doc.save()
+            doc.save(force_insert=force_insert)
         doc.note = "changed"
-        doc.save()
+        doc.save(force_insert=force_insert)
         stored = sorted((d["note"], d["code"]) for d in db.fw_remade_lost.find())
         assert stored == [("changed", expected), ("other", 1)]
         assert doc.code == expected

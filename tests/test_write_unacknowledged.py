@@ -33,12 +33,15 @@ def _as_pymongo(collection: str, method: str, call: Any) -> Any:
         if method == "insert_one":
             return InsertOneResult(call.args[0].get("_id"), acknowledged=False)
         return InsertManyResult([doc.get("_id") for doc in call.args[0]], acknowledged=False)
-    result = call()
     if method.startswith("update") and unacknowledged:
+        with contextlib.suppress(pymongo.errors.PyMongoError):  # refused without a word
+            call()
         return UpdateResult(None, acknowledged=False)
     if method == "find_one_and_update" and unacknowledged:
+        with contextlib.suppress(pymongo.errors.PyMongoError):
+            call()
         return None  # pymongo fakes the reply {"ok": 1} of a command sent with w=0: no value
-    return result
+    return call()
 
 
 class WzTicket(me.Document):
@@ -82,12 +85,23 @@ def test_a_missing_value_filled_under_w0_is_stored_and_kept(db: Any) -> None:
         WzTicket(name="copy", code=old.code).save()
 
 
+class WzOncePart(me.EmbeddedDocument):
+    code = RandomUniqueField(digits=6, reserve_in="wz_part_codes", max_retries=0)
+
+
+class WzOnceBox(me.Document):
+    name = me.StringField()
+    parts = me.ListField(me.EmbeddedDocumentField(WzOncePart))
+    meta = {"collection": "wz_boxes"}
+
+
 def test_a_conditional_save_under_w0_keeps_its_values(db: Any) -> None:
     """MongoEngine reads the count of a conditional update it sent with ``w=0`` and fails
-    (TypeError) after the update was applied: the values stay reserved."""
-    WzBox(name="b").save()
-    box = WzBox.objects.get(name="b")
-    part = WzPart()
+    (TypeError) after the update was applied: the values stay reserved. (A value never
+    retried on a collision, ``max_retries=0``: the update is sent with ``w=0`` as asked.)"""
+    WzOnceBox(name="b").save()
+    box = WzOnceBox.objects.get(name="b")
+    part = WzOncePart()
     box.parts.append(part)
     with pytest.raises(TypeError):
         box.save(write_concern={"w": 0}, save_condition={"name": "b"})
@@ -95,7 +109,7 @@ def test_a_conditional_save_under_w0_keeps_its_values(db: Any) -> None:
     assert stored == {"name": "b", "parts": [{"code": part.code}]}
     assert [doc["_id"] for doc in db.wz_part_codes.find()] == [part.code]
     with pytest.raises(NotUniqueError, match=str(part.code)):
-        WzBox(name="dup", parts=[WzPart(code=part.code)]).save()
+        WzOnceBox(name="dup", parts=[WzOncePart(code=part.code)]).save()
 
 
 class WzImported(me.Document):
@@ -165,6 +179,59 @@ def test_a_w0_insert_of_a_value_that_may_collide_is_acknowledged(db: Any, how: s
     ]
     carol.delete()
     assert [doc["owner"] for doc in db.wz_keyed.find()] == ["alice", "bob"]
+
+
+class WzDrawn(me.Document):
+    code = RandomUniqueField(digits=1, rng=lambda n: next(WzDrawn.draws) % n)
+    note = me.StringField()
+    meta = {"collection": "wz_drawn"}
+    draws: Iterator[int] = iter(())
+
+
+def test_a_w0_update_of_a_value_that_may_collide_is_acknowledged(db: Any) -> None:
+    """Probe CB-1: a loaded document's code cleared and saved with w=0 was given code 1, which
+    another document holds: the server refused the update without a word, the note changed
+    with it was lost, and the document kept code 1 as its own. Sent acknowledged, the
+    collision is retried with a fresh code."""
+    db.wz_drawn.insert_many([{"code": 1, "note": "a"}, {"code": 2, "note": "b"}])
+    WzDrawn.draws = iter([0, 8])  # code 1 (taken), then 9
+    b = WzDrawn.objects.get(note="b")
+    b.code, b.note = None, "b, recoded"
+    b.save(write_concern={"w": 0})
+    assert b.code == 9
+    assert list(db.wz_drawn.find({}, {"_id": 0})) == [
+        {"code": 1, "note": "a"},
+        {"code": 9, "note": "b, recoded"},
+    ]
+
+
+class WzVote(me.Document):
+    id = RandomUniqueField(primary_key=True, digits=1, rng=lambda n: next(WzVote.draws) % n)
+    voter = me.StringField()
+    choice = me.StringField()
+    meta = {"collection": "wz_votes"}
+    draws: Iterator[int] = iter(())
+
+
+@pytest.mark.parametrize("how", ["update_one", "modify"])
+def test_a_w0_upsert_of_a_value_that_may_collide_is_acknowledged(db: Any, how: str) -> None:
+    """Probe CB-1: an upsert with w=0 (the option, or the collection's for modify()) given key
+    1, which another document holds, inserted nothing, unseen. Sent acknowledged, the
+    collision is retried with a fresh key."""
+    db.wz_votes.insert_one({"_id": 1, "voter": "alice", "choice": "x"})
+    WzVote.draws = iter([0, 8])  # key 1 (taken), then 9
+    if how == "update_one":
+        WzVote.objects(voter="bob").update_one(upsert=True, set__choice="y", write_concern={"w": 0})
+    else:
+        WzVote._collection = WzVote._get_collection().with_options(write_concern=WriteConcern(w=0))
+        try:
+            WzVote.objects(voter="bob").modify(upsert=True, set__choice="y")
+        finally:
+            WzVote._collection = None
+    assert list(db.wz_votes.find()) == [
+        {"_id": 1, "voter": "alice", "choice": "x"},
+        {"_id": 9, "voter": "bob", "choice": "y"},
+    ]
 
 
 def test_a_w0_insert_changed_since_is_saved_as_itself(db: Any) -> None:

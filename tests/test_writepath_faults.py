@@ -142,6 +142,47 @@ def test_force_insert_false_cannot_replace_after_an_unconfirmed_save(
     assert [doc["name"] for doc in db["place"].find()] == ["b"]
 
 
+class NumberedPk(me.Document):
+    id = SequenceField(primary_key=True)
+    name = me.StringField()
+
+
+class DrawnPk(me.Document):
+    id = RandomUniqueField(primary_key=True, digits=6)
+    name = me.StringField()
+
+
+@pytest.mark.parametrize("force_insert", [True, False], ids=["force_insert", "save"])
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+@pytest.mark.parametrize("model", [Place, NumberedPk, DrawnPk], ids=lambda m: m.__name__)
+def test_a_retry_whose_write_over_its_own_copy_fails_is_retried_again(
+    faults: tuple[Faults, Any], model: type[me.Document], applied: bool, force_insert: bool
+) -> None:
+    """The insert landed, its reply lost; the retry found it and its write of the current
+    version over that copy failed too (applied or not); the third attempt writes it (probe
+    CB-2: with force_insert it inserted again, refused as a duplicate of its own copy)."""
+    injected, db = faults
+    collection = model._get_collection_name()
+    injected.arm(collection, "insert_one", pymongo.errors.AutoReconnect("reset"), applied=True)
+    document = model(name="v1")
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        document.save(force_insert=force_insert)
+    key = document.pk
+    document.name = "v2"
+    lost = pymongo.errors.AutoReconnect("reset again")
+    injected.arm(collection, "find_one_and_replace", lost, applied=applied)
+    with pytest.raises(pymongo.errors.AutoReconnect):
+        document.save(force_insert=force_insert)
+    stored = list(raw_collection(db[collection]).find())
+    assert [raw["name"] for raw in stored] == ["v2" if applied else "v1"]
+    document.save(force_insert=force_insert)
+    assert document.pk == key
+    assert list(raw_collection(db[collection]).find()) == [{**stored[0], "name": "v2"}]
+    document.name = "v3"
+    document.save()  # confirmed: an update of the stored copy
+    assert list(raw_collection(db[collection]).find()) == [{**stored[0], "name": "v3"}]
+
+
 class Card(me.Document):
     number = RandomUniqueField(digits=12)
     name = me.StringField()

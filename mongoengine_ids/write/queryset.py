@@ -37,7 +37,11 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         options = _options("update", seam.UPDATE_OPTIONS, args, kwargs)
 
         def run(update: dict[str, Any], sending: upserts.Sending) -> Any:
-            chosen = {**options, "multi": False} if sending.one else options
+            chosen = {**options, "multi": False} if sending.one else dict(options)
+            if sending.acknowledge:
+                collection = seam.parts(self).collection
+                concern = values.acknowledged_option(collection, chosen.get("write_concern"))
+                chosen["write_concern"] = concern
             parent: Any = super(GeneratingQuerySetMixin, self._narrowed(sending))
             return parent.update(upsert=upsert, **chosen, **sending.sent(update))
 
@@ -55,7 +59,10 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         options = _options("modify", seam.MODIFY_OPTIONS, args, kwargs)
 
         def run(update: dict[str, Any], sending: upserts.Sending) -> Any:
-            parent: Any = super(GeneratingQuerySetMixin, self._narrowed(sending))
+            narrowed = self._narrowed(sending)
+            if sending.acknowledge:
+                narrowed = seam.acknowledging_queryset(narrowed)
+            parent: Any = super(GeneratingQuerySetMixin, narrowed)
             try:
                 return parent.modify(upsert=upsert, **options, **sending.sent(update))
             except Exception as error:
@@ -109,7 +116,7 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
                     lambda u: run(u, sending),
                     owner,
                     earlier,
-                    written=lambda: sending.written,
+                    sending,
                 )
             return run(update, sending)
 

@@ -46,6 +46,14 @@ def wrap_save_create(owner: type[Document], own: SaveCreate | None) -> SaveCreat
     """``_save_create`` for ``owner``, calling ``own`` (the class's own) or the parent's."""
 
     def _save_create(self: Document, doc: Any, force_insert: bool, write_concern: Any) -> Any:
+        earlier = seam.state(self, create=False)
+        if earlier is not None and earlier.over_own_copy:
+            # The application's retry of a save() that found its insert landed, and failed
+            # writing over that copy (``force_insert`` keeps MongoEngine from seeing it is
+            # stored): an update of it. (MongoEngine's step returns the key and whether the
+            # document was created.)
+            return self._save_update(doc, None, write_concern)[0]
+
         def write_next(son: Any, insert: bool, concern: Any = write_concern) -> Any:
             if own is not None:
                 return own(self, son, insert, concern)
@@ -112,22 +120,21 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
             # returns the key and whether the document was created.)
             return self._save_create(doc, True, write_concern), True
 
-        def write_next(son: Any) -> Any:
+        def write_next(son: Any, concern: Any) -> Any:
             if own is not None:
-                return own(self, son, save_condition, write_concern)
-            return super(owner, self)._save_update(son, save_condition, write_concern)
+                return own(self, son, save_condition, concern)
+            return super(owner, self)._save_update(son, save_condition, concern)
 
         # What MongoEngine writes is computed from the changed fields; with a generated field
         # in the shard key, ``doc`` needs the values made.
         reads_values = own_step or bool(seam.shard_key(type(self)))
-        acknowledged = seam.acknowledged(collection, write_concern)
         return save_update(
             self,
             doc,
             save_condition,
             write_next,
             reads_values=reads_values,
-            acknowledged=acknowledged,
+            write_concern=write_concern,
         )
 
     return _save_update
@@ -455,7 +462,9 @@ def _over_own_copy(
     fresh one, as in any write; the values its stored copy holds (the key, those ``earlier``
     made) are its own, never taken for colliding. On another failure the values are kept, not
     given back (the replace may land), as the document's own for its next save: those made
-    again and those assigned since (``noted``: told to their fields, reserved for it)."""
+    again and those assigned since (``noted``: told to their fields, reserved for it). That
+    save updates the stored copy, ``save(force_insert=True)`` too (:attr:`.State.over_own_copy`;
+    probe CB-2: it inserted again, and was refused its own copy as a duplicate)."""
     key = seam.shape(type(document)).pk_name
     _, _, again = values.split_kept(filled, [earlier])
     again = [slot for slot in again if not (slot.holder is document and slot.name == key)]
@@ -468,6 +477,7 @@ def _over_own_copy(
         # Stored, with these values or not (the replace may have landed): they stay its own,
         # so that its next save takes the stored ones where they differ, or keeps them.
         values.pending(document, again, noted)
+        seam.state(document).over_own_copy = True
         raise
 
 
@@ -537,26 +547,30 @@ def save_update(
     document: Document,
     son: Any,
     save_condition: Any,
-    write_next: Callable[[Any], Any],
+    write_next: Callable[[Any, Any], Any],
     *,
     reads_values: bool = True,
-    acknowledged: bool = True,
+    write_concern: Any = None,
 ) -> Any:
     """Values for an existing document, then its update (``write_next``, given ``son``:
-    MongoEngine's serialisation of the document, made before its values were; with them if
-    the step ``reads_values``).
+    MongoEngine's serialisation of the document, made before its values were, with them if
+    the step ``reads_values``; and MongoEngine's ``write_concern`` option, acknowledged if a
+    value the update writes was made by it and may collide: probe CB-1, under ``w=0`` such a
+    value was refused unseen and kept as stored, and the change written with it lost).
 
     New embedded documents get values, written by the update; a field the stored copy lacks
     gets one with a conditional write of its own, which never replaces a value another writer
     stored (nor writes if ``save_condition`` fails). Values the user assigned are told to their
     fields. Fields a projection left out are not touched. If the outcome of a write is unknown
     (a lost reply), the values are kept as the document's own for the application's retry;
-    if nothing was written, they are given back. Not ``acknowledged`` (``w=0``), any failure
+    if nothing was written, they are given back. Not acknowledged (``w=0``), any failure
     leaves the outcome unknown (MongoEngine may fail reading the reply of an update it sent).
     """
     write = Write(type(document), seam.collection_of(document), [document])
     _tell_untold(write, document)
     plan = _Existing(write, document, _named_by(type(document), save_condition))
+    concern = values.acknowledged_concern(write, [*plan.embedded, *plan.missing], write_concern)
+    acknowledged = seam.acknowledged(write.collection, concern)
     try:
         for slot in plan.missing:
             if _fill_missing(write, document, slot, save_condition, plan.updating):
@@ -573,8 +587,8 @@ def save_update(
             # ``son`` lacks the values made here (and, after a collision, holds the old one).
             held = [s for s in (*plan.embedded, *plan.missing) if s.value is not None]
             if not (reads_values and held):
-                return write_next(son)
-            return write_next(with_values(document, shape, son, held))
+                return write_next(son, concern)
+            return write_next(with_values(document, shape, son, held), concern)
 
         result = values.send(
             write, [s for s in written if s.value is not None], attempt, may_land=True

@@ -176,7 +176,14 @@ CLASS_ATTRIBUTES = ("_subclasses", "_dynamic", "_fields", "_meta", "_class_name"
 FIELD_ATTRIBUTES = ("_auto_gen",)
 #: Querysets (``_query`` and ``_collection`` are properties), and ``ONLY``/``EXCLUDE`` and
 #: ``as_dict()`` of QueryFieldList:
-QUERYSET_ATTRIBUTES = ("_document", "_query", "_collection", "_loaded_fields", "_ordering")
+QUERYSET_ATTRIBUTES = (
+    "_document",
+    "_query",
+    "_collection",
+    "_collection_obj",
+    "_loaded_fields",
+    "_ordering",
+)
 
 
 def check_internals() -> None:
@@ -275,6 +282,17 @@ def acknowledging(collection: Any) -> Any:
     if acknowledged(collection, None):
         return collection
     return collection.with_options(write_concern=WriteConcern(w=1))
+
+
+def acknowledging_queryset(queryset: Any) -> Any:
+    """``queryset``, or, if its collection's writes are not acknowledged (``w=0``), a clone
+    writing to the same collection with ``w=1`` (``modify()`` has no ``write_concern``)."""
+    collection = queryset._collection
+    if acknowledged(collection, None):
+        return queryset
+    clone = queryset.clone()
+    clone._collection_obj = acknowledging(collection)
+    return clone
 
 
 def condition_filter(document_class: type[BaseDocument], condition: Any) -> dict[str, Any]:
@@ -1587,6 +1605,10 @@ class State:
     #: by its key): the application's retry of that insert counts it as stored, if it finds
     #: it there (see ``values.stored_by_failed_insert``).
     stored_by_failed_insert: FailedInsert | None = None
+    #: Its save() found its earlier insert landed (the reply lost) and failed writing over that
+    #: copy: the document is stored, and the application's retry of that save, with
+    #: ``force_insert`` too, updates it (see ``save._over_own_copy``).
+    over_own_copy: bool = False
     #: While unconfirmed: the document as last sent (see :mod:`.landed`).
     sent: Any = None
     #: Every earlier version sent while unconfirmed: any of them may still land.
@@ -1616,7 +1638,7 @@ class State:
     def settle(self) -> None:
         """The document is known to be stored: nothing of an earlier attempt is pending, and
         its assigned values are its own by being stored, no longer by a reservation."""
-        self.unconfirmed = self.made_pk = False
+        self.unconfirmed = self.made_pk = self.over_own_copy = False
         self.stored_by_failed_insert = None
         self.sent, self.sent_before, self.generated, self.noted = None, [], [], []
         self.sent_to_own_step = False

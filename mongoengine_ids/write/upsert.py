@@ -47,7 +47,7 @@ def upsert(
     run: Callable[[dict[str, Any]], _T],
     owner: str,
     earlier: bool,
-    written: Callable[[], bool] = lambda: False,
+    sending: Sending,
 ) -> _T:
     """Run ``run(update)`` with the generated values added as ``set_on_insert__<field>``.
 
@@ -55,8 +55,10 @@ def upsert(
     field first (a counter moves past it, a proxy reserves it), as a value assigned to a new
     document is; so is a value the filter fixes, unless a document holds it already (an upsert
     by key finds that document). An empty update is left to MongoEngine, which refuses it.
-    ``owner`` and ``earlier``: the attempt (see :func:`with_given_values`); ``written()``: whether
-    ``run`` failed after its database call was done (its values are then kept, as stored).
+    ``owner`` and ``earlier``: the attempt (see :func:`with_given_values`); ``sending``: how
+    ``run`` sends it, told whether a value made here may collide (:attr:`Sending.acknowledge`);
+    its ``written`` says whether ``run`` failed after its database call was done (its values
+    are then kept, as stored).
 
     Raises:
         InvalidQueryError: the update writes a generated field with another operator
@@ -67,7 +69,7 @@ def upsert(
         return run(update)
     query = seam.parts(queryset)
     return _upsert(
-        query, _own_copy(update), run, owner, earlier_may_have_landed=earlier, written=written
+        query, _own_copy(update), run, owner, earlier_may_have_landed=earlier, sending=sending
     )
 
 
@@ -141,7 +143,7 @@ def _upsert(
     owner: str,
     *,
     earlier_may_have_landed: bool,
-    written: Callable[[], bool],
+    sending: Sending,
 ) -> _T:
     """:func:`upsert`, its values assigned for ``owner``."""
     document_class, collection = query.document_class, query.collection
@@ -160,15 +162,16 @@ def _upsert(
     if earlier_may_have_landed:
         _refuse_held(collection, assigned)
     noted, filled = values.note_and_fill(write, assigned, empty)
+    sending.acknowledge = sending.acknowledge or values.may_collide(filled)
     try:
 
         def attempt() -> _T:
             made = {inside.get(slot, slot.name): slot.field.to_mongo(slot.value) for slot in filled}
             return run(_set_on_insert(update, made))
 
-        return values.send(write, filled, attempt, stored=written)
+        return values.send(write, filled, attempt, stored=lambda: sending.written)
     except BaseException as error:
-        if not (values.outcome_unknown(error) or earlier_may_have_landed or written()):
+        if not (values.outcome_unknown(error) or earlier_may_have_landed or sending.written):
             values.release(write, noted)  # nothing written: the assigned values are free
         raise
 
@@ -395,6 +398,7 @@ def _fill_and_run(
     sending = Sending(one)
     try:
         filled = values.fill(write, writes.empty)
+        sending.acknowledge = values.may_collide(filled)
         attempt.made |= {_made_key(slot) for slot in filled}  # its retry's own
         if upserting:
             sending.renamed = _idempotent_pushes(update, writes.pushed, attempt.made)
@@ -650,6 +654,10 @@ class Sending:
     #: Set by the sender: the call failed after its database call was done (``modify()``
     #: building the document it returns), so what it wrote is stored: its values are kept.
     written: bool = False
+    #: A value the package made for it may collide (retried on a duplicate key): sent
+    #: acknowledged whatever the write concern (probe CB-1: under ``w=0`` an upsert refused
+    #: for a value taken inserted nothing, unseen, where a fresh value would have been tried).
+    acknowledge: bool = False
 
     def sent(self, update: dict[str, Any]) -> dict[str, Any]:
         """``update`` as it is sent: its keywords renamed."""

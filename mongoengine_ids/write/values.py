@@ -629,16 +629,28 @@ def new_again(document: BaseDocument, collection: Any) -> None:
         state.generated = record.held
 
 
+def may_collide(filled: Iterable[Slot]) -> bool:
+    """Whether a value of ``filled`` may collide: its field retries it on a duplicate key (a
+    counter's, a random one), so the write sending it must be acknowledged to see that."""
+    return any(slot.field.collision_retries for slot in filled)
+
+
 def acknowledged_concern(write: Write, filled: Iterable[Slot], write_concern: Any) -> Any:
-    """MongoEngine's ``write_concern`` option for an insert of values ``filled`` in ``write``;
-    with ``w=1`` if it is not acknowledged (``w=0``) while a value generated may collide (a
-    counter's or a random one: retried on a duplicate key): under ``w=0`` the server refuses
-    it without a word, and the document's next save(), update() or delete() went to the
-    document holding its value (probe BV-1). The package's own conditional writes are
-    acknowledged so too."""
-    if not any(slot.field.collision_retries for slot in filled) or seam.acknowledged(
-        write.collection, write_concern
-    ):
+    """MongoEngine's ``write_concern`` option for a write (an insert, ``save()``'s update) of
+    values ``filled`` in ``write``; acknowledged (:func:`acknowledged_option`) if a value
+    generated may collide (:func:`may_collide`): under ``w=0`` the server refuses it without a
+    word, and the document's next save(), update() or delete() went to the document holding
+    its value (probe BV-1), or its changes were lost (probe CB-1). The package's own
+    conditional writes are acknowledged so too."""
+    if not may_collide(filled):
+        return write_concern
+    return acknowledged_option(write.collection, write_concern)
+
+
+def acknowledged_option(collection: Any, write_concern: Any) -> Any:
+    """MongoEngine's ``write_concern`` option for a write to ``collection``, with ``w=1`` if
+    it is not acknowledged (``w=0``)."""
+    if seam.acknowledged(collection, write_concern):
         return write_concern
     return {**(write_concern or {}), "w": 1}
 
