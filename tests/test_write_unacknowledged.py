@@ -27,21 +27,19 @@ def _as_pymongo(collection: str, method: str, call: Any) -> Any:
     sent_to = getattr(call.func, "__self__", None)
     concern = getattr(sent_to, "write_concern", None)
     unacknowledged = concern is not None and concern.document.get("w") == 0
-    if method in ("insert_one", "insert_many") and unacknowledged:
-        with contextlib.suppress(pymongo.errors.PyMongoError):  # refused without a word
-            call()
-        if method == "insert_one":
-            return InsertOneResult(call.args[0].get("_id"), acknowledged=False)
+    written = method.startswith(("insert", "update")) or method == "find_one_and_update"
+    if not (unacknowledged and written):
+        return call()
+    with contextlib.suppress(pymongo.errors.PyMongoError):  # refused without a word
+        call()
+    if method == "insert_one":
+        return InsertOneResult(call.args[0].get("_id"), acknowledged=False)
+    if method == "insert_many":
         return InsertManyResult([doc.get("_id") for doc in call.args[0]], acknowledged=False)
-    if method.startswith("update") and unacknowledged:
-        with contextlib.suppress(pymongo.errors.PyMongoError):  # refused without a word
-            call()
+    if method.startswith("update"):
         return UpdateResult(None, acknowledged=False)
-    if method == "find_one_and_update" and unacknowledged:
-        with contextlib.suppress(pymongo.errors.PyMongoError):
-            call()
-        return None  # pymongo fakes the reply {"ok": 1} of a command sent with w=0: no value
-    return call()
+    # find_one_and_update: pymongo fakes the reply {"ok": 1} of a command sent with w=0.
+    return None
 
 
 class WzTicket(me.Document):

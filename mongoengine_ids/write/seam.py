@@ -287,11 +287,11 @@ def acknowledging(collection: Any) -> Any:
 def acknowledging_queryset(queryset: Any) -> Any:
     """``queryset``, or, if its collection's writes are not acknowledged (``w=0``), a clone
     writing to the same collection with ``w=1`` (``modify()`` has no ``write_concern``)."""
-    collection = queryset._collection
-    if acknowledged(collection, None):
+    collection = acknowledging(queryset._collection)
+    if collection is queryset._collection:
         return queryset
     clone = queryset.clone()
-    clone._collection_obj = acknowledging(collection)
+    clone._collection_obj = collection
     return clone
 
 
