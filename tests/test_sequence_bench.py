@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from typing import Any
 
 import pytest
+from bson import ObjectId
 
 from mongoengine_ids.sequence import DEFAULT_COLLECTION, Sequence
 from mongoengine_ids.tools.bench import sequence as bench
@@ -99,3 +102,40 @@ def test_wait_spins_until_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_latency.time, "perf_counter", clock)
     _latency.wait(1.0)
     assert readings == [0.0, 0.25, 0.5, 0.75, 1.0]  # the start, then until it reaches 0.0 + 1.0
+
+
+def test_inserted_documents_get_their_id_on_the_clock_as_the_driver_gives_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # pymongo makes the ObjectId of a document inserted without one on the client; mongomock
+    # made it inside the call, out of the timings, so only a model whose key the package makes
+    # paid for one.
+    from mongoengine_ids.tools.bench import _core
+
+    now = [100.0]
+    monkeypatch.setattr(_core.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(_core, "_server_seconds", [0.0])
+    seen: list[Any] = []
+
+    def mongomock_call(payload: Any) -> None:
+        seen.append(copy.deepcopy(payload))  # what mongomock was given
+        now[0] += 1.0  # its work: out of the timings
+
+    def insert(payload: Any) -> Any:
+        return functools.partial(mongomock_call, payload)  # as the instrumented client makes it
+
+    hook = CountingLatency(0.001, sleep=lambda seconds: None, timer=lambda: now[0])
+    start = _core.clock()
+    many = [{"x": 1}, {"_id": 7, "x": 2}]
+    hook("c", "insert_many", insert(many))
+    one = {"x": 3}
+    hook("c", "insert_one", insert(one))
+    assert isinstance(many[0]["_id"], ObjectId)
+    assert many[1]["_id"] == 7
+    assert isinstance(one["_id"], ObjectId)
+    # Given before the call ran: mongomock saw them, as a server sees the driver's.
+    assert seen == [many, one]
+    assert _core.clock() == start  # mongomock's work is not timed
+    unchanged = {"x": 4}
+    hook("c", "update_one", insert(unchanged))
+    assert seen[-1] == unchanged == {"x": 4}
