@@ -20,7 +20,7 @@ from bson.codec_options import CodecOptions
 from mongoengine.context_managers import switch_collection
 from pymongo import ReadPreference
 
-from mongoengine_ids import RandomUniqueField, SequenceField
+from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
 from mongoengine_ids.testing import connected_threadsafe
 
 
@@ -574,3 +574,108 @@ def test_retry_after_a_reconnect_to_the_same_server_takes_the_written_as_stored(
     finally:
         me.disconnect()
         BrSeq._collection = None
+
+
+# -- save(force_insert=True) of a document a failed insert() stored -----------------------------
+
+
+class BrUuid(me.Document):
+    meta = {"collection": "br_uuid"}
+    id = UUID4Field(primary_key=True)
+    name = me.StringField()
+    views = me.IntField(default=0)
+
+
+class LostUpdateReply:
+    """The first update_one on ``collection`` is applied, then its reply is lost; every call
+    goes through ``inner`` first."""
+
+    def __init__(self, collection, inner):
+        self.collection, self.inner, self.armed = collection, inner, True
+
+    def __call__(self, collection, method, call):
+        result = self.inner(collection, method, call)
+        if self.armed and (collection, method) == (self.collection, "update_one"):
+            self.armed = False
+            raise pymongo.errors.AutoReconnect("reply lost")
+        return result
+
+
+@pytest.mark.parametrize("model", [BrSeq, BrUuid], ids=["sequence", "uuid4"])
+def test_save_force_insert_of_a_document_a_failed_insert_stored_writes_over_its_own_copy(model):
+    """Decided in session 38: the application saves each document of a failed insert() with
+    force_insert=True instead of retrying the call. A document that call stored is its own
+    copy, as the retry of the call would count it: the current version is written over it
+    (it was refused as a duplicate of itself), and the others are inserted."""
+    name = model._meta["collection"]
+    with connected_threadsafe(hook=FirstThen(name, refused())) as connect:
+        db = connect()
+        a, b = model(name="a"), model(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            model.objects.insert([a, b])
+        a.name = "a2"
+        a.save(force_insert=True)
+        b.save(force_insert=True)
+        stored = {d["name"]: d for d in db[name].find()}
+        assert stored == {
+            "a2": {"_id": stored["a2"]["_id"], "name": "a2", "views": 0},
+            "b": {"_id": stored["b"]["_id"], "name": "b", "views": 0},
+        }
+        assert model.objects.get(name="a2").pk == a.pk
+        assert model.objects.get(name="b").pk == b.pk
+        assert a.pk != b.pk
+        with pytest.raises(me.errors.NotUniqueError):
+            a.save(force_insert=True)  # now a saved document: insert semantics, as MongoEngine
+        assert db[name].count_documents({}) == 2
+
+
+def test_save_force_insert_after_the_stored_copy_was_updated_by_another_is_refused():
+    """The copy changed by another writer cannot be told from another document holding the key
+    (as for the retry of the call): NotUniqueError, nothing written."""
+    with connected_threadsafe(hook=FirstThen("br_seq", refused())) as connect:
+        db = connect()
+        a, b = BrSeq(name="a"), BrSeq(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrSeq.objects.insert([a, b])
+        BrSeq.objects(pk=a.pk).update(inc__views=1)
+        a.name = "a2"
+        with pytest.raises(me.errors.NotUniqueError):
+            a.save(force_insert=True)
+        assert list(db.br_seq.find()) == [{"_id": a.pk, "name": "a", "views": 1}]
+
+
+def test_save_force_insert_after_the_stored_copy_was_deleted_inserts_it_again():
+    with connected_threadsafe(hook=FirstThen("br_uuid", refused())) as connect:
+        db = connect()
+        a, b = BrUuid(name="a"), BrUuid(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrUuid.objects.insert([a, b])
+        db.br_uuid.delete_one({"_id": bson.Binary.from_uuid(a.pk)})
+        a.name = "a2"
+        a.save(force_insert=True)
+        assert list(db.br_uuid.find()) == [
+            {"_id": bson.Binary.from_uuid(a.pk), "name": "a2", "views": 0}
+        ]
+
+
+def test_save_force_insert_whose_write_over_its_copy_lost_its_reply_is_retried_over_it():
+    """The update over its own copy was applied and its reply lost: the application's retry
+    with force_insert=True updates that copy again (the copy no longer holds what the failed
+    insert() wrote, but the document is known to be over its own copy)."""
+    hook = LostUpdateReply("br_uuid", FirstThen("br_uuid", refused()))
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        a, b = BrUuid(name="a"), BrUuid(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrUuid.objects.insert([a, b])
+        a.name = "a2"
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            a.save(force_insert=True)
+        assert list(db.br_uuid.find()) == [
+            {"_id": bson.Binary.from_uuid(a.pk), "name": "a2", "views": 0}
+        ]
+        a.name = "a3"
+        a.save(force_insert=True)
+        assert list(db.br_uuid.find()) == [
+            {"_id": bson.Binary.from_uuid(a.pk), "name": "a3", "views": 0}
+        ]

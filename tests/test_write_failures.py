@@ -29,7 +29,7 @@ from mongoengine_ids import (
     backfill,
 )
 from mongoengine_ids.errors import RetriesExhaustedError
-from mongoengine_ids.sequence.field import CounterStore
+from mongoengine_ids.sequence.field import DEFAULT_COLLECTION, CounterStore
 from mongoengine_ids.testing import connected_threadsafe
 
 #: An application's retries after a ConnectionFailure (as in test_faults_exhaustive.py).
@@ -1163,3 +1163,47 @@ def test_a_value_assigned_for_a_retry_whose_replace_lost_its_reply_is_kept_reser
         assert [(d["note"], d["code"]) for d in db.fw_assigned_lost.find()] == [("changed", 7)]
         # 5, the value it held before, stays reserved: a gap, never a second holder.
         assert sorted(d["_id"] for d in db.fw_assigned_lost_codes.find()) == [5, 7]
+
+
+# A counter's lease failing with an OperationFailure (its write concern timed out, applied on
+# the primary) reaches the application as MongoEngine's error of the call, as save() raised it
+# already (probe CB: insert() and the upserts raised pymongo's WriteConcernError).
+LEASE_WRITE_CONCERN = pymongo.errors.WriteConcernError("waiting for replication timed out", 64)
+FAILING_LEASES: dict[str, tuple[Callable[[], Any], str]] = {
+    "save": (lambda: FwBulk(name="a").save(), "Could not save document"),
+    "insert": (lambda: FwBulk.objects.insert([FwBulk(name="a")]), "Could not save document"),
+    "update_one_upsert": (
+        lambda: FwBulk.objects(name="a").update_one(upsert=True, set__name="a"),
+        "Update failed",
+    ),
+    "upsert_one": (lambda: FwBulk.objects(name="a").upsert_one(set__name="a"), "Update failed"),
+    "modify_upsert": (
+        lambda: FwBulk.objects(name="a").modify(upsert=True, new=True, set__name="a"),
+        "Update failed",
+    ),
+}
+
+
+@pytest.mark.parametrize("way", FAILING_LEASES)
+def test_a_lease_whose_write_concern_failed_raises_mongoengines_error(way: str) -> None:
+    call, message = FAILING_LEASES[way]
+    faults = Faults()
+    with connect_with(faults) as db:
+        faults.arm(
+            "find_one_and_update",
+            LEASE_WRITE_CONCERN,
+            applied=True,
+            collection=DEFAULT_COLLECTION,
+        )
+        with pytest.raises(me.errors.OperationError, match=message) as raised:
+            call()
+        assert type(raised.value) is me.errors.OperationError
+        assert "waiting for replication timed out" in str(raised.value)
+        assert faults.plans == []  # the lease's call is the one that failed
+        assert list(db.fw_bulk.find()) == []
+        call()  # the application's retry
+        (stored,) = db.fw_bulk.find()
+        assert stored["name"] == "a"
+        FwBulk(name="b").save()
+        numbers = [doc["number"] for doc in db.fw_bulk.find()]
+        assert len(numbers) == len(set(numbers)) == 2

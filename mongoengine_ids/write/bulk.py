@@ -37,15 +37,19 @@ _DUPLICATE_KEY_CODES = (11000, 11001)
 
 
 @contextlib.contextmanager
-def _as_bulk_error() -> Iterator[None]:
-    """What ``insert()`` raises for a duplicate key is MongoEngine's ``BulkWriteError``: a
-    field's retries running out in a bulk insert stay one (``BulkRetriesExhaustedError``)."""
+def _as_insert_error() -> Iterator[None]:
+    """What MongoEngine's ``insert()`` raises. For a duplicate key it is a ``BulkWriteError``:
+    a field's retries running out in a bulk insert stay one (``BulkRetriesExhaustedError``).
+    For a failed database call, MongoEngine's error: one of the package's own (a counter's
+    lease, a look-up) raised pymongo's, where ``save()`` raised ``OperationError`` (probe CB)."""
     try:
         yield
     except RetriesExhaustedError as error:
         if isinstance(error, BulkNotUniqueError):
             raise
         raise BulkRetriesExhaustedError(*error.args) from error
+    except pymongo.errors.OperationFailure as error:
+        raise _operation_error(error) from error
 
 
 def insert(
@@ -79,18 +83,20 @@ def insert(
     _refuse_repeated(docs)  # after the handlers, which may add documents
     _refuse_unkeyed_references(docs)
 
-    with _as_bulk_error():
-        batch = Batch(Write(document_class, query.collection, docs), docs)
-        try:
+    batch: Batch | None = None
+    try:
+        with _as_insert_error():
+            batch = Batch(Write(document_class, query.collection, docs), docs)
             ids = batch.insert(write_concern or {})
-            results = _reload(queryset, ids) if load_bulk else []
-        except BaseException:
-            # The documents it wrote are stored: the application's retry of this call (it
-            # failed) counts them so, instead of refusing them as saved documents.
+        results = _reload(queryset, ids) if load_bulk else []  # as MongoEngine's: raw errors
+    except BaseException:
+        # The documents it wrote are stored: the application's retry of this call (it
+        # failed) counts them so, instead of refusing them as saved documents.
+        if batch is not None:
             for doc in batch.written:
                 written = landed.snapshot(batch.written_as.get(id(doc)), query.collection)
                 values.stored_by_failed_insert(doc, query.collection, written)
-            raise
+        raise
     values.confirm(batch.landed)
     if not load_bulk:
         signals.post_bulk_insert.send(document_class, documents=docs, loaded=False, **signal_kwargs)
@@ -281,6 +287,8 @@ class Batch:
 
 def _operation_error(error: pymongo.errors.OperationFailure) -> OperationError:
     """MongoEngine's error for a failed insert (as its ``insert()`` raises it)."""
+    if isinstance(error, pymongo.errors.DuplicateKeyError):
+        return NotUniqueError(f"Could not save document ({error})")
     if re.match("^E1100[01] duplicate key", str(error)):
         return NotUniqueError(f"Tried to save duplicate unique keys ({error})")
     return OperationError(f"Could not save document ({error})")

@@ -191,13 +191,13 @@ def still_stored(document: Any, collection: Any) -> bool:
             "under another (it would be stored twice); nothing was written. Leave it out of "
             "the retry, or set its key back"
         )
-    found = collection.find_one({"_id": record.key})
-    if found is None:
+    as_written = _holds_as_written(record, collection)
+    if as_written is None:
         return False
-    if record.written is None:
-        return True
-    if _same(_as_stored(found, collection), record.written):
-        if _same(snapshot(document.to_mongo(), collection), record.written):
+    if as_written:
+        if record.written is None or _same(
+            snapshot(document.to_mongo(), collection), record.written
+        ):
             return True
         raise OperationError(
             f"{model} {seam.key(document)!r} was stored by the insert() that failed, and it "
@@ -213,6 +213,30 @@ def still_stored(document: Any, collection: Any) -> bool:
         "if it is this one, leave it out of the retry; if not, set this one's key to None (and "
         "the other generated values it shares with that one) and insert it again"
     )
+
+
+def own_copy_of_failed_insert(document: Any, collection: Any) -> bool:
+    """Whether ``collection`` holds under the key of ``document`` the copy that an insert whose
+    call failed stored of it (its ``State.stored_by_failed_insert``), unchanged by others since:
+    its own copy, which ``save(force_insert=True)`` writes over as a retry of that insert
+    would count it stored, instead of refusing it as a duplicate. (The document itself may
+    have changed since: that is what the save writes.)"""
+    record = seam.state(document).stored_by_failed_insert
+    if record is None or record.collection.full_name != collection.full_name:
+        return False
+    if not _same(_as_stored({"_id": seam.stored_pk(document)}, collection)["_id"], record.key):
+        return False  # its key changed since: a new document, inserted
+    return bool(_holds_as_written(record, collection))  # if deleted since: inserted again
+
+
+def _holds_as_written(record: seam.FailedInsert, collection: Any) -> bool | None:
+    """Whether ``collection`` holds under ``record``'s key the document that failed insert
+    wrote (True if what it wrote is not known: updated since through the document itself);
+    None if nothing is stored there."""
+    found = collection.find_one({"_id": record.key})
+    if found is None:
+        return None
+    return record.written is None or _same(_as_stored(found, collection), record.written)
 
 
 def stored(document: Any, collection: Any) -> bool:

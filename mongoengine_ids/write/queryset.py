@@ -3,9 +3,12 @@ through the write path."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pymongo.errors
+from mongoengine.errors import NotUniqueError, OperationError
 from mongoengine.queryset.base import BaseQuerySet
 
 from . import bulk, references, seam, values
@@ -45,13 +48,14 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
             parent: Any = super(GeneratingQuerySetMixin, self._narrowed(sending))
             return parent.update(upsert=upsert, **chosen, **sending.sent(update))
 
-        return self._generating(
-            kwargs,
-            upsert,
-            options.get("multi", True) is False,
-            seam.acknowledged(seam.parts(self).collection, options.get("write_concern")),
-            run,
-        )
+        with _as_update_error():
+            return self._generating(
+                kwargs,
+                upsert,
+                options.get("multi", True) is False,
+                seam.acknowledged(seam.parts(self).collection, options.get("write_concern")),
+                run,
+            )
 
     def modify(self, upsert: bool = False, *args: Any, **kwargs: Any) -> Any:
         """MongoEngine's ``modify()``; an upsert sets the generated values on insert, and new
@@ -78,7 +82,8 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
             result = run(kwargs, upserts.Sending())
         else:
             acknowledged = seam.acknowledged(seam.parts(self).collection, None)
-            result = self._generating(kwargs, upsert, True, acknowledged, run, ordered=True)
+            with _as_update_error():
+                result = self._generating(kwargs, upsert, True, acknowledged, run, ordered=True)
         seam.note_read(result, seam.parts(self))  # the returned one
         return result
 
@@ -174,6 +179,20 @@ class GeneratingQuerySetMixin(BaseQuerySet):  # type: ignore[misc]
         found = super().__getitem__(key)
         seam.note_read(found, seam.parts(self))
         return found
+
+
+@contextlib.contextmanager
+def _as_update_error() -> Iterator[None]:
+    """What MongoEngine's ``update()`` and ``modify()`` raise for a failed database call,
+    raised for the package's own calls around theirs too (a counter's lease, a look-up): they
+    reached the application as pymongo's errors, where ``save()`` raised MongoEngine's
+    (probe CB). MongoEngine's own call raises its errors already."""
+    try:
+        yield
+    except pymongo.errors.DuplicateKeyError as error:
+        raise NotUniqueError(f"Update failed ({error})") from error
+    except pymongo.errors.OperationFailure as error:
+        raise OperationError(f"Update failed ({error})") from error
 
 
 def _unpickle(base: type, state: dict[str, Any]) -> Any:

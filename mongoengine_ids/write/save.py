@@ -47,11 +47,19 @@ def wrap_save_create(owner: type[Document], own: SaveCreate | None) -> SaveCreat
 
     def _save_create(self: Document, doc: Any, force_insert: bool, write_concern: Any) -> Any:
         earlier = seam.state(self, create=False)
+        if (
+            earlier is not None
+            and earlier.stored_by_failed_insert is not None
+            and landed.own_copy_of_failed_insert(self, seam.collection_of(self))
+        ):
+            # Stored by an insert() whose call failed, as the retry of that call would count it
+            # (not refused as a duplicate of itself): its own copy, until a write settles it.
+            earlier.over_own_copy = True
         if earlier is not None and earlier.over_own_copy:
-            # The application's retry of a save() that found its insert landed, and failed
-            # writing over that copy (``force_insert`` keeps MongoEngine from seeing it is
-            # stored): an update of it. (MongoEngine's step returns the key and whether the
-            # document was created.)
+            # Stored by an earlier write of its own whose call failed (``force_insert`` keeps
+            # MongoEngine from seeing it is stored): an update of that copy. Also the retry of
+            # a save() that found its insert landed, and failed writing over that copy.
+            # (MongoEngine's step returns the key and whether the document was created.)
             return self._save_update(doc, None, write_concern)[0]
 
         def write_next(son: Any, insert: bool, concern: Any = write_concern) -> Any:
