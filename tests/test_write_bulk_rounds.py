@@ -350,7 +350,8 @@ def test_a_document_the_driver_cannot_encode_releases_its_reservation():
 class Script:
     """insert_many on ``collection``: call n follows plan[n] ('first': apply the first doc
     then refuse the second; 'refuse': refuse the first; 'lost': raise AutoReconnect, nothing
-    applied; anything else: normal)."""
+    applied; 'first_lost': apply the first doc, then raise AutoReconnect; anything else:
+    normal)."""
 
     def __init__(self, collection, plan):
         self.collection, self.plan, self.n = collection, plan, 0
@@ -367,6 +368,9 @@ class Script:
             raise refused(n_inserted=0, index=0)
         if step == "lost":
             raise pymongo.errors.AutoReconnect("reply lost, nothing applied")
+        if step == "first_lost":
+            call.func(call.args[0][:1], *call.args[1:], **call.keywords)
+            raise pymongo.errors.AutoReconnect("reply lost, the first document applied")
         return call()
 
 
@@ -576,7 +580,7 @@ def test_retry_after_a_reconnect_to_the_same_server_takes_the_written_as_stored(
         BrSeq._collection = None
 
 
-# -- save(force_insert=True) of a document a failed insert() stored -----------------------------
+# -- save(force_insert=True), delete() and reload() of a document a failed insert() stored ------
 
 
 class BrUuid(me.Document):
@@ -586,96 +590,276 @@ class BrUuid(me.Document):
     views = me.IntField(default=0)
 
 
-class LostUpdateReply:
-    """The first update_one on ``collection`` is applied, then its reply is lost; every call
-    goes through ``inner`` first."""
-
-    def __init__(self, collection, inner):
-        self.collection, self.inner, self.armed = collection, inner, True
-
-    def __call__(self, collection, method, call):
-        result = self.inner(collection, method, call)
-        if self.armed and (collection, method) == (self.collection, "update_one"):
-            self.armed = False
-            raise pymongo.errors.AutoReconnect("reply lost")
-        return result
-
-
 @pytest.mark.parametrize("model", [BrSeq, BrUuid], ids=["sequence", "uuid4"])
-def test_save_force_insert_of_a_document_a_failed_insert_stored_writes_over_its_own_copy(model):
-    """Decided in session 38: the application saves each document of a failed insert() with
-    force_insert=True instead of retrying the call. A document that call stored is its own
-    copy, as the retry of the call would count it: the current version is written over it
-    (it was refused as a duplicate of itself), and the others are inserted."""
+def test_save_force_insert_of_a_document_a_failed_insert_stored_says_what_to_do(model):
+    """Decided in session 38: the document is stored, so save(force_insert=True) refuses it
+    before writing anything (MongoEngine's insert was refused as a duplicate of itself, with
+    a message that did not say why). A first version wrote over the stored copy after looking
+    it up: the review of session 38 found it writing over another document given the key
+    between the look-up and the write, or after the look-up's answer went stale. save()
+    writes the change; the documents that call did not store are inserted."""
     name = model._meta["collection"]
     with connected_threadsafe(hook=FirstThen(name, refused())) as connect:
         db = connect()
         a, b = model(name="a"), model(name="b")
         with pytest.raises(me.errors.BulkWriteError):
             model.objects.insert([a, b])
+        stored_a = db[name].find_one()
         a.name = "a2"
-        a.save(force_insert=True)
+        with pytest.raises(
+            me.errors.NotUniqueError,
+            match=r"is stored: a write of it whose call failed stored it; .* save\(\) it",
+        ):
+            a.save(force_insert=True)
+        assert list(db[name].find()) == [stored_a]
+        a.save()
         b.save(force_insert=True)
         stored = {d["name"]: d for d in db[name].find()}
         assert stored == {
-            "a2": {"_id": stored["a2"]["_id"], "name": "a2", "views": 0},
+            "a2": {**stored_a, "name": "a2"},
             "b": {"_id": stored["b"]["_id"], "name": "b", "views": 0},
         }
-        assert model.objects.get(name="a2").pk == a.pk
-        assert model.objects.get(name="b").pk == b.pk
-        assert a.pk != b.pk
-        with pytest.raises(me.errors.NotUniqueError):
-            a.save(force_insert=True)  # now a saved document: insert semantics, as MongoEngine
-        assert db[name].count_documents({}) == 2
+        assert model.objects.get(name="b").pk == b.pk != a.pk
 
 
-def test_save_force_insert_after_the_stored_copy_was_updated_by_another_is_refused():
-    """The copy changed by another writer cannot be told from another document holding the key
-    (as for the retry of the call): NotUniqueError, nothing written."""
-    with connected_threadsafe(hook=FirstThen("br_seq", refused())) as connect:
-        db = connect()
-        a, b = BrSeq(name="a"), BrSeq(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrSeq.objects.insert([a, b])
-        BrSeq.objects(pk=a.pk).update(inc__views=1)
-        a.name = "a2"
-        with pytest.raises(me.errors.NotUniqueError):
-            a.save(force_insert=True)
-        assert list(db.br_seq.find()) == [{"_id": a.pk, "name": "a", "views": 1}]
-
-
-def test_save_force_insert_after_the_stored_copy_was_deleted_inserts_it_again():
+@pytest.mark.parametrize("how", ["key_cleared", "other_collection"])
+def test_save_force_insert_of_a_new_document_is_not_refused_as_the_stored_copy(how):
+    """A generated key set to None makes the document a new one: save(force_insert=True)
+    inserts it under a new key, beside the copy the failed call stored; a save into another
+    collection (switch_collection) inserts it there. Neither is refused as that copy."""
     with connected_threadsafe(hook=FirstThen("br_uuid", refused())) as connect:
         db = connect()
         a, b = BrUuid(name="a"), BrUuid(name="b")
         with pytest.raises(me.errors.BulkWriteError):
             BrUuid.objects.insert([a, b])
-        db.br_uuid.delete_one({"_id": bson.Binary.from_uuid(a.pk)})
+        first = db.br_uuid.find_one()
         a.name = "a2"
-        a.save(force_insert=True)
-        assert list(db.br_uuid.find()) == [
-            {"_id": bson.Binary.from_uuid(a.pk), "name": "a2", "views": 0}
-        ]
+        if how == "key_cleared":
+            a.id = None
+            a.save(force_insert=True)
+            assert a.pk is not None
+            assert a.pk != BrUuid._fields["id"].to_python(first["_id"])
+            expected = [first, {"_id": bson.Binary.from_uuid(a.pk), "name": "a2", "views": 0}]
+            assert list(db.br_uuid.find()) == expected
+        else:
+            with switch_collection(BrUuid, "br_uuid_other"):
+                a.save(force_insert=True)
+            assert list(db.br_uuid.find()) == [first]
+            assert list(db.br_uuid_other.find()) == [{**first, "name": "a2"}]
 
 
-def test_save_force_insert_whose_write_over_its_copy_lost_its_reply_is_retried_over_it():
-    """The update over its own copy was applied and its reply lost: the application's retry
-    with force_insert=True updates that copy again (the copy no longer holds what the failed
-    insert() wrote, but the document is known to be over its own copy)."""
-    hook = LostUpdateReply("br_uuid", FirstThen("br_uuid", refused()))
-    with connected_threadsafe(hook=hook) as connect:
+def test_retry_after_the_document_was_deleted_never_takes_another_for_it():
+    """Review of session 38: after a.delete(), another document given a's key was taken for a
+    by the retry of the call (the delete, addressing a by its key, dropped the comparison with
+    what the call wrote): a's object then stood for it, and its next save() wrote over it.
+    Refused, nothing written (with nothing under the key, a is sent again: the tests above)."""
+    with connected_threadsafe(hook=FirstThen("br_random", refused())) as connect:
+        db = connect()
+        a, b = BrRandom(name="a"), BrRandom(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrRandom.objects.insert([a, b])
+        a.delete()
+        db.br_random.insert_one({"_id": a.pk, "name": "another"})
+        with pytest.raises(me.errors.OperationError, match="other than the one that insert wrote"):
+            BrRandom.objects.insert([a, b])
+        assert list(db.br_random.find()) == [{"_id": a.pk, "name": "another"}]
+
+
+def test_retry_after_a_reload_still_compares_the_stored_copy():
+    """Review of session 38: a reload() through the document dropped the comparison with what
+    the call wrote, as an update through it does; it writes nothing, so it keeps it: another
+    document given a's key since is refused, not taken for a."""
+    with connected_threadsafe(hook=FirstThen("br_random", refused())) as connect:
+        db = connect()
+        a, b = BrRandom(name="a"), BrRandom(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrRandom.objects.insert([a, b])
+        a.reload()
+        db.br_random.delete_one({"_id": a.pk})
+        db.br_random.insert_one({"_id": a.pk, "name": "another"})
+        with pytest.raises(me.errors.OperationError, match="other than the one that insert wrote"):
+            BrRandom.objects.insert([a, b])
+        assert list(db.br_random.find()) == [{"_id": a.pk, "name": "another"}]
+
+
+class LostInsertReply:
+    """The first insert_many on ``collection`` is applied, then its reply is lost."""
+
+    def __init__(self, collection):
+        self.collection, self.armed = collection, True
+
+    def __call__(self, collection, method, call):
+        result = call()
+        if self.armed and (collection, method) == (self.collection, "insert_many"):
+            self.armed = False
+            raise pymongo.errors.AutoReconnect("reply lost")
+        return result
+
+
+@pytest.mark.parametrize("how", ["reload", "delete"])
+def test_a_landed_insert_found_by_a_reload_or_delete_is_compared_by_the_retry(how):
+    """Review of session 38: a document whose insert() lost its reply, then found landed by its
+    reload() or delete() (which look its key up), was recorded stored with no copy to compare:
+    another document given its key since was taken for it by the retry of the call. Recorded
+    as found; an update through the document drops the comparison (the test above)."""
+    with connected_threadsafe(hook=LostInsertReply("br_random")) as connect:
+        db = connect()
+        a, b = BrRandom(name="a"), BrRandom(name="b")
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            BrRandom.objects.insert([a, b])
+        getattr(a, how)()
+        db.br_random.delete_one({"_id": a.pk})
+        db.br_random.insert_one({"_id": a.pk, "name": "another"})
+        before = sorted(db.br_random.find(), key=lambda d: d["name"])
+        with pytest.raises(me.errors.OperationError, match="other than the one that insert wrote"):
+            BrRandom.objects.insert([a, b])
+        assert sorted(db.br_random.find(), key=lambda d: d["name"]) == before
+        assert [d["name"] for d in before] == ["another", "b"]
+
+
+def _another_holds_the_key(db, a):
+    """Another process deleted a and gave its key to a document of its own."""
+    db.br_random.delete_one({"_id": a.pk})
+    db.br_random.insert_one({"_id": a.pk, "name": "another"})
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["modify_matching_nothing", "update_refused_before_sending", "full_result_matching_nothing"],
+)
+def test_an_update_through_the_document_that_wrote_nothing_keeps_the_comparison(how):
+    """Re-review of session 38: an update through the document that wrote nothing dropped the
+    comparison with what the failed call wrote, as one that wrote does: another document given
+    the key since was taken for the document by the retry."""
+    with connected_threadsafe(hook=FirstThen("br_random", refused())) as connect:
+        db = connect()
+        a, b = BrRandom(name="a"), BrRandom(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrRandom.objects.insert([a, b])
+        if how == "modify_matching_nothing":
+            assert a.modify(query={"name": "nobody"}, set__name="q") is False
+        elif how == "update_refused_before_sending":
+            with pytest.raises(me.errors.InvalidQueryError):
+                a.update(set__nosuch=1)
+        else:  # pymongo's result, always truthy (third review of session 38)
+            db.br_random.delete_one({"_id": a.pk})
+            assert a.update(full_result=True, set__name="q").matched_count == 0
+        _another_holds_the_key(db, a)
+        with pytest.raises(me.errors.OperationError, match="other than the one that insert wrote"):
+            BrRandom.objects.insert([a, b])
+        assert list(db.br_random.find()) == [{"_id": a.pk, "name": "another"}]
+
+
+def test_a_document_the_retry_found_landed_is_compared_by_the_next_retry():
+    """Re-review of session 38: the insert of a landed with its reply lost; the retry found it
+    by its look-up and failed at b. a was recorded with nothing to compare, and the next retry
+    took another document given a's key for a. Recorded as found."""
+    with connected_threadsafe(hook=Script("br_random", ["first_lost", "refuse"])) as connect:
+        db = connect()
+        a, b = BrRandom(name="a"), BrRandom(name="b")
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            BrRandom.objects.insert([a, b])
+        with pytest.raises(me.errors.BulkWriteError):
+            BrRandom.objects.insert([a, b])  # a found stored, b refused
+        assert list(db.br_random.find()) == [{"_id": a.pk, "name": "a"}]
+        _another_holds_the_key(db, a)
+        with pytest.raises(me.errors.OperationError, match="other than the one that insert wrote"):
+            BrRandom.objects.insert([a, b])
+        assert list(db.br_random.find()) == [{"_id": a.pk, "name": "another"}]
+
+
+def test_save_force_insert_after_the_document_was_deleted_inserts_it_again():
+    """Re-review of session 38: refused as stored, though nothing was."""
+    with connected_threadsafe(hook=FirstThen("br_uuid", refused())) as connect:
         db = connect()
         a, b = BrUuid(name="a"), BrUuid(name="b")
         with pytest.raises(me.errors.BulkWriteError):
             BrUuid.objects.insert([a, b])
+        a.delete()
         a.name = "a2"
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            a.save(force_insert=True)
+        a.save(force_insert=True)
         assert list(db.br_uuid.find()) == [
             {"_id": bson.Binary.from_uuid(a.pk), "name": "a2", "views": 0}
         ]
-        a.name = "a3"
-        a.save(force_insert=True)
-        assert list(db.br_uuid.find()) == [
-            {"_id": bson.Binary.from_uuid(a.pk), "name": "a3", "views": 0}
-        ]
+
+
+def test_retry_after_an_update_through_the_document_and_a_change_of_it_is_refused():
+    """Re-review of session 38: after a.update(), a change of the object was left unwritten by
+    the retry, silently (the comparison the update dropped was the one that saw it)."""
+    with connected_threadsafe(hook=FirstThen("br_seq", refused())) as connect:
+        db = connect()
+        a, b = BrSeq(name="a"), BrSeq(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrSeq.objects.insert([a, b])
+        a.update(inc__views=1)
+        a.name = "a2"
+        with pytest.raises(me.errors.OperationError, match="changed since: the retry would"):
+            BrSeq.objects.insert([a, b])
+        assert list(db.br_seq.find()) == [{"_id": a.pk, "name": "a", "views": 1}]
+
+
+class BrOwnUpdate(me.Document):
+    meta = {"collection": "br_own_update"}
+    id = SequenceField(primary_key=True)
+    name = me.StringField()
+    views = me.IntField(default=0)
+
+    def update(self, **kwargs):  # does not pass MongoEngine's count on (None)
+        super().update(**kwargs)
+
+
+@pytest.mark.parametrize("model", [BrSeq, BrOwnUpdate], ids=["mongoengine_update", "own_update"])
+def test_retry_after_an_update_then_a_reload_takes_the_document_as_stored(model):
+    """Third review of session 38: the reload after an update (the usual way) was taken for a
+    change the retry would leave unwritten; a model's own update() returning None was taken
+    for one that wrote nothing, and the updated copy for another document."""
+    name = model._meta["collection"]
+    with connected_threadsafe(hook=FirstThen(name, refused())) as connect:
+        db = connect()
+        a, b = model(name="a"), model(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            model.objects.insert([a, b])
+        a.update(inc__views=1)
+        a.reload()
+        assert [(d.name, d.views) for d in model.objects.insert([a, b])] == [("a", 1), ("b", 0)]
+        stored = {d["name"]: d for d in db[name].find()}
+        assert stored == {
+            "a": {"_id": a.pk, "name": "a", "views": 1},
+            "b": {"_id": b.pk, "name": "b", "views": 0},
+        }
+
+
+def test_save_force_insert_while_another_document_holds_the_key_says_so():
+    """Third review of session 38: the message said the document was stored and advised
+    save(), which would have written over the other document."""
+    with connected_threadsafe(hook=FirstThen("br_random", refused())) as connect:
+        db = connect()
+        a, b = BrRandom(name="a"), BrRandom(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            BrRandom.objects.insert([a, b])
+        _another_holds_the_key(db, a)
+        a.name = "a2"
+        with pytest.raises(me.errors.NotUniqueError, match="a document other than the one") as e:
+            a.save(force_insert=True)
+        assert "save() it without" not in str(e.value)
+        assert list(db.br_random.find()) == [{"_id": a.pk, "name": "another"}]
+
+
+def test_a_change_after_a_lost_reply_is_refused_by_the_retry_that_finds_it_landed():
+    """Third review of session 38: the insert of a landed with its reply lost; the application
+    changed a, then retried the call, which found a stored and counted it written: the change
+    was left unwritten, silently (a's stored copy kept the old name). Refused, as for a document
+    stored by a call that failed at a later one (probe BY-1d); save() writes it."""
+    with connected_threadsafe(hook=Script("br_random", ["first_lost"])) as connect:
+        db = connect()
+        a, b = BrRandom(name="a"), BrRandom(name="b")
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            BrRandom.objects.insert([a, b])
+        a.name = "a2"
+        with pytest.raises(me.errors.OperationError, match="changed since: the retry would"):
+            BrRandom.objects.insert([a, b])
+        assert list(db.br_random.find()) == [{"_id": a.pk, "name": "a"}]
+        a.save()
+        BrRandom.objects.insert([b])
+        stored = {d["name"]: d["_id"] for d in db.br_random.find()}
+        assert stored == {"a2": a.pk, "b": b.pk}

@@ -94,8 +94,13 @@ def insert(
         # failed) counts them so, instead of refusing them as saved documents.
         if batch is not None:
             for doc in batch.written:
-                written = landed.snapshot(batch.written_as.get(id(doc)), query.collection)
-                values.stored_by_failed_insert(doc, query.collection, written)
+                written, local = batch.written_as.get(id(doc), (None, None))
+                values.stored_by_failed_insert(
+                    doc,
+                    query.collection,
+                    written=landed.snapshot(written, query.collection),
+                    local=landed.snapshot(local, query.collection),
+                )
         raise
     values.confirm(batch.landed)
     if not load_bulk:
@@ -117,9 +122,10 @@ class Batch:
         #: Documents an earlier attempt stored (found by a look-up, or known): counted written
         #: when this insert() returns, else again by the next attempt.
         self.landed: list[Any] = []
-        #: What was written of each document stored so far (by id), if known: as an earlier
-        #: call wrote those found stored, as this one sent the others.
-        self.written_as: dict[int, Any] = {}
+        #: Each document stored so far (by id): what is stored, if known (as an earlier call
+        #: wrote it, or as a look-up found it; as this call sent the others), and what the
+        #: object held then, if known (see ``landed.still_stored``).
+        self.written_as: dict[int, tuple[Any, Any]] = {}
         not_landed: list[Any] = []
         states = []
         for position, doc in enumerate(docs):
@@ -130,13 +136,21 @@ class Batch:
                     # to another collection (refused if another version is stored there).
                     if landed.still_stored(doc, write.collection):
                         self.landed.append(doc)
-                        self.written_as[id(doc)] = earlier.stored_by_failed_insert.written
+                        record = earlier.stored_by_failed_insert
+                        self.written_as[id(doc)] = (record.written, record.local)
                         continue
                     # Sent again, new.
                     values.new_again(doc, write.collection)
                 if earlier.unconfirmed:
-                    if landed.earlier_insert_landed(doc, write.collection):
+                    found, stored = landed.earlier_insert_stored(doc, write.collection)
+                    if found is landed.Found.SENT:
+                        # As found, and as the object holds it, unless a model's own step
+                        # wrote it (which may have added to it): changed since, it is refused
+                        # (the reviews of session 38: the change was left unwritten).
+                        local = None if earlier.sent_to_own_step else stored
+                        landed.check_unchanged(doc, local, write.collection)
                         self.landed.append(doc)
+                        self.written_as[id(doc)] = (stored, local)
                         continue
                     not_landed.append(doc)
             self.pending.append(position)
@@ -230,9 +244,12 @@ class Batch:
     def _retry(self, duplicate: pymongo.errors.DuplicateKeyError) -> None:
         """Give the document that collided a fresh value, or raise."""
         doc = self.docs[self.pending[0]]
-        if id(doc) in self.retrying and landed.earlier_insert_landed(doc, self.write.collection):
-            self._written(1)  # its earlier insert landed after the look-up: it is stored
-            return
+        if id(doc) in self.retrying:
+            found, stored = landed.earlier_insert_stored(doc, self.write.collection)
+            if found is landed.Found.SENT:
+                self._written(1)  # its earlier insert landed after the look-up: it is stored
+                self.written_as[id(doc)] = (stored, None)  # as found (review of session 38)
+                return
         slot = values.collided(self.write, duplicate, [s for s in self.filled if s.root is doc])
         if slot is None:
             raise BulkNotUniqueError(f"Could not save document ({duplicate})") from duplicate
@@ -253,7 +270,7 @@ class Batch:
             sent = self.sent.get(position)
             if type(doc) in self.keyed_by_driver and seam.key(doc) is None and sent:
                 seam.set_key(doc, sent.get("_id"))  # the ObjectId the driver made
-            self.written_as[id(doc)] = sent
+            self.written_as[id(doc)] = (sent, sent)
         values.confirm(written)
         if self.made_pk:
             self.made_pk.difference_update([id(doc) for doc in written])

@@ -19,15 +19,20 @@ values may be edited in place before the retry (a ``GeoPointField``'s list, whic
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import bson
+import pymongo.results
 from bson.codec_options import DEFAULT_CODEC_OPTIONS, CodecOptions
 from mongoengine.errors import OperationError
 
-from . import seam
+from . import seam, values
+
+_T = TypeVar("_T")
 
 
 def _as_stored(son: Any, collection: Any) -> Any:
@@ -62,6 +67,11 @@ class Found(enum.Enum):
 
 def earlier_insert(document: Any, collection: Any) -> Found:
     """What is stored under the key of ``document``, whose insert had its reply lost."""
+    return earlier_insert_stored(document, collection)[0]
+
+
+def earlier_insert_stored(document: Any, collection: Any) -> tuple[Found, Any]:
+    """:func:`earlier_insert`, with the document found (as stored), if any."""
     state = seam.state(document)
     key = _as_stored({"_id": seam.stored_pk(document)}, collection)["_id"]
     mine = [
@@ -70,10 +80,10 @@ def earlier_insert(document: Any, collection: Any) -> Found:
         if sent is not None and _same(sent.get("_id"), key)
     ]
     if not mine:
-        return Found.NOTHING
+        return Found.NOTHING, None
     stored = collection.find_one({"_id": key})
     if stored is None:
-        return Found.NOTHING
+        return Found.NOTHING, None
     # Even an _id made for this document alone: a copy of it (copy, pickle, from_json) holds
     # it too, and may have been saved meanwhile.
     found = _as_stored(stored, collection)
@@ -82,12 +92,7 @@ def earlier_insert(document: Any, collection: Any) -> Found:
     # every value sent is taken for its own. (A key made for it alone is compared exactly:
     # the other choice there is a refusal.)
     matches = _holds if state.sent_to_own_step and key_retried(document) else _same
-    return Found.SENT if any(matches(found, sent) for sent in mine) else Found.OTHER
-
-
-def earlier_insert_landed(document: Any, collection: Any) -> bool:
-    """Whether the insert of ``document`` whose reply was lost was applied."""
-    return earlier_insert(document, collection) is Found.SENT
+    return (Found.SENT if any(matches(found, sent) for sent in mine) else Found.OTHER), found
 
 
 def refused(found: Found | None, document: Any, *, insert: bool) -> bool:
@@ -184,59 +189,147 @@ def still_stored(document: Any, collection: Any) -> bool:
         # the stored copy decides.)
         return False
     model = type(document).__name__
-    if not _same(_as_stored({"_id": seam.stored_pk(document)}, collection)["_id"], record.key):
+    if not where_failed_insert_stored(document, collection):  # its key changed since
         raise OperationError(
             f"{model} {seam.key(document)!r} was stored under the key {record.key!r} by the "
             "insert() that failed, and its key changed since: it cannot be inserted again "
             "under another (it would be stored twice); nothing was written. Leave it out of "
             "the retry, or set its key back"
         )
-    as_written = _holds_as_written(record, collection)
-    if as_written is None:
+    found = collection.find_one({"_id": record.key})
+    if found is None:
         return False
-    if as_written:
-        if record.written is None or _same(
-            snapshot(document.to_mongo(), collection), record.written
-        ):
-            return True
+    if record.written is not None and not _same(_as_stored(found, collection), record.written):
         raise OperationError(
-            f"{model} {seam.key(document)!r} was stored by the insert() that failed, and it "
-            "changed since: the retry would leave the change unwritten (it inserts no document "
-            "twice); nothing was written. save() it to write the change, and leave it out of "
-            "the retry"
+            f"{model} {seam.key(document)!r} was stored by the insert() that failed, and "
+            f"{collection.full_name!r} holds under its key a document other than the one that "
+            "insert wrote: this one, changed since, or another document given the key after "
+            "this one was deleted; nothing was written. Load the document under that key to see "
+            "which: if it is this one, leave it out of the retry; if not, set this one's key to "
+            "None (and the other generated values it shares with that one) and insert it again"
         )
+    check_unchanged(document, record.local, collection)
+    return True
+
+
+def check_unchanged(document: Any, local: Any, collection: Any) -> None:
+    """Raise if ``document``, found stored by the retry of an insert whose call failed, changed
+    since it held ``local`` (in stored form; None: not known, not checked): the retry inserts
+    no document twice, so it would leave the change unwritten (probe BY-1d).
+
+    Raises:
+        OperationError: it changed; nothing is written.
+    """
+    if local is None or _same(snapshot(document.to_mongo(), collection), local):
+        return
     raise OperationError(
-        f"{model} {seam.key(document)!r} was stored by the insert() that failed, and "
-        f"{collection.full_name!r} holds under its key a document other than the one that "
-        "insert wrote: this one, changed since, or another document given the key after this "
-        "one was deleted; nothing was written. Load the document under that key to see which: "
-        "if it is this one, leave it out of the retry; if not, set this one's key to None (and "
-        "the other generated values it shares with that one) and insert it again"
+        f"{type(document).__name__} {seam.key(document)!r} was stored by the insert() that "
+        "failed, and it changed since: the retry would leave the change unwritten (it inserts "
+        "no document twice); nothing was written. save() it to write the change, and leave it "
+        "out of the retry"
     )
 
 
-def own_copy_of_failed_insert(document: Any, collection: Any) -> bool:
-    """Whether ``collection`` holds under the key of ``document`` the copy that an insert whose
-    call failed stored of it (its ``State.stored_by_failed_insert``), unchanged by others since:
-    its own copy, which ``save(force_insert=True)`` writes over as a retry of that insert
-    would count it stored, instead of refusing it as a duplicate. (The document itself may
-    have changed since: that is what the save writes.)"""
+def through_itself(document: Any, write: Callable[[], _T], *, reloads: bool = False) -> _T:
+    """``write()``, an update of ``document`` through its own object (``doc.update()``;
+    ``reloads``: ``doc.modify()``, which sets the object from the stored copy), recorded by
+    :func:`updated_through_itself` if it may have written (:func:`_may_have_written`), or
+    failed with its outcome unknown."""
+    try:
+        result = write()
+    except BaseException as error:
+        if values.outcome_unknown(error):
+            updated_through_itself(document)
+        raise
+    if _may_have_written(result):
+        updated_through_itself(document, reloaded=reloads)
+    return result
+
+
+def _may_have_written(result: Any) -> bool:
+    """Whether an update that returned ``result`` may have written: only a count of 0 and
+    False say it did not. pymongo's result (``full_result=True``) says by its count matched,
+    unless unacknowledged; None is what MongoEngine returns under ``w=0``, and what a model's
+    own ``update()`` returns that does not pass the count on (the third review of session 38:
+    a result always truthy, or always None, was taken for the wrong answer)."""
+    if isinstance(result, pymongo.results.UpdateResult):
+        return not result.acknowledged or result.matched_count > 0
+    return result is None or bool(result)
+
+
+def updated_through_itself(document: Any, *, reloaded: bool = False) -> None:
+    """``document`` was updated through its own object (``doc.update()``, ``doc.modify()``),
+    or may have been (the outcome unknown), in its collection: if an insert whose call failed
+    stored it there, the retry of that call takes what is stored under its key for it, as
+    that call wrote it or not (:func:`still_stored`); ``reloaded``: the object was set from the
+    stored copy (``modify()``), and a change of it made later is one the retry would not write.
+    Called only when the update may have written: one that wrote nothing (refused, matching
+    nothing) keeps the comparison (the review of session 38: the retry took another document
+    given the key since for this one)."""
+    state = seam.state(document, create=False)
+    record = None if state is None else state.stored_by_failed_insert
+    if (
+        state is None
+        or record is None
+        or record.collection.full_name != seam.collection_of(document).full_name
+    ):
+        return
+    local = snapshot(document.to_mongo(), record.collection) if reloaded else record.local
+    state.stored_by_failed_insert = dataclasses.replace(record, written=None, local=local)
+
+
+def reloaded_whole(document: Any) -> None:
+    """``document`` was set whole from its stored copy (``reload()``): if a write whose call
+    failed stored it, what the object holds now is no change of it the retry of that write
+    would leave unwritten (the third review of session 38: ``update()`` then ``reload()``, the
+    usual way, was refused as a change). What is stored is compared as before."""
+    state = seam.state(document, create=False)
+    record = None if state is None else state.stored_by_failed_insert
+    if state is None or record is None:
+        return
+    local = snapshot(document.to_mongo(), record.collection)
+    state.stored_by_failed_insert = dataclasses.replace(record, local=local)
+
+
+def where_failed_insert_stored(document: Any, collection: Any) -> bool:
+    """Whether a write of ``document`` to ``collection`` goes where an insert whose call failed
+    stored it (its ``State.stored_by_failed_insert``): a collection of the same name, under
+    the same key (not one the application changed or cleared since: a new document)."""
     record = seam.state(document).stored_by_failed_insert
-    if record is None or record.collection.full_name != collection.full_name:
-        return False
-    if not _same(_as_stored({"_id": seam.stored_pk(document)}, collection)["_id"], record.key):
-        return False  # its key changed since: a new document, inserted
-    return bool(_holds_as_written(record, collection))  # if deleted since: inserted again
+    return (
+        record is not None
+        and record.collection.full_name == collection.full_name
+        and _same(_as_stored({"_id": seam.stored_pk(document)}, collection)["_id"], record.key)
+    )
 
 
-def _holds_as_written(record: seam.FailedInsert, collection: Any) -> bool | None:
-    """Whether ``collection`` holds under ``record``'s key the document that failed insert
-    wrote (True if what it wrote is not known: updated since through the document itself);
-    None if nothing is stored there."""
+def force_insert_refused(document: Any, collection: Any) -> str | None:
+    """Why ``save(force_insert=True)`` of ``document``, stored by a write whose call failed
+    (its ``State.stored_by_failed_insert``: a bulk insert() that failed at a later document or
+    reloading them, or an insert whose reply was lost, found landed since), is refused: its
+    key is in ``collection`` (one look-up); None if it is not (deleted since: inserted again).
+    """
+    record = seam.state(document).stored_by_failed_insert
+    assert record is not None
     found = collection.find_one({"_id": record.key})
     if found is None:
         return None
-    return record.written is None or _same(_as_stored(found, collection), record.written)
+    where = f"{type(document).__name__} {seam.key(document)!r}"
+    if record.written is not None and not _same(_as_stored(found, collection), record.written):
+        # (The third review of session 38: "save() it" wrote over the other document.)
+        return (
+            f"{where}: {collection.full_name!r} holds under its key a document other than the "
+            "one a write of it whose call failed stored: this one, changed since, or another "
+            "document given the key after this one was deleted; nothing was written. Load the "
+            "document under that key to see which: if it is another, set this one's key to "
+            "None (and the other generated values it shares with that one) and save it"
+        )
+    return (
+        f"{where} is stored: a write of it whose call failed stored it; "
+        "save(force_insert=True) does not insert it again, and nothing was written. save() it "
+        "without force_insert to write a change (or retry a failed insert() call, which counts "
+        "it stored)"
+    )
 
 
 def stored(document: Any, collection: Any) -> bool:

@@ -19,7 +19,6 @@ added later) gets one with a conditional write, or takes the value another proce
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -48,18 +47,22 @@ def wrap_save_create(owner: type[Document], own: SaveCreate | None) -> SaveCreat
     def _save_create(self: Document, doc: Any, force_insert: bool, write_concern: Any) -> Any:
         earlier = seam.state(self, create=False)
         if (
-            earlier is not None
+            force_insert
+            and earlier is not None
             and earlier.stored_by_failed_insert is not None
-            and landed.own_copy_of_failed_insert(self, seam.collection_of(self))
+            and landed.where_failed_insert_stored(self, seam.collection_of(self))
         ):
-            # Stored by an insert() whose call failed, as the retry of that call would count it
-            # (not refused as a duplicate of itself): its own copy, until a write settles it.
-            earlier.over_own_copy = True
+            # MongoEngine would insert it again, refused as a duplicate of itself: say why.
+            collection = seam.collection_of(self)
+            refused = landed.force_insert_refused(self, collection)
+            if refused is not None:
+                raise NotUniqueError(refused)
+            values.new_again(self, collection)  # deleted since: inserted again, as new
         if earlier is not None and earlier.over_own_copy:
-            # Stored by an earlier write of its own whose call failed (``force_insert`` keeps
-            # MongoEngine from seeing it is stored): an update of that copy. Also the retry of
-            # a save() that found its insert landed, and failed writing over that copy.
-            # (MongoEngine's step returns the key and whether the document was created.)
+            # The application's retry of a save() that found its insert landed, and failed
+            # writing over that copy (``force_insert`` keeps MongoEngine from seeing it is
+            # stored): an update of it. (MongoEngine's step returns the key and whether the
+            # document was created.)
             return self._save_update(doc, None, write_concern)[0]
 
         def write_next(son: Any, insert: bool, concern: Any = write_concern) -> Any:
@@ -217,6 +220,8 @@ def wrap_reload(owner: type[Document], own: Callable[..., Any] | None) -> Callab
         # MongoEngine takes a first int for max_depth (reload(2)), not a field (review F).
         named = fields[1:] if fields and isinstance(fields[0], int) else fields
         seam.loaded_again(self, named)
+        if not named:
+            landed.reloaded_whole(self)
         return result
 
     return reload
@@ -227,10 +232,12 @@ def wrap_modify(owner: type[Document], own: Callable[..., Any] | None) -> Callab
     every field from the document it returns)."""
 
     def modify(self: Document, *args: Any, **kwargs: Any) -> Any:
-        if own is not None:
-            result = own(self, *args, **kwargs)
-        else:
-            result = super(owner, self).modify(*args, **kwargs)
+        def write() -> Any:
+            if own is not None:
+                return own(self, *args, **kwargs)
+            return super(owner, self).modify(*args, **kwargs)
+
+        result = landed.through_itself(self, write, reloads=True)
         if result:
             seam.loaded_again(self, ())
         return result
@@ -264,17 +271,10 @@ def settle_unconfirmed(document: Document) -> None:
         pymongo.errors.PyMongoError: the look-up failed (nothing is done).
     """
     state = seam.state(document, create=False)
-    if state is not None and state.stored_by_failed_insert is not None:
-        # Stored by an insert() call that failed, and addressed by its key now (an update,
-        # say): the retry of that call takes what is stored under its key for it, as written
-        # or not (:func:`.landed.still_stored`).
-        state.stored_by_failed_insert = dataclasses.replace(
-            state.stored_by_failed_insert, written=None
-        )
     if state is None or not state.unconfirmed:
         return
     collection = seam.collection_of(document)
-    found = landed.earlier_insert(document, collection)
+    found, stored = landed.earlier_insert_stored(document, collection)
     if found is landed.Found.OTHER:
         raise OperationError(landed.held_by_other(document, collection))
     if found is landed.Found.NOTHING:
@@ -288,9 +288,12 @@ def settle_unconfirmed(document: Document) -> None:
             "reload()"
         )
     values.confirm([document])
-    # Stored by an insert whose call failed: the application's retry of a bulk insert() counts
-    # it stored (its stored copy may differ from the one sent now: the update about to run).
-    values.stored_by_failed_insert(document, collection)
+    # Stored by an insert whose call failed, as found: the application's retry of a bulk
+    # insert() counts it stored if it still finds it so (an update through the document, about
+    # to run, drops the comparison: :func:`.landed.updated_through_itself`; a delete or a
+    # reload keeps it: the review of session 38). What the object held when that insert was
+    # sent is not known here (its copy found may hold what a model's own step added).
+    values.stored_by_failed_insert(document, collection, written=stored, local=None)
 
 
 def save_create(

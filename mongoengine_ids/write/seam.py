@@ -1576,9 +1576,13 @@ class FailedInsert:
     held: list[Any]
     #: Its ``_id`` as stored.
     key: Any
-    #: The document as that insert wrote it, in stored form; None if not known (found stored
-    #: by a look-up, before an update by its key).
+    #: What is stored under its key, in stored form: as that insert wrote it, or as an update
+    #: through the document left it; None if not known (an update through it, whose result
+    #: is not returned).
     written: Any
+    #: The document object as it was then, in stored form: changed since, the retry of the
+    #: insert would not write the change (see ``landed.still_stored``).
+    local: Any
 
 
 @dataclass(slots=True)

@@ -28,7 +28,7 @@ from mongoengine.errors import InvalidQueryError, NotUniqueError, OperationError
 from mongoengine.fields import EmbeddedDocumentField
 
 from ..resets import PerClient, on_reset
-from . import seam, values
+from . import landed, seam, values
 from .field import GeneratedField, Stored, Write
 from .values import Slot
 
@@ -1300,9 +1300,13 @@ def wrap_document_update(owner: type[Document], own: DocumentUpdate | None) -> D
 
     def update(self: Document, *args: Any, **kwargs: Any) -> Any:
         def run() -> Any:
-            if own is not None:
-                return own(self, *args, **kwargs)
-            return super(owner, self).update(*args, **kwargs)
+            def write() -> Any:
+                if own is not None:
+                    return own(self, *args, **kwargs)
+                return super(owner, self).update(*args, **kwargs)
+
+            # (a count matched, or pymongo's result: truthy if it may have written)
+            return landed.through_itself(self, write)
 
         if seam.key(self) is not None or not kwargs.get("upsert", False):
             return run()

@@ -595,13 +595,16 @@ def pending(document: BaseDocument, generated: list[Slot], noted: list[tuple[Slo
     state.noted = [(slot, value, _identity(slot)) for slot, value in noted]
 
 
-def stored_by_failed_insert(document: BaseDocument, collection: Any, written: Any = None) -> None:
+def stored_by_failed_insert(
+    document: BaseDocument, collection: Any, *, written: Any, local: Any
+) -> None:
     """Record that ``document`` is stored in ``collection`` by an insert whose call failed
-    (``written``: as it wrote it, in stored form, if known): the application's retry of that
-    insert counts it stored if it finds it so (:func:`.landed.still_stored`), else inserts it
-    again (:func:`new_again`) with the values it was stored with."""
+    (``written``: as stored, in stored form, if known; ``local``: the object as it was then,
+    if known): the application's retry of that insert counts it stored if it finds it so
+    (:func:`.landed.still_stored`), else inserts it again (:func:`new_again`) with the values
+    it was stored with."""
     seam.state(document).stored_by_failed_insert = seam.FailedInsert(
-        collection, _held(slots(document)), seam.stored_pk(document), written
+        collection, _held(slots(document)), seam.stored_pk(document), written, local
     )
 
 
