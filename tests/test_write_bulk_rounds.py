@@ -6,6 +6,7 @@ the driver cannot encode; insert(load_bulk=True) of plain keys that change form 
 Each test checks the raw stored documents.
 """
 
+import contextlib
 import decimal
 import re
 import uuid
@@ -47,6 +48,18 @@ def refused(n_inserted=1, index=1):
             "writeErrors": [{"index": index, "code": 121, "errmsg": "Document failed validation"}],
         }
     )
+
+
+@contextlib.contextmanager
+def stored_a_then_failed(model):
+    """Connected: ``model.objects.insert([a, b])`` stored a, then the server refused b.
+    Yields (db, a, b)."""
+    with connected_threadsafe(hook=FirstThen(model._meta["collection"], refused())) as connect:
+        db = connect()
+        a, b = model(name="a"), model(name="b")
+        with pytest.raises(me.errors.BulkWriteError):
+            model.objects.insert([a, b])
+        yield db, a, b
 
 
 # -- insert(load_bulk=True) returns the stored documents of plain keys that change form -------
@@ -139,11 +152,7 @@ def test_retry_after_the_stored_copy_was_updated_stores_no_second_copy():
 def test_retry_after_an_update_through_the_document_takes_it_as_stored():
     """Updated through its own object (by its key), a's stored copy is known to be a's: the
     retry counts it stored (the exhaustive harness's "touch" between attempts)."""
-    with connected_threadsafe(hook=FirstThen("br_seq", refused())) as connect:
-        db = connect()
-        a, b = BrSeq(name="a"), BrSeq(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrSeq.objects.insert([a, b])
+    with stored_a_then_failed(BrSeq) as (db, a, b):
         a.update(inc__views=1)
         BrSeq.objects.insert([a, b])
         stored = {d["name"]: d for d in db.br_seq.find()}
@@ -157,11 +166,7 @@ def test_retry_after_the_document_changed_is_refused_then_save_writes_it():
     """Probe BY-1d: a, written by the call that failed, was changed before the retry, which
     counted it stored and left the change unwritten, silently. Refused, nothing written;
     save() writes the change, and the retry without a inserts b."""
-    with connected_threadsafe(hook=FirstThen("br_seq", refused())) as connect:
-        db = connect()
-        a, b = BrSeq(name="a"), BrSeq(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrSeq.objects.insert([a, b])
+    with stored_a_then_failed(BrSeq) as (db, a, b):
         a.name = "a2"
         before = list(db.br_seq.find())
         with pytest.raises(me.errors.OperationError, match="changed since: the retry would"):
@@ -186,11 +191,7 @@ class BrRandom(me.Document):
 def test_retry_after_the_key_went_to_another_document_is_refused():
     """Probe BY-1: a, written by the call that failed, was deleted, and a save() drew its key
     again; the retry took that document for a and wrote a nowhere."""
-    with connected_threadsafe(hook=FirstThen("br_random", refused())) as connect:
-        db = connect()
-        a, b = BrRandom(name="a"), BrRandom(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrRandom.objects.insert([a, b])
+    with stored_a_then_failed(BrRandom) as (db, a, b):
         db.br_random.delete_one({"_id": a.pk})
         db.br_random.insert_one({"_id": a.pk, "name": "another"})
         with pytest.raises(me.errors.OperationError, match="other than the one that insert wrote"):
@@ -245,11 +246,7 @@ class BrCode(me.Document):
 
 
 def test_delete_then_save_keeps_the_generated_value():
-    with connected_threadsafe(hook=FirstThen("br_code", refused())) as connect:
-        db = connect()
-        a, b = BrCode(name="a"), BrCode(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrCode.objects.insert([a, b])
+    with stored_a_then_failed(BrCode) as (db, a, _b):
         stored_before = list(db.br_code.find())  # [{_id, name: "a", code: 1}]
         a.delete()
         a.save()  # MongoEngine (and 47620bd) saves the document again, whole
@@ -599,11 +596,7 @@ def test_save_force_insert_of_a_document_a_failed_insert_stored_says_what_to_do(
     between the look-up and the write, or after the look-up's answer went stale. save()
     writes the change; the documents that call did not store are inserted."""
     name = model._meta["collection"]
-    with connected_threadsafe(hook=FirstThen(name, refused())) as connect:
-        db = connect()
-        a, b = model(name="a"), model(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            model.objects.insert([a, b])
+    with stored_a_then_failed(model) as (db, a, b):
         stored_a = db[name].find_one()
         a.name = "a2"
         with pytest.raises(
@@ -627,11 +620,7 @@ def test_save_force_insert_of_a_new_document_is_not_refused_as_the_stored_copy(h
     """A generated key set to None makes the document a new one: save(force_insert=True)
     inserts it under a new key, beside the copy the failed call stored; a save into another
     collection (switch_collection) inserts it there. Neither is refused as that copy."""
-    with connected_threadsafe(hook=FirstThen("br_uuid", refused())) as connect:
-        db = connect()
-        a, b = BrUuid(name="a"), BrUuid(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrUuid.objects.insert([a, b])
+    with stored_a_then_failed(BrUuid) as (db, a, _b):
         first = db.br_uuid.find_one()
         a.name = "a2"
         if how == "key_cleared":
@@ -653,11 +642,7 @@ def test_retry_after_the_document_was_deleted_never_takes_another_for_it():
     by the retry of the call (the delete, addressing a by its key, dropped the comparison with
     what the call wrote): a's object then stood for it, and its next save() wrote over it.
     Refused, nothing written (with nothing under the key, a is sent again: the tests above)."""
-    with connected_threadsafe(hook=FirstThen("br_random", refused())) as connect:
-        db = connect()
-        a, b = BrRandom(name="a"), BrRandom(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrRandom.objects.insert([a, b])
+    with stored_a_then_failed(BrRandom) as (db, a, b):
         a.delete()
         db.br_random.insert_one({"_id": a.pk, "name": "another"})
         with pytest.raises(me.errors.OperationError, match="other than the one that insert wrote"):
@@ -669,11 +654,7 @@ def test_retry_after_a_reload_still_compares_the_stored_copy():
     """Review of session 38: a reload() through the document dropped the comparison with what
     the call wrote, as an update through it does; it writes nothing, so it keeps it: another
     document given a's key since is refused, not taken for a."""
-    with connected_threadsafe(hook=FirstThen("br_random", refused())) as connect:
-        db = connect()
-        a, b = BrRandom(name="a"), BrRandom(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrRandom.objects.insert([a, b])
+    with stored_a_then_failed(BrRandom) as (db, a, b):
         a.reload()
         db.br_random.delete_one({"_id": a.pk})
         db.br_random.insert_one({"_id": a.pk, "name": "another"})
@@ -731,11 +712,7 @@ def test_an_update_through_the_document_that_wrote_nothing_keeps_the_comparison(
     """Re-review of session 38: an update through the document that wrote nothing dropped the
     comparison with what the failed call wrote, as one that wrote does: another document given
     the key since was taken for the document by the retry."""
-    with connected_threadsafe(hook=FirstThen("br_random", refused())) as connect:
-        db = connect()
-        a, b = BrRandom(name="a"), BrRandom(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrRandom.objects.insert([a, b])
+    with stored_a_then_failed(BrRandom) as (db, a, b):
         if how == "modify_matching_nothing":
             assert a.modify(query={"name": "nobody"}, set__name="q") is False
         elif how == "update_refused_before_sending":
@@ -770,11 +747,7 @@ def test_a_document_the_retry_found_landed_is_compared_by_the_next_retry():
 
 def test_save_force_insert_after_the_document_was_deleted_inserts_it_again():
     """Re-review of session 38: refused as stored, though nothing was."""
-    with connected_threadsafe(hook=FirstThen("br_uuid", refused())) as connect:
-        db = connect()
-        a, b = BrUuid(name="a"), BrUuid(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrUuid.objects.insert([a, b])
+    with stored_a_then_failed(BrUuid) as (db, a, _b):
         a.delete()
         a.name = "a2"
         a.save(force_insert=True)
@@ -786,11 +759,7 @@ def test_save_force_insert_after_the_document_was_deleted_inserts_it_again():
 def test_retry_after_an_update_through_the_document_and_a_change_of_it_is_refused():
     """Re-review of session 38: after a.update(), a change of the object was left unwritten by
     the retry, silently (the comparison the update dropped was the one that saw it)."""
-    with connected_threadsafe(hook=FirstThen("br_seq", refused())) as connect:
-        db = connect()
-        a, b = BrSeq(name="a"), BrSeq(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrSeq.objects.insert([a, b])
+    with stored_a_then_failed(BrSeq) as (db, a, b):
         a.update(inc__views=1)
         a.name = "a2"
         with pytest.raises(me.errors.OperationError, match="changed since: the retry would"):
@@ -814,11 +783,7 @@ def test_retry_after_an_update_then_a_reload_takes_the_document_as_stored(model)
     change the retry would leave unwritten; a model's own update() returning None was taken
     for one that wrote nothing, and the updated copy for another document."""
     name = model._meta["collection"]
-    with connected_threadsafe(hook=FirstThen(name, refused())) as connect:
-        db = connect()
-        a, b = model(name="a"), model(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            model.objects.insert([a, b])
+    with stored_a_then_failed(model) as (db, a, b):
         a.update(inc__views=1)
         a.reload()
         assert [(d.name, d.views) for d in model.objects.insert([a, b])] == [("a", 1), ("b", 0)]
@@ -832,11 +797,7 @@ def test_retry_after_an_update_then_a_reload_takes_the_document_as_stored(model)
 def test_save_force_insert_while_another_document_holds_the_key_says_so():
     """Third review of session 38: the message said the document was stored and advised
     save(), which would have written over the other document."""
-    with connected_threadsafe(hook=FirstThen("br_random", refused())) as connect:
-        db = connect()
-        a, b = BrRandom(name="a"), BrRandom(name="b")
-        with pytest.raises(me.errors.BulkWriteError):
-            BrRandom.objects.insert([a, b])
+    with stored_a_then_failed(BrRandom) as (db, a, _b):
         _another_holds_the_key(db, a)
         a.name = "a2"
         with pytest.raises(me.errors.NotUniqueError, match="a document other than the one") as e:

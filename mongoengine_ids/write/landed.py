@@ -199,7 +199,7 @@ def still_stored(document: Any, collection: Any) -> bool:
     found = collection.find_one({"_id": record.key})
     if found is None:
         return False
-    if record.written is not None and not _same(_as_stored(found, collection), record.written):
+    if _holds_another(record, found, collection):
         raise OperationError(
             f"{model} {seam.key(document)!r} was stored by the insert() that failed, and "
             f"{collection.full_name!r} holds under its key a document other than the one that "
@@ -210,6 +210,13 @@ def still_stored(document: Any, collection: Any) -> bool:
         )
     check_unchanged(document, record.local, collection)
     return True
+
+
+def _holds_another(record: seam.FailedInsert, found: Any, collection: Any) -> bool:
+    """Whether ``found``, stored under ``record``'s key in ``collection``, is not what the
+    record says is stored there (never, when it does not know: updated since through the
+    document itself)."""
+    return record.written is not None and not _same(_as_stored(found, collection), record.written)
 
 
 def check_unchanged(document: Any, local: Any, collection: Any) -> None:
@@ -315,7 +322,7 @@ def force_insert_refused(document: Any, collection: Any) -> str | None:
     if found is None:
         return None
     where = f"{type(document).__name__} {seam.key(document)!r}"
-    if record.written is not None and not _same(_as_stored(found, collection), record.written):
+    if _holds_another(record, found, collection):
         # (The third review of session 38: "save() it" wrote over the other document.)
         return (
             f"{where}: {collection.full_name!r} holds under its key a document other than the "

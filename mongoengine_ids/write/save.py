@@ -46,18 +46,14 @@ def wrap_save_create(owner: type[Document], own: SaveCreate | None) -> SaveCreat
 
     def _save_create(self: Document, doc: Any, force_insert: bool, write_concern: Any) -> Any:
         earlier = seam.state(self, create=False)
-        if (
-            force_insert
-            and earlier is not None
-            and earlier.stored_by_failed_insert is not None
-            and landed.where_failed_insert_stored(self, seam.collection_of(self))
-        ):
-            # MongoEngine would insert it again, refused as a duplicate of itself: say why.
+        if force_insert and earlier is not None and earlier.stored_by_failed_insert is not None:
             collection = seam.collection_of(self)
-            refused = landed.force_insert_refused(self, collection)
-            if refused is not None:
-                raise NotUniqueError(refused)
-            values.new_again(self, collection)  # deleted since: inserted again, as new
+            if landed.where_failed_insert_stored(self, collection):
+                # MongoEngine would insert it again, refused as a duplicate of itself: say why.
+                refused = landed.force_insert_refused(self, collection)
+                if refused is not None:
+                    raise NotUniqueError(refused)
+                values.new_again(self, collection)  # deleted since: inserted again, as new
         if earlier is not None and earlier.over_own_copy:
             # The application's retry of a save() that found its insert landed, and failed
             # writing over that copy (``force_insert`` keeps MongoEngine from seeing it is

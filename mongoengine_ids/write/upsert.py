@@ -1305,7 +1305,6 @@ def wrap_document_update(owner: type[Document], own: DocumentUpdate | None) -> D
                     return own(self, *args, **kwargs)
                 return super(owner, self).update(*args, **kwargs)
 
-            # (a count matched, or pymongo's result: truthy if it may have written)
             return landed.through_itself(self, write)
 
         if seam.key(self) is not None or not kwargs.get("upsert", False):
