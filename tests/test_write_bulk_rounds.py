@@ -824,3 +824,64 @@ def test_a_change_after_a_lost_reply_is_refused_by_the_retry_that_finds_it_lande
         BrRandom.objects.insert([b])
         stored = {d["name"]: d["_id"] for d in db.br_random.find()}
         assert stored == {"a2": a.pk, "b": b.pk}
+
+
+class LateOnce:
+    """insert_many #1 is in flight (reply lost; it lands during #2, before #2 is applied)."""
+
+    def __init__(self, collection):
+        self.collection, self.n, self.held = collection, 0, None
+
+    def __call__(self, collection, method, call):
+        if (collection, method) != (self.collection, "insert_many"):
+            return call()
+        self.n += 1
+        if self.n == 1:
+            self.held = call
+            raise pymongo.errors.AutoReconnect("lost, still in flight")
+        if self.n == 2:
+            self.held()
+        return call()
+
+
+def test_a_change_before_a_retry_that_meets_its_late_insert_is_refused_then_saved():
+    """A review of session 38: the retry looked for a and found nothing; its own insert, in
+    flight, landed before the retry's, which met it as a duplicate and counted a stored, as
+    first sent: the change made before the retry was left unwritten, silently. Refused as when
+    the look-up finds it (nothing written); save() writes the change."""
+    with connected_threadsafe(hook=LateOnce("br_late")) as connect:
+        db = connect()
+        a, b = BrLate(name="a"), BrLate(name="b")
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            BrLate.objects.insert([a, b])
+        a.name = "a2"
+        with pytest.raises(me.errors.OperationError, match="changed since: the retry would"):
+            BrLate.objects.insert([a, b])
+        assert sorted((d["_id"], d["name"]) for d in db.br_late.find()) == [
+            (a.pk, "a"),
+            (b.pk, "b"),
+        ]
+        a.save()
+        BrLate.objects.insert([b])
+        assert sorted((d["_id"], d["name"]) for d in db.br_late.find()) == [
+            (a.pk, "a2"),
+            (b.pk, "b"),
+        ]
+
+
+def test_an_unchanged_document_whose_late_insert_the_retry_meets_is_stored_once():
+    """The same without the change: the retry counts a (and b) stored, and writes neither
+    again."""
+    with connected_threadsafe(hook=LateOnce("br_late")) as connect:
+        db = connect()
+        a, b = BrLate(name="a"), BrLate(name="b")
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            BrLate.objects.insert([a, b])
+        assert BrLate.objects.insert([a, b], load_bulk=False) == [a.pk, b.pk]
+        assert sorted((d["_id"], d["name"]) for d in db.br_late.find()) == [
+            (a.pk, "a"),
+            (b.pk, "b"),
+        ]
+        a.name = "a2"
+        a.save()
+        assert db.br_late.find_one({"_id": a.pk}) == {"_id": a.pk, "name": "a2"}

@@ -144,13 +144,8 @@ class Batch:
                 if earlier.unconfirmed:
                     found, stored = landed.earlier_insert_stored(doc, write.collection)
                     if found is landed.Found.SENT:
-                        # As found, and as the object holds it, unless a model's own step
-                        # wrote it (which may have added to it): changed since, it is refused
-                        # (the reviews of session 38: the change was left unwritten).
-                        local = None if earlier.sent_to_own_step else stored
-                        landed.check_unchanged(doc, local, write.collection)
                         self.landed.append(doc)
-                        self.written_as[id(doc)] = (stored, local)
+                        self.written_as[id(doc)] = self._taken_as_stored(doc, stored)
                         continue
                     not_landed.append(doc)
             self.pending.append(position)
@@ -247,8 +242,10 @@ class Batch:
         if id(doc) in self.retrying:
             found, stored = landed.earlier_insert_stored(doc, self.write.collection)
             if found is landed.Found.SENT:
-                self._written(1)  # its earlier insert landed after the look-up: it is stored
-                self.written_as[id(doc)] = (stored, None)  # as found (review of session 38)
+                # Its earlier insert landed after the look-up: it is stored.
+                written_as = self._taken_as_stored(doc, stored)
+                self._written(1)
+                self.written_as[id(doc)] = written_as
                 return
         slot = values.collided(self.write, duplicate, [s for s in self.filled if s.root is doc])
         if slot is None:
@@ -262,6 +259,20 @@ class Batch:
             ) from duplicate
         self.attempts[id(slot)] = tried + 1
         values.refill(self.write, slot, self.filled)
+
+    def _taken_as_stored(self, doc: Any, stored: Any) -> tuple[Any, Any]:
+        """``doc``, found stored by its earlier insert (whose reply was lost), is counted
+        written: returns what is stored and what the object holds (as found, unless a model's
+        own step wrote it, which may have added to it), for :attr:`written_as`.
+
+        Raises:
+            OperationError: the object changed since (:func:`.landed.check_unchanged`): the
+                change would be left unwritten (the reviews of session 38, whether the look-up
+                or the retry's duplicate key finds it).
+        """
+        local = None if seam.state(doc).sent_to_own_step else stored
+        landed.check_unchanged(doc, local, self.write.collection)
+        return stored, local
 
     def _written(self, count: int) -> None:
         written = [self.docs[position] for position in self.pending[:count]]
