@@ -4,8 +4,10 @@ cannot be enforced); a failed write releases its reservation."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import pickle
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +24,7 @@ from test_write_upserts import OPERATIONS, upsert
 from mongoengine_ids.errors import BulkNotUniqueError, RetriesExhaustedError
 from mongoengine_ids.random_unique import RandomFieldStats, RandomUniqueField
 from mongoengine_ids.random_unique import field as field_module
+from mongoengine_ids.testing import connected_threadsafe
 from mongoengine_ids.write.values import new_owner
 
 
@@ -688,3 +691,45 @@ def test_reservations_may_go_where_no_document_breaks(
     if reserve_in == "inspected_codes":
         assert [r.ns for r in Reservation.objects] == ["vouchers.code"]
     assert [d["name"] for d in elsewhere.elsewhere_codes.find()] == ["kept"]
+
+
+class _FirstInsertLost:
+    """The first insert_one on ``collection`` fails before it is sent (AutoReconnect)."""
+
+    def __init__(self, collection: str) -> None:
+        self.collection, self.armed = collection, True
+
+    def __call__(self, collection: str, method: str, call: Callable[[], Any]) -> Any:
+        if self.armed and (collection, method) == (self.collection, "insert_one"):
+            self.armed = False
+            raise pymongo.errors.AutoReconnect("injected: never sent")
+        return call()
+
+
+class ProxyCopied(me.Document):
+    code = RandomUniqueField(digits=6, reserve_in="copied_codes")
+    name = me.StringField()
+    meta = {"collection": "proxy_copied"}
+
+
+@pytest.mark.parametrize(
+    "copied", [copy.copy, copy.deepcopy, lambda d: pickle.loads(pickle.dumps(d))]
+)
+def test_a_copy_saved_after_a_lost_reply_is_refused_saying_so(copied: Any) -> None:
+    """Probe BO-1: a copy of a document whose insert had its reply lost is refused the value
+    that insert reserved (it may have written it), nothing written; the error named other
+    holders only. It names the copy and the retry with the object itself, which stores it."""
+    with connected_threadsafe(hook=_FirstInsertLost("proxy_copied")) as connect:
+        db = connect()
+        doc = ProxyCopied(name="a")
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            doc.save()
+        with pytest.raises(
+            NotUniqueError,
+            match=r"reply lost\) of a document this one is a copy \(copy, pickle\) of: retry with",
+        ):
+            copied(doc).save()
+        assert list(db.proxy_copied.find()) == []
+        doc.save()
+        assert list(db.proxy_copied.find()) == [{"_id": doc.id, "code": doc.code, "name": "a"}]
+        assert [r["_id"] for r in db.copied_codes.find()] == [doc.code]

@@ -540,8 +540,10 @@ class RandomUniqueField(GeneratedField):
                 f"{self._label}: {shown!r} already reserved in {self.reserve_in!r}: held by "
                 "another document or another place of this one, or by one that held it before "
                 "(a reserved value is never handed out again, also when its holder is deleted "
-                "or the embedded document holding it moves to another document): expected "
-                "values held nowhere else; set the field to None for a new one"
+                "or the embedded document holding it moves to another document), or by a "
+                "write whose outcome is unknown (its reply lost) of a document this one is a "
+                "copy (copy, pickle) of: retry with that object itself. Expected values held "
+                "nowhere else; set the field to None for a new one"
             )
 
     def release_values(self, write: Write, values: list[Any]) -> None:
