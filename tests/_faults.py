@@ -17,9 +17,28 @@ import pymongo.errors
 
 from mongoengine_ids import MongoEngineIdsError, RetriesExhaustedError
 
-#: An application's retries after a ConnectionFailure.
+#: An application's retries after a ConnectionFailure (or a failed write concern).
 RETRIES = 3
-MODES = ("before", "after", "late", "interrupt")
+MODES = ("before", "after", "late", "interrupt", "concern")
+#: The calls that write, which "concern" fails (a read has no write concern).
+WRITE_METHODS = frozenset(
+    {
+        "bulk_write",
+        "delete_many",
+        "delete_one",
+        "find_one_and_delete",
+        "find_one_and_replace",
+        "find_one_and_update",
+        "insert_many",
+        "insert_one",
+        "replace_one",
+        "update_many",
+        "update_one",
+    }
+)
+#: The error a server reports when a write was applied but its write concern was not met
+#: (``wtimeout``; a primary stepping down: code 64, WriteConcernFailed).
+CONCERN_ERROR = {"code": 64, "codeName": "WriteConcernFailed", "errmsg": "injected: waiting"}
 #: Errors that end an attempt as an acceptable outcome (a duplicate, a refused write...);
 #: anything else (TypeError, KeyError...) is a fault of the write path itself.
 ACCEPTABLE = (
@@ -40,11 +59,21 @@ def draw(n: int) -> int:
     return draws.randrange(n)
 
 
+def modes_for(call: str) -> tuple[str, ...]:
+    """The modes in which call ``call`` ("collection.method") is failed: every mode, but
+    "concern" only for a write."""
+    if call.rpartition(".")[2] in WRITE_METHODS:
+        return MODES
+    return tuple(mode for mode in MODES if mode != "concern")
+
+
 class Faults:
     """Counts the database calls while armed, and fails call ``k``: ``before`` it is applied
-    (never sent), ``after`` (applied, the reply lost) or ``late`` (the reply lost, and the call
+    (never sent), ``after`` (applied, the reply lost), ``late`` (the reply lost, and the call
     applied only after the next call, the first of the application's retry, has run: a write
-    still in flight when the connection broke)."""
+    still in flight when the connection broke), ``interrupt`` (applied, then a
+    ``KeyboardInterrupt``) or ``concern`` (a write applied, then its write concern failed, as
+    pymongo reports it: :func:`_concern_failed`)."""
 
     def __init__(self, k: int | None = None, mode: str = "before", **more: str) -> None:
         #: The calls to fail, by index: a mode each (``more``: "k12": "before", a second fault).
@@ -67,6 +96,8 @@ class Faults:
             finally:
                 self.land()
         self.fired = True
+        if mode == "concern":
+            return _concern_failed(method, call)
         if mode == "interrupt":
             # Applied, then the process is interrupted (KeyboardInterrupt, a task's time limit)
             # before the reply is read; the task is run again with the same objects.
@@ -90,6 +121,50 @@ class Faults:
                 held()
 
 
+def _concern_failed(method: str, call: Callable[[], Any]) -> Any:
+    """Apply the write ``call``, then raise what pymongo raises when its write concern failed:
+    ``WriteConcernError`` for one write (but a write error, such as a duplicate key, which
+    pymongo raises first), a ``BulkWriteError`` with ``writeConcernErrors`` for a bulk write,
+    counting what it inserted (and its write errors, if it met one)."""
+    if method not in ("insert_many", "bulk_write"):
+        call()
+        raise pymongo.errors.WriteConcernError(
+            CONCERN_ERROR["errmsg"], CONCERN_ERROR["code"], dict(CONCERN_ERROR)
+        )
+    try:
+        result = call()
+    except pymongo.errors.BulkWriteError as error:
+        details = dict(error.details)
+    else:
+        inserted = getattr(result, "inserted_ids", None)
+        details = {
+            "writeErrors": [],
+            "nInserted": getattr(result, "inserted_count", len(inserted or ())),
+            "nUpserted": getattr(result, "upserted_count", 0),
+            "nMatched": getattr(result, "matched_count", 0),
+            "nModified": getattr(result, "modified_count", 0),
+            "nRemoved": getattr(result, "deleted_count", 0),
+            "upserted": [],
+        }
+    details["writeConcernErrors"] = [dict(CONCERN_ERROR)]
+    raise pymongo.errors.BulkWriteError(details)
+
+
+def concern_failed(error: BaseException) -> bool:
+    """Whether ``error``, or the error it was raised from (MongoEngine and the package wrap
+    pymongo's), says a write was applied but its write concern failed."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, pymongo.errors.WriteConcernError):
+            return True
+        if isinstance(seen, pymongo.errors.BulkWriteError) and seen.details.get(
+            "writeConcernErrors"
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _as_sent(call: Callable[[], Any]) -> Callable[[], Any]:
     """``call`` (a :func:`functools.partial`) with the documents it sends copied now: the driver
     encodes them when it sends, so a write in flight lands with what they held then, not with
@@ -110,7 +185,8 @@ class Outcome:
 
     returned: bool = False
     attempts: int = 0
-    #: A ConnectionFailure reached the application (it then retried).
+    #: A ConnectionFailure, or a failed write concern, reached the application (it then
+    #: retried).
     failed_over: bool = False
     ending: BaseException | None = None
     #: What the write returned: the Python documents to compare with the stored ones.
@@ -133,8 +209,10 @@ class Outcome:
 
 
 def retrying(call: Callable[[], list[Any]], between: Callable[[], None] | None = None) -> Outcome:
-    """Run ``call`` (a write) as an application would: again after a ConnectionFailure, at most
-    :data:`RETRIES` times (``between`` called before each retry); any other error ends it."""
+    """Run ``call`` (a write) as an application would: again after a ConnectionFailure, or
+    after an error saying its write concern failed (the write may not last: it is written
+    again), at most :data:`RETRIES` times (``between`` called before each retry); any other
+    error ends it."""
     outcome = Outcome()
     while outcome.attempts <= RETRIES:
         outcome.attempts += 1
@@ -147,7 +225,12 @@ def retrying(call: Callable[[], list[Any]], between: Callable[[], None] | None =
             continue
         except Exception as error:
             outcome.ending = error
-            return outcome
+            if not concern_failed(error):
+                return outcome
+            outcome.failed_over = True
+            if between is not None:
+                between()
+            continue
         outcome.returned, outcome.ending = True, None
         return outcome
     return outcome

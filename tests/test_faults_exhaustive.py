@@ -4,19 +4,23 @@ For each generated field (as primary key and as a plain field) and each write (a
 ``save()``, a bulk ``insert()``, ``upsert_one()`` (also by a value of the field no document
 holds, given as ``field: v`` or inside ``$and``), ``modify(upsert=True)``, and ``save()`` of a
 loaded, changed document, ``save()`` of a new document whose key was assigned after it was
-built, and an ``update_one()`` giving the field a value), a counting run learns N, the number
+built, and an ``update_one()`` giving the field a value; a bulk insert retried by saving each
+document, and a save retried as a bulk insert), a counting run learns N, the number
 of database calls the write makes. Then, for every call k < N, the write
 runs again on a fresh database holding the same pre-existing documents, with ``AutoReconnect``
 raised at call k either before the call ("before": never sent), after it was applied ("after":
 the reply is lost), or with the call held back and applied after the next call ("late": a write
 still in flight when the connection broke, which lands after the retry looked for it), or with
 ``KeyboardInterrupt`` raised after it was applied ("interrupt": the process interrupted while it
-waited for the reply, a task's time limit), and is retried as an application would:
-``ConnectionFailure`` (or the interrupt: the task is run again) caught, the same call made again
-with the same Python objects, up to :data:`_faults.RETRIES` times; any other error ends the
-attempt and is an acceptable outcome. The writes include ``save()`` of a loaded document whose
-stored copy lacks the field (the field added to a populated collection), which fills it. The raw
-stored documents are then checked (:func:`_violations`):
+waited for the reply, a task's time limit), or, at a call that writes, with the write applied
+and its write concern failed ("concern": pymongo's ``WriteConcernError``, or a
+``BulkWriteError`` holding ``writeConcernErrors``), and is retried as an application would:
+``ConnectionFailure`` (or the interrupt: the task is run again; or the write concern error:
+the write may not last) caught, the same call made again with the same Python objects, up to
+:data:`_faults.RETRIES` times; any other error ends the attempt and is an acceptable outcome.
+The writes include ``save()`` of a loaded document whose stored copy lacks the field (the field
+added to a populated collection), which fills it. The raw stored documents are then checked
+(:func:`_violations`):
 
 1. every pre-existing document is still there, unchanged (save of a loaded document: changed as
    asked, or not at all; as asked if the write returned);
@@ -61,12 +65,13 @@ import pymongo.errors
 import pytest
 from _faults import (
     ACCEPTABLE,
-    MODES,
     Faults,
     Outcome,
     StoredValues,
+    concern_failed,
     draw,
     draws,
+    modes_for,
     retrying,
     stamp_after_insert,
 )
@@ -219,6 +224,39 @@ def _insert(model: type[me.Document]) -> Write:
         return [*documents, *model.objects.insert(documents)]
 
     return Write([document.key for document in documents], call, documents=documents)
+
+
+def _insert_then_save(model: type[me.Document]) -> Write:
+    """A bulk insert, retried by saving each document on its own (an application's fallback)."""
+    documents = [model(key=f"new-{i}", note="new") for i in range(INSERTED)]
+    attempts = []
+
+    def call() -> list[me.Document]:
+        attempts.append(1)
+        if len(attempts) == 1:
+            return [*documents, *model.objects.insert(documents)]
+        for document in documents:
+            document.save()
+        return documents
+
+    return Write([document.key for document in documents], call, documents=documents)
+
+
+def _save_then_insert(model: type[me.Document]) -> Write:
+    """A new document's save(), retried as a bulk insert of it (a queue's worker that batches
+    what it retries)."""
+    document = model(key="new-0", note="new")
+    attempts = []
+
+    def call() -> list[me.Document]:
+        attempts.append(1)
+        if len(attempts) == 1:
+            document.save()
+        else:
+            model.objects.insert([document], load_bulk=False)
+        return [document]
+
+    return Write(["new-0"], call, documents=[document])
 
 
 def _unheld(case: Case) -> Any:
@@ -437,6 +475,8 @@ WRITES: dict[str, Callable[[type[me.Document]], Write]] = {
     "save": _save_new,
     "save-assigned": _save_assigned,
     "insert": _insert,
+    "insert-then-save": _insert_then_save,
+    "save-then-insert": _save_then_insert,
     "upsert_one": _upsert_one,
     "upsert-by-value": _upsert_by_value,
     "upsert-by-$and": _upsert_by_and,
@@ -630,8 +670,12 @@ def _violations(
         )
     # 8. the application's retry of the same call ends as the call would have: written, or
     # refused as a duplicate (or as retries exhausted), or still failing over.
-    if outcome.failed_over and not isinstance(
-        ending, (type(None), me.NotUniqueError, pymongo.errors.ConnectionFailure, KeyboardInterrupt)
+    if outcome.failed_over and not (
+        isinstance(
+            ending,
+            (type(None), me.NotUniqueError, pymongo.errors.ConnectionFailure, KeyboardInterrupt),
+        )
+        or concern_failed(ending)
     ):
         problems.append(f"8. the retry was refused: {type(ending).__name__}: {ending}")
     if ending is not None and not isinstance(ending, ACCEPTABLE):
@@ -684,7 +728,7 @@ def test_a_fault_at_every_call_never_loses_or_doubles_a_document(
         failures.append(f"{label}, no fault: {baseline.outcome}: " + "; ".join(baseline.problems))
     runs = 0
     for k in range(n):
-        for mode in MODES:
+        for mode in modes_for(baseline.calls[k]):
             run = _run(case, make_write, Faults(k, mode))
             runs += 1
             # The harness itself: the same calls as counted up to call k, which was failed.
@@ -696,9 +740,10 @@ def test_a_fault_at_every_call_never_loses_or_doubles_a_document(
                     + "; ".join(run.problems)
                 )
     _tally[(case.id, write_name)] = (n, runs)
+    assert runs == sum(len(modes_for(call)) for call in baseline.calls)
     assert not failures, (
-        f"{len(failures)} failing run(s) of {label} (N={n}: {len(MODES) * n} faulted + 1 "
-        "counting):\n" + "\n".join(failures)
+        f"{len(failures)} failing run(s) of {label} (N={n}: {runs} faulted + 1 counting):\n"
+        + "\n".join(failures)
     )
 
 
@@ -730,7 +775,9 @@ _second_tally: dict[tuple[str, str], int] = {}
 _touch_tally: dict[tuple[str, str], int] = {}
 
 
-@pytest.mark.parametrize("write_name", ["save", "save-assigned", "insert"])
+@pytest.mark.parametrize(
+    "write_name", ["save", "save-assigned", "insert", "insert-then-save", "save-then-insert"]
+)
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
 def test_an_update_between_attempts_never_touches_another_document(
     case: Case, write_name: str
@@ -740,10 +787,10 @@ def test_an_update_between_attempts_never_touches_another_document(
     another document's (a number the field would have retried), which must be left alone."""
     make_write = WRITES[write_name]
     label = f"{case.id} {write_name}"
-    n = len(_run(case, make_write, Faults()).calls)
+    calls = _run(case, make_write, Faults()).calls
     failures, runs = [], 0
-    for k in range(n):
-        for mode in MODES:
+    for k in range(len(calls)):
+        for mode in modes_for(calls[k]):
             run = _run(case, make_write, Faults(k, mode), touch=True)
             runs += 1
             if run.problems:
@@ -769,6 +816,32 @@ def test_the_checks_catch_a_retry_that_writes_twice() -> None:
     run = _run(case, _save_twice_over, Faults(0, "after"))
     assert run.outcome.returned
     assert run.problems == ["2. 'new-0' stored 2 times"]
+
+
+def test_a_failed_write_concern_is_applied_and_retried() -> None:
+    # A control of the "concern" mode: the insert is applied, pymongo's WriteConcernError
+    # reaches the application (wrapped by MongoEngine), which retries; a fresh document then
+    # stores a second copy.
+    case = next(case for case in CASES if case.id == "uuid4-plain")
+    run = _run(case, _save_twice_over, Faults(0, "concern"))
+    assert run.calls[0].endswith(".insert_one")
+    assert (run.outcome.returned, run.outcome.failed_over, run.outcome.attempts) == (True, True, 2)
+    assert run.problems == ["2. 'new-0' stored 2 times"]
+
+
+def test_a_bulk_insert_whose_write_concern_failed_is_counted_stored_by_the_retry() -> None:
+    # The "concern" mode at a bulk insert: pymongo's BulkWriteError holding
+    # writeConcernErrors, every document applied; the retry finds them stored, none twice.
+    case = next(case for case in CASES if case.id == "uuid4-pk")
+    calls = _run(case, _insert, Faults()).calls
+    k = next(k for k, call in enumerate(calls) if call.endswith(".insert_many"))
+    run = _run(case, _insert, Faults(k, "concern"))
+    assert isinstance(run.outcome.ending, type(None))
+    assert (run.outcome.returned, run.outcome.failed_over, run.outcome.attempts) == (True, True, 2)
+    assert run.problems == []
+    retry = run.calls[k + 1 :]  # a look-up of each, then the reload (load_bulk), no insert
+    assert retry[:INSERTED] == [calls[k].replace("insert_many", "find_one")] * INSERTED
+    assert retry[INSERTED:] == calls[k + 1 :]
 
 
 def _clear_again_at_each_attempt(model: type[me.Document]) -> Write:
@@ -806,7 +879,6 @@ def test_every_call_of_every_write_was_failed_both_ways(request: pytest.FixtureR
     ]
     if not selected:
         pytest.skip("the fault runs were not selected")
-    expected = sum(len(MODES) * n for n, _ in _tally.values())
     total = sum(runs for _, runs in _tally.values())
     print(
         f"\nfault runs: {total} over {len(_tally)} (field, role, write) cases, and "
@@ -817,4 +889,3 @@ def test_every_call_of_every_write_was_failed_both_ways(request: pytest.FixtureR
     )
     assert len(_tally) == len(selected), "a case stopped before all its runs were made"
     assert total > 0
-    assert total == expected

@@ -257,8 +257,8 @@ def test_delete_then_save_keeps_the_generated_value():
 # -- found by the duplicate-key check, then the call fails: the retry stores it once ---------
 
 
-class LateThenRefused:
-    """insert_many #1 is in flight (reply lost; it lands during #2); #3 is refused."""
+class LateOnce:
+    """insert_many #1 is in flight (reply lost; it lands during #2, before #2 is applied)."""
 
     def __init__(self, collection):
         self.collection, self.n, self.held = collection, 0, None
@@ -271,8 +271,17 @@ class LateThenRefused:
             self.held = call
             raise pymongo.errors.AutoReconnect("lost, still in flight")
         if self.n == 2:
-            self.held()
-            return call()  # duplicate key on a: its own earlier insert
+            self.held()  # #2 meets a duplicate key: the document's own earlier insert
+        return self.later(call)
+
+    def later(self, call):
+        return call()
+
+
+class LateThenRefused(LateOnce):
+    """insert_many #1 is in flight (reply lost; it lands during #2); #3 is refused."""
+
+    def later(self, call):
         if self.n == 3:
             raise refused(n_inserted=0, index=0)
         return call()
@@ -824,24 +833,6 @@ def test_a_change_after_a_lost_reply_is_refused_by_the_retry_that_finds_it_lande
         BrRandom.objects.insert([b])
         stored = {d["name"]: d["_id"] for d in db.br_random.find()}
         assert stored == {"a2": a.pk, "b": b.pk}
-
-
-class LateOnce:
-    """insert_many #1 is in flight (reply lost; it lands during #2, before #2 is applied)."""
-
-    def __init__(self, collection):
-        self.collection, self.n, self.held = collection, 0, None
-
-    def __call__(self, collection, method, call):
-        if (collection, method) != (self.collection, "insert_many"):
-            return call()
-        self.n += 1
-        if self.n == 1:
-            self.held = call
-            raise pymongo.errors.AutoReconnect("lost, still in flight")
-        if self.n == 2:
-            self.held()
-        return call()
 
 
 def test_a_change_before_a_retry_that_meets_its_late_insert_is_refused_then_saved():
