@@ -126,30 +126,7 @@ class Batch:
         #: wrote it, or as a look-up found it; as this call sent the others), and what the
         #: object held then, if known (see ``landed.still_stored``).
         self.written_as: dict[int, tuple[Any, Any]] = {}
-        not_landed: list[Any] = []
-        states = []
-        for position, doc in enumerate(docs):
-            earlier = seam.state(doc, create=False)
-            if earlier is not None:
-                if earlier.stored_by_failed_insert:
-                    # Written by that call: stored unless deleted since, or this insert writes
-                    # to another collection (refused if another version is stored there).
-                    if landed.still_stored(doc, write.collection):
-                        self.landed.append(doc)
-                        record = earlier.stored_by_failed_insert
-                        self.written_as[id(doc)] = (record.written, record.local)
-                        continue
-                    # Sent again, new.
-                    values.new_again(doc, write.collection)
-                if earlier.unconfirmed:
-                    found, stored = landed.earlier_insert_stored(doc, write.collection)
-                    if found is landed.Found.SENT:
-                        self.landed.append(doc)
-                        self.written_as[id(doc)] = self._taken_as_stored(doc, stored)
-                        continue
-                    not_landed.append(doc)
-            self.pending.append(position)
-            states.append(earlier)
+        states, not_landed = self._sort()
         docs_left = [docs[position] for position in self.pending]
         self.noted, self.filled = values.prepare(write, docs_left, states)
         #: The documents not yet written whose key (left to the driver) is made here, now or
@@ -180,6 +157,37 @@ class Batch:
             for kind, shape in shapes.items()
             if not shape.pk_left_to_driver and not shape.generates_pk
         }
+
+    def _sort(self) -> tuple[list[seam.State | None], list[Any]]:
+        """Sort the documents by what earlier attempts of them did: those stored are counted
+        landed (:attr:`landed`, :attr:`written_as`), the others are pending (:attr:`pending`).
+        Returns the records of the pending ones, in order, and those of them whose earlier
+        insert had its reply lost and was not found (it may still land)."""
+        states: list[seam.State | None] = []
+        not_landed: list[Any] = []
+        for position, doc in enumerate(self.docs):
+            earlier = seam.state(doc, create=False)
+            if earlier is not None:
+                if earlier.stored_by_failed_insert:
+                    # Written by that call: stored unless deleted since, or this insert writes
+                    # to another collection (refused if another version is stored there).
+                    if landed.still_stored(doc, self.write.collection):
+                        self.landed.append(doc)
+                        record = earlier.stored_by_failed_insert
+                        self.written_as[id(doc)] = (record.written, record.local)
+                        continue
+                    # Sent again, new.
+                    values.new_again(doc, self.write.collection)
+                if earlier.unconfirmed:
+                    found, stored = landed.earlier_insert_stored(doc, self.write.collection)
+                    if found is landed.Found.SENT:
+                        self.landed.append(doc)
+                        self.written_as[id(doc)] = self._taken_as_stored(doc, stored)
+                        continue
+                    not_landed.append(doc)
+            self.pending.append(position)
+            states.append(earlier)
+        return states, not_landed
 
     def insert(self, write_concern: dict[str, Any]) -> list[Any]:
         """Insert every pending document, resuming after each collision given a fresh value."""

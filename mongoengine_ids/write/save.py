@@ -306,16 +306,8 @@ def save_create(
     acknowledged if a value it generated may collide (:func:`values.acknowledged_concern`)."""
     shape = seam.shape(type(document))
     write = Write(type(document), seam.collection_of(document), (document,))
-    if seam.stored_key(document, write.collection) is not None:
-        raise _stored_in_another_form(document)  # save(force_insert=True): a second copy
     earlier = seam.state(document, create=False)
-    if earlier is not None and shape.pk_name in earlier.unloaded:
-        raise OperationError(
-            f"{type(document).__name__} was loaded without its key (exclude({shape.pk_name!r})): "
-            "save() would insert it as a copy under a new key; load the key, or set it to None "
-            "(and the unique generated values it holds, which the copy would share) to insert "
-            "a copy"
-        )
+    _refuse_second_copy(document, shape, write, earlier)
     retrying = earlier is not None and earlier.unconfirmed  # an insert whose reply was lost
     # MongoEngine's step replaces the document stored under a key given to a new document
     # (not generated, no force_insert): the values that one holds are this one's own, not new
@@ -359,27 +351,32 @@ def save_create(
         concern=values.acknowledged_concern(write, filled, write_concern),
     )
     try:
-        written = values.send(
-            write,
-            filled,
-            step.attempt,
-            stored=step.stored,
-            on_unknown=step.unknown,
-            earlier_landed=step.earlier_landed if retrying else None,
-            may_land=retrying,
-        )
+        written = step.send(retrying)
     except values.EarlierInsertLanded:
         # As if the look-up above had found it.
         return _over_own_copy(document, write, filled, noted, earlier, write_next)
-    except BaseException:
-        state = seam.state(document, create=False)
-        if state is None or not state.unconfirmed:  # nothing written: as before save()
-            if made_pk:
-                clear_made_pk(document)
-            values.release(write, noted)
-        raise
     values.confirm([document])  # nothing of earlier attempts, or of reservations, is pending
     return written
+
+
+def _refuse_second_copy(
+    document: Document, shape: seam.Shape, write: Write, earlier: seam.State | None
+) -> None:
+    """Refuse to insert ``document`` where it would be a second copy of a stored one: stored
+    under its key in another form (``save(force_insert=True)``), or loaded without its key.
+
+    Raises:
+        ValidationError, OperationError: so; nothing is written.
+    """
+    if seam.stored_key(document, write.collection) is not None:
+        raise _stored_in_another_form(document)  # save(force_insert=True): a second copy
+    if earlier is not None and shape.pk_name in earlier.unloaded:
+        raise OperationError(
+            f"{type(document).__name__} was loaded without its key (exclude({shape.pk_name!r})): "
+            "save() would insert it as a copy under a new key; load the key, or set it to None "
+            "(and the unique generated values it holds, which the copy would share) to insert "
+            "a copy"
+        )
 
 
 @dataclass(slots=True)
@@ -408,6 +405,35 @@ class _Insert:
     refused: bool = False
     #: The write concern it is sent with (MongoEngine's option).
     concern: Any = None
+
+    def send(self, retrying: bool) -> Any:
+        """Insert the document (:func:`values.send`: retried after a collision of a value it
+        filled); ``retrying``: the insert of an earlier attempt had its reply lost, and may
+        land. If nothing was written, the key made here is cleared and the values noted are
+        released: as before ``save()``.
+
+        Raises:
+            values.EarlierInsertLanded: the duplicate key met is that earlier insert, landed.
+        """
+        try:
+            return values.send(
+                self.write,
+                self.filled,
+                self.attempt,
+                stored=self.stored,
+                on_unknown=self.unknown,
+                earlier_landed=self.earlier_landed if retrying else None,
+                may_land=retrying,
+            )
+        except values.EarlierInsertLanded:
+            raise
+        except BaseException:
+            state = seam.state(self.document, create=False)
+            if state is None or not state.unconfirmed:  # nothing written: as before save()
+                if self.made_pk:
+                    clear_made_pk(self.document)
+                values.release(self.write, self.noted)
+            raise
 
     def stored(self) -> bool:
         """After a failure no field claims: did the insert land? Only a model's own step may
