@@ -876,3 +876,56 @@ def test_an_unchanged_document_whose_late_insert_the_retry_meets_is_stored_once(
         a.name = "a2"
         a.save()
         assert db.br_late.find_one({"_id": a.pk}) == {"_id": a.pk, "name": "a2"}
+
+
+# -- a failed write concern reported with a write error: the refused document cannot land ----
+
+
+class ConcernFailsOnce:
+    """insert_many on ``collection``, once: applied as far as it goes, then the write concern
+    fails (pymongo's BulkWriteError holding writeConcernErrors, and the write errors met)."""
+
+    def __init__(self, collection):
+        self.collection, self.armed = collection, True
+
+    def __call__(self, collection, method, call):
+        if not self.armed or (collection, method) != (self.collection, "insert_many"):
+            return call()
+        self.armed = False
+        try:
+            call()
+            details = {"writeErrors": [], "nInserted": len(call.args[0])}
+        except pymongo.errors.BulkWriteError as error:
+            details = dict(error.details)
+        details["writeConcernErrors"] = [{"code": 64, "errmsg": "injected: waiting"}]
+        raise pymongo.errors.BulkWriteError(details)
+
+
+class BrTwin(me.Document):
+    meta = {"collection": "br_twin"}
+    id = SequenceField(primary_key=True)
+    name = me.StringField()
+
+
+@pytest.mark.parametrize("then", ["retry", "save"])
+def test_a_document_refused_under_a_failed_write_concern_is_not_taken_as_stored(then):
+    """The review of session 39: b was refused (a duplicate key: another writer's document
+    holds its number, with the same data) in the insert whose write concern failed; the
+    retry, or b's save(), took that document for b's own insert landed, and b's next save
+    wrote over it. Refused, b is no version that may land: it gets a fresh number."""
+    with connected_threadsafe(hook=ConcernFailsOnce("br_twin")) as connect:
+        db = connect()
+        db.br_twin.insert_one({"_id": 2, "name": "b"})  # another writer's, the same data
+        a, b = BrTwin(name="a"), BrTwin(name="b")
+        with pytest.raises(me.errors.BulkWriteError, match="writeConcernErrors"):
+            BrTwin.objects.insert([a, b])
+        if then == "retry":
+            BrTwin.objects.insert([a, b])
+        b.name = "b-mine"
+        b.save()
+        assert b.pk == 3
+        assert sorted(db.br_twin.find(), key=lambda d: d["_id"]) == [
+            {"_id": 1, "name": "a"},
+            {"_id": 2, "name": "b"},
+            {"_id": 3, "name": "b-mine"},
+        ]

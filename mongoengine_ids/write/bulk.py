@@ -235,7 +235,13 @@ class Batch:
         details = error.details
         if details.get("writeConcernErrors"):
             # Applied on the primary, not known to be replicated (a failover may roll them back).
+            # A document refused (a write error), and those after it, never sent, are no
+            # version that may land (the review of session 39: the refused one was taken for
+            # its own insert landed, a document another writer stored with the same data).
             self.unknown = True
+            if details.get("writeErrors"):
+                for position in self.pending[int(details.get("nInserted", 0)) :]:
+                    self.sent.pop(position, None)
             raise BulkWriteError(f"Bulk write error: ({details})") from error
         self._written(int(details.get("nInserted", 0)))
         self.sent = {}  # ordered: the first one left was refused, the others never sent
