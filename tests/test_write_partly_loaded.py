@@ -15,8 +15,9 @@ from typing import Any
 import mongoengine as me
 import pytest
 from _support import TEST_URI
+from mongoengine.context_managers import switch_collection
 
-from mongoengine_ids import RandomUniqueField, SequenceField
+from mongoengine_ids import RandomUniqueField, SequenceField, UUID4Field
 from mongoengine_ids.write import seam
 
 
@@ -765,3 +766,121 @@ def test_a_scope_holding_a_default_never_stored_is_refused_and_says_to_assign_th
     (raw,) = db.pl_geo_visit.find({}, {"_id": 0})
     assert raw == {"place": {"city": "b", "geo": {}}, "no": 1}
     assert PlGeoVisit(place=PlGeoPlace(city="b")).save().no == 2
+
+
+# -- a document loaded in part, no longer stored: never inserted without what was left out ----
+
+
+class PlGonePart(me.EmbeddedDocument):
+    code = SequenceField()
+    label = me.StringField()
+
+
+class PlGone(me.Document):
+    meta = {"collection": "pl_gone"}
+    id = SequenceField(primary_key=True)
+    number = RandomUniqueField(digits=6)
+    token = UUID4Field()
+    holder = me.StringField()
+    main = me.EmbeddedDocumentField(PlGonePart)
+
+
+#: A projection leaving out generated values, and the change made to what it loaded.
+LOADED_IN_PART: dict[str, tuple[Callable[[], Any], Callable[[Any], None], str]] = {
+    "only": (lambda: PlGone.objects.only("holder"), lambda d: setattr(d, "holder", "b"), "number"),
+    "exclude": (
+        lambda: PlGone.objects.exclude("number"),
+        lambda d: setattr(d, "holder", "b"),
+        "number",
+    ),
+    "fields": (
+        lambda: PlGone.objects.fields(token=0),
+        lambda d: setattr(d, "holder", "b"),
+        "token",
+    ),
+    "embedded": (
+        lambda: PlGone.objects.only("holder", "main.label"),
+        lambda d: setattr(d.main, "label", "n"),
+        "main.code",
+    ),
+}
+
+
+def _raw_gone() -> list[dict[str, Any]]:
+    return list(PlGone._get_collection().find())
+
+
+@pytest.mark.parametrize("w", [None, 0])
+@pytest.mark.parametrize("load", LOADED_IN_PART)
+def test_a_document_loaded_in_part_and_deleted_since_is_not_inserted_without_its_values(
+    mongoengine_db: Any, load: str, w: int | None
+) -> None:
+    """The probe of session 39: MongoEngine's save() of a loaded document is an upsert, which
+    inserted it, deleted since by another process, without the generated values the projection
+    left out ({_id: 1, holder: "b"}). Refused, nothing written (also under w=0)."""
+    query, change, left_out = LOADED_IN_PART[load]
+    stored = PlGone(holder="a", main=PlGonePart(label="m")).save()
+    document = query().get(id=stored.id)
+    PlGone._get_collection().delete_many({})  # another process
+    change(document)
+    concern = {} if w is None else {"w": w}
+    with pytest.raises(
+        me.OperationError, match=rf"loaded in part .* left out .*{left_out}.* nothing was written"
+    ):
+        document.save(write_concern=concern)
+    assert _raw_gone() == []
+
+
+@pytest.mark.parametrize("load", LOADED_IN_PART)
+def test_a_document_loaded_in_part_and_still_stored_is_updated_as_before(
+    mongoengine_db: Any, load: str
+) -> None:
+    query, change, _ = LOADED_IN_PART[load]
+    stored = PlGone(holder="a", main=PlGonePart(label="m")).save()
+    before = _raw_gone()
+    document = query().get(id=stored.id)
+    change(document)
+    document.save()
+    [after] = _raw_gone()
+    if load == "embedded":
+        assert after == {**before[0], "main": {**before[0]["main"], "label": "n"}}
+    else:
+        assert after == {**before[0], "holder": "b"}
+
+
+def test_a_document_loaded_in_part_saved_to_another_collection_is_refused(
+    mongoengine_db: Any,
+) -> None:
+    """switch_collection() keeps the document taken as stored: MongoEngine upserted it into
+    the other collection, without what the projection left out."""
+    stored = PlGone(holder="a").save()
+    before = _raw_gone()
+    document = PlGone.objects.only("holder").get(id=stored.id)
+    document.holder = "b"
+    with switch_collection(PlGone, "pl_gone_archive") as archived:
+        with pytest.raises(
+            me.OperationError, match=r"no document stored in '.*pl_gone_archive' matches it"
+        ):
+            document.save()
+        assert list(archived._get_collection().find()) == []
+    assert _raw_gone() == before
+
+
+def test_a_copy_of_a_document_loaded_in_part_inserted_whole_is_saved_as_any_other(
+    mongoengine_db: Any,
+) -> None:
+    """The review of session 39: a copy (key set to None) of a document loaded in part is
+    inserted whole, with values made for what the load left out; deleted since, its next
+    save() was refused as one lacking them. MongoEngine's upsert brings it back, with them."""
+    PlGone(holder="a").save()
+    document = PlGone.objects.only("holder").get()
+    document.pk = None
+    document.save()
+    collection = PlGone._get_collection()
+    copied = collection.find_one({"_id": document.pk})
+    assert copied["number"] == document.number
+    collection.delete_one({"_id": document.pk})  # another process
+    document.holder = "c"
+    document.save()
+    assert collection.find_one({"_id": document.pk}) == {**copied, "holder": "c"}
+    assert len(_raw_gone()) == 2

@@ -102,7 +102,7 @@ def insert(
                     local=landed.snapshot(local, query.collection),
                 )
         raise
-    values.confirm(batch.landed)
+    values.confirm(batch.landed, whole=True)
     if not load_bulk:
         signals.post_bulk_insert.send(document_class, documents=docs, loaded=False, **signal_kwargs)
         return ids[0] if return_one else ids
@@ -296,7 +296,7 @@ class Batch:
             if type(doc) in self.keyed_by_driver and seam.key(doc) is None and sent:
                 seam.set_key(doc, sent.get("_id"))  # the ObjectId the driver made
             self.written_as[id(doc)] = (sent, sent)
-        values.confirm(written)
+        values.confirm(written, whole=True)
         if self.made_pk:
             self.made_pk.difference_update([id(doc) for doc in written])
         self.pending = self.pending[count:]

@@ -27,7 +27,12 @@ from typing import Any
 from bson import ObjectId
 from mongoengine.base import BaseDocument
 from mongoengine.document import Document
-from mongoengine.errors import NotUniqueError, OperationError, ValidationError
+from mongoengine.errors import (
+    NotUniqueError,
+    OperationError,
+    SaveConditionError,
+    ValidationError,
+)
 from mongoengine.fields import EmbeddedDocumentField
 
 from . import landed, seam, values
@@ -132,19 +137,45 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
                 return own(self, son, save_condition, concern)
             return super(owner, self)._save_update(son, save_condition, concern)
 
+        left_out = seam.left_out_values(self) if save_condition is None else []
+        if left_out:
+            # MongoEngine's upsert would insert the document without the values a projection
+            # left out, if it is not stored (deleted since it was loaded, or saved to another
+            # collection: the probe of session 39): an update of the stored one only, as with
+            # a save_condition (which write_next passes on), acknowledged to tell.
+            save_condition = {}
+            write_concern = values.acknowledged_option(seam.collection_of(self), write_concern)
         # What MongoEngine writes is computed from the changed fields; with a generated field
         # in the shard key, ``doc`` needs the values made.
         reads_values = own_step or bool(seam.shard_key(type(self)))
-        return save_update(
-            self,
-            doc,
-            save_condition,
-            write_next,
-            reads_values=reads_values,
-            write_concern=write_concern,
-        )
+        try:
+            return save_update(
+                self,
+                doc,
+                save_condition,
+                write_next,
+                reads_values=reads_values,
+                write_concern=write_concern,
+            )
+        except SaveConditionError as error:
+            if not left_out:
+                raise
+            raise _loaded_in_part_and_gone(self, left_out) from error
 
     return _save_update
+
+
+def _loaded_in_part_and_gone(document: Document, left_out: list[str]) -> OperationError:
+    """The error for ``save()`` of ``document``, loaded in part (``left_out``: the generated
+    values the projection left out), that matched no stored document."""
+    return OperationError(
+        f"{type(document).__name__} {seam.key(document)!r} was loaded in part (only(), "
+        f"exclude() or fields() left out {', '.join(left_out)}) and no document stored in "
+        f"{seam.collection_of(document).full_name!r} matches it (deleted since it was loaded, "
+        "or this save() writes to another collection): MongoEngine would insert it without "
+        "those fields (generated values, or what they are made from); nothing was written. To "
+        "store it, load it whole (or build it anew) and save() that"
+    )
 
 
 def _stored_in_another_form(document: Document) -> ValidationError:
@@ -283,7 +314,7 @@ def settle_unconfirmed(document: Document) -> None:
             "switch_db() or switch_collection(), if any), then update(), modify(), delete() or "
             "reload()"
         )
-    values.confirm([document])
+    values.confirm([document], whole=True)
     # Stored by an insert whose call failed, as found: the application's retry of a bulk
     # insert() counts it stored if it still finds it so (an update through the document, about
     # to run, drops the comparison: :func:`.landed.updated_through_itself`; a delete or a
@@ -355,7 +386,8 @@ def save_create(
     except values.EarlierInsertLanded:
         # As if the look-up above had found it.
         return _over_own_copy(document, write, filled, noted, earlier, write_next)
-    values.confirm([document])  # nothing of earlier attempts, or of reservations, is pending
+    # Nothing of earlier attempts, or of reservations, is pending.
+    values.confirm([document], whole=True)
     return written
 
 
@@ -501,7 +533,7 @@ def _over_own_copy(
     key = seam.shape(type(document)).pk_name
     _, _, again = values.split_kept(filled, [earlier])
     again = [slot for slot in again if not (slot.holder is document and slot.name == key)]
-    values.confirm([document])
+    values.confirm([document], whole=True)
     try:
         return values.send(
             write, again, lambda: write_next(document.to_mongo(), False), may_land=True

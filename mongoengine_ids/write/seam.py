@@ -2040,6 +2040,17 @@ class _Projection:
         return not self.only or ".".join(s for s in steps if s != "*") not in self.above
 
 
+def left_out_values(document: Any) -> list[str]:
+    """The generated fields a projection left out of ``document`` and of the embedded documents
+    it holds (and, of those, the fields that may hold generated values, left out whole), by
+    path: ``number``, ``parts.0.code``."""
+    found = [str(name) for name in sorted(getattr(state(document, create=False), "unloaded", ()))]
+    for path, _, inner in embedded_places(document):
+        unloaded = getattr(state(inner, create=False), "unloaded", ())
+        found.extend(f"{path}.{name}" for name in sorted(unloaded))
+    return found
+
+
 def loaded_again(document: Any, names: Iterable[str]) -> None:
     """``reload(*names)`` (all fields: none named) loaded these fields of ``document`` whole:
     none is one a projection left out any more."""

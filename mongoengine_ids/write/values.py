@@ -368,13 +368,21 @@ def _with_embedded(documents: list[BaseDocument]) -> list[BaseDocument]:
     return found
 
 
-def confirm(documents: list[BaseDocument], *, unwritten: Collection[int] = ()) -> None:
+def confirm(
+    documents: list[BaseDocument], *, unwritten: Collection[int] = (), whole: bool = False
+) -> None:
     """The documents are known to be stored: nothing of an earlier lost reply is pending, and
     the values assigned to them (and to their embedded documents) are theirs by being stored,
     no longer by a reservation made for their write (:func:`_owner`). The embedded documents
     ``unwritten`` (by id: new ones an update left alone) stay new, their write settled all
-    the same (a value assigned in one is written at its path)."""
+    the same (a value assigned in one is written at its path). ``whole``: they were written
+    whole (inserted, or written over their own copy): nothing of them is one a projection left
+    out any more (the review of session 39: a copy of a document loaded in part, inserted
+    whole, was refused its next save as one lacking what the load left out)."""
     holders = _with_embedded(documents)
+    if whole:
+        for holder in holders:
+            seam.loaded_again(holder, ())
     seam.mark_written([h for h in holders if id(h) not in unwritten], settle=True)
     for holder in holders:
         if id(holder) in unwritten:
