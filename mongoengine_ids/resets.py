@@ -7,7 +7,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, Generic, NoReturn, SupportsIndex, TypeVar
+from typing import Any, ClassVar, Generic, NoReturn, SupportsIndex, TypeVar
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -238,3 +238,25 @@ _adopting: tuple[int, int] | None = None
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork()
     os.register_at_fork(after_in_child=adopt_process)
+
+
+class NotCopied:
+    """Mixed into a generator that ``copy.copy()``, ``copy.deepcopy()`` and pickle refuse
+    (``TypeError``): a copy would go on from the original's state (its counter, millisecond
+    and lock), outside the fork reset, and repeat or interleave its ids. ``_COPIED`` says
+    what a copy would do and what to do instead."""
+
+    __slots__ = ()
+    _COPIED: ClassVar[str]
+
+    def _not_copied(self, how: str) -> TypeError:
+        return TypeError(f"a {type(self).__name__} cannot be copied ({how}): {self._COPIED}")
+
+    def __copy__(self) -> NoReturn:
+        raise self._not_copied("copy.copy()")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
+        raise self._not_copied("copy.deepcopy()")
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        raise self._not_copied("pickle")

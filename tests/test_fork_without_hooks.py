@@ -611,3 +611,19 @@ def test_a_generator_cannot_be_copied(how: str, copier: Callable[[Any], Any], ki
         copier(generator)
     assert says in str(caught.value)
     assert after(generator.generate(), first)  # the original carries on
+
+
+@pytest.mark.parametrize(
+    ("how", "copier"),
+    [("copy.copy()", copy.copy), ("copy.deepcopy()", copy.deepcopy), ("pickle", pickle.dumps)],
+)
+def test_a_sequence_cannot_be_copied(how: str, copier: Callable[[Any], Any]) -> None:
+    """The probe of session 39: copy.copy() of a Sequence was allowed, outside the fork reset;
+    in a forked child the copy went on from the parent's leased block (2, 3, 4...), which the
+    parent handed out too. deepcopy and pickle failed on a lock of the client, saying nothing."""
+    sequence = Sequence("copied", database=mongomock.MongoClient().db, batch_size=100)
+    assert sequence.next() == 1
+    with pytest.raises(TypeError, match=re.escape(f"a Sequence cannot be copied ({how})")) as e:
+        copier(sequence)
+    assert "where the original hands them out too" in str(e.value)
+    assert [sequence.next(), sequence.next()] == [2, 3]  # the original carries on

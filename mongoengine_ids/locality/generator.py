@@ -19,7 +19,7 @@ import warnings
 import weakref
 from array import array
 from collections.abc import Callable
-from typing import Any, ClassVar, Final, Literal, NoReturn
+from typing import Final, Literal
 
 from bson.binary import Binary
 
@@ -34,6 +34,7 @@ from .._checks import (
     user_stacklevel,
 )
 from ..errors import IdSpaceExhaustedError, InvalidIdError, invalid_id
+from ..resets import NotCopied
 
 Mode = Literal["spread", "sequential"]
 Clock = Callable[[], int]
@@ -396,28 +397,6 @@ def _mac_to_int(mac: int | bytes) -> int:
     if not 0 <= mac <= C.MAC_MASK:
         raise ValueError(f"mac={mac!r} must be a 48-bit unsigned int (0 to 0x{C.MAC_MASK:x})")
     return mac
-
-
-class NotCopied:
-    """Mixed into a generator that ``copy.copy()``, ``copy.deepcopy()`` and pickle refuse
-    (``TypeError``): a copy would go on from the original's state (its counter, millisecond
-    and lock), outside the fork reset, and repeat or interleave its ids. ``_COPIED`` says
-    what a copy would do and what to do instead."""
-
-    __slots__ = ()
-    _COPIED: ClassVar[str]
-
-    def _not_copied(self, how: str) -> TypeError:
-        return TypeError(f"a {type(self).__name__} cannot be copied ({how}): {self._COPIED}")
-
-    def __copy__(self) -> NoReturn:
-        raise self._not_copied("copy.copy()")
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
-        raise self._not_copied("copy.deepcopy()")
-
-    def __reduce_ex__(self, protocol: Any) -> NoReturn:
-        raise self._not_copied("pickle")
 
 
 def before_1970(now: int) -> ValueError:

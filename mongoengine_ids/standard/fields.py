@@ -24,7 +24,8 @@ from .. import resets
 from .._checks import check_callable, check_int, check_room, is_int, suggest_keywords
 from ..errors import IdSpaceExhaustedError, invalid_id
 from ..locality.field import UUIDValueField
-from ..locality.generator import Clock, NotCopied, _int_from_uuid_value, before_1970
+from ..locality.generator import Clock, _int_from_uuid_value, before_1970
+from ..resets import NotCopied
 from ..write.field import Write
 
 V7_COUNTER_BITS: Final = 42
