@@ -97,7 +97,10 @@ class Faults:
                 self.land()
         self.fired = True
         if mode == "concern":
-            return _concern_failed(method, call)
+            try:
+                return _concern_failed(method, call)
+            finally:
+                self.land()
         if mode == "interrupt":
             # Applied, then the process is interrupted (KeyboardInterrupt, a task's time limit)
             # before the reply is read; the task is run again with the same objects.
@@ -124,8 +127,15 @@ class Faults:
 def _concern_failed(method: str, call: Callable[[], Any]) -> Any:
     """Apply the write ``call``, then raise what pymongo raises when its write concern failed:
     ``WriteConcernError`` for one write (but a write error, such as a duplicate key, which
-    pymongo raises first), a ``BulkWriteError`` with ``writeConcernErrors`` for a bulk write,
-    counting what it inserted (and its write errors, if it met one)."""
+    pymongo raises first, except for a findAndModify: it reads the write concern error first),
+    a ``BulkWriteError`` with ``writeConcernErrors`` for a bulk write, counting what it
+    inserted (and its write errors, if it met one)."""
+    if method.startswith("find_one_and_"):
+        with contextlib.suppress(pymongo.errors.OperationFailure):
+            call()
+        raise pymongo.errors.WriteConcernError(
+            CONCERN_ERROR["errmsg"], CONCERN_ERROR["code"], dict(CONCERN_ERROR)
+        )
     if method not in ("insert_many", "bulk_write"):
         call()
         raise pymongo.errors.WriteConcernError(
@@ -151,18 +161,23 @@ def _concern_failed(method: str, call: Callable[[], Any]) -> Any:
 
 
 def concern_failed(error: BaseException) -> bool:
-    """Whether ``error``, or the error it was raised from (MongoEngine and the package wrap
-    pymongo's), says a write was applied but its write concern failed."""
-    seen: BaseException | None = error
-    while seen is not None:
+    """Whether ``error`` says a write was applied but its write concern failed: pymongo's
+    error, or MongoEngine's ``OperationError`` raised from it (MongoEngine and the package wrap
+    pymongo's once). Any other error, whatever it was raised while handling, is not: a fault
+    of the write path (a ``KeyError``...) met after such an error is not retried away."""
+
+    def reports(seen: BaseException | None) -> bool:
         if isinstance(seen, pymongo.errors.WriteConcernError):
             return True
-        if isinstance(seen, pymongo.errors.BulkWriteError) and seen.details.get(
-            "writeConcernErrors"
-        ):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+        return isinstance(seen, pymongo.errors.BulkWriteError) and bool(
+            seen.details.get("writeConcernErrors")
+        )
+
+    if reports(error):
+        return True
+    return isinstance(error, me.errors.OperationError) and (
+        reports(error.__cause__) or reports(error.__context__)
+    )
 
 
 def _as_sent(call: Callable[[], Any]) -> Callable[[], Any]:
