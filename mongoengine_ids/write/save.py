@@ -107,24 +107,7 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
             # A conditional update goes by the key: only if it is this document's, landed
             # (review CA-2: it went to the document holding the key, the condition met).
             settle_unconfirmed(self)
-        collection = seam.collection_of(self)
-        if seam.stored_key(self, collection) is not None:
-            # MongoEngine would upsert by the key in the field's form: a second copy.
-            raise _stored_in_another_form(self)
-        if generated_key and seam.key_changed(self):
-            # MongoEngine would update the document holding the new key with this one's changes.
-            raise OperationError(
-                f"{type(self).__name__}: the key of a stored document cannot change (to "
-                f"{seam.key(self)!r}); to store a copy under a new key, set the key to None "
-                + (
-                    # (probe BU-1: cleared in pre_save_post_validation, after MongoEngine took
-                    # the document for a stored one)
-                    "before save() or in a pre_save handler, not later: save() has taken it for "
-                    "the stored document by then"
-                    if seam.key(self) is None
-                    else "and save() it as a new document"
-                )
-            )
+        _refuse_update_elsewhere(self, generated_key)
         if save_condition is None and generated_key and seam.never_stored(self):
             # A generated key assigned after the document was built (or by pre_save): MongoEngine
             # takes the document as stored and would upsert it over the holder of that key. It is
@@ -163,6 +146,31 @@ def wrap_save_update(owner: type[Document], own: SaveUpdate | None) -> SaveUpdat
             raise _loaded_in_part_and_gone(self, left_out) from error
 
     return _save_update
+
+
+def _refuse_update_elsewhere(document: Document, generated_key: bool) -> None:
+    """Refuse an update of the stored ``document`` that MongoEngine would send to another
+    document: by its key in the field's form, where it is stored in another (a second copy),
+    or by a generated key changed since it was stored (the document holding the new key).
+
+    Raises:
+        ValidationError, OperationError: so; nothing is written.
+    """
+    if seam.stored_key(document, seam.collection_of(document)) is not None:
+        raise _stored_in_another_form(document)
+    if generated_key and seam.key_changed(document):
+        raise OperationError(
+            f"{type(document).__name__}: the key of a stored document cannot change (to "
+            f"{seam.key(document)!r}); to store a copy under a new key, set the key to None "
+            + (
+                # (probe BU-1: cleared in pre_save_post_validation, after MongoEngine took the
+                # document for a stored one)
+                "before save() or in a pre_save handler, not later: save() has taken it for "
+                "the stored document by then"
+                if seam.key(document) is None
+                else "and save() it as a new document"
+            )
+        )
 
 
 def _loaded_in_part_and_gone(document: Document, left_out: list[str]) -> OperationError:
