@@ -241,10 +241,10 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork()
 
 
 class NotCopied:
-    """Mixed into a generator that ``copy.copy()``, ``copy.deepcopy()`` and pickle refuse
-    (``TypeError``): a copy would go on from the original's state (its counter, millisecond
-    and lock), outside the fork reset, and repeat or interleave its ids. ``_COPIED`` says
-    what a copy would do and what to do instead."""
+    """Mixed into a generator or a ``Sequence``, which ``copy.copy()``, ``copy.deepcopy()`` and
+    pickle refuse (``TypeError``): a copy would go on from the original's state (its counter,
+    millisecond and lock; its leased blocks), outside the fork reset, and repeat or interleave
+    its ids. ``_COPIED`` says what a copy would do and what to do instead."""
 
     __slots__ = ()
     _COPIED: ClassVar[str]

@@ -233,6 +233,7 @@ class Batch:
         failed: the documents before it are written, or their outcome is unknown; a refused
         document whose field claims the duplicate key gets a fresh value."""
         details = error.details
+        inserted = int(details.get("nInserted", 0))
         if details.get("writeConcernErrors"):
             # Applied on the primary, not known to be replicated (a failover may roll them back).
             # A document refused (a write error), and those after it, never sent, are no
@@ -240,10 +241,10 @@ class Batch:
             # its own insert landed, a document another writer stored with the same data).
             self.unknown = True
             if details.get("writeErrors"):
-                for position in self.pending[int(details.get("nInserted", 0)) :]:
+                for position in self.pending[inserted:]:
                     self.sent.pop(position, None)
             raise BulkWriteError(f"Bulk write error: ({details})") from error
-        self._written(int(details.get("nInserted", 0)))
+        self._written(inserted)
         self.sent = {}  # ordered: the first one left was refused, the others never sent
         first = (details.get("writeErrors") or [{}])[0]
         if first.get("code") not in _DUPLICATE_KEY_CODES:

@@ -2044,11 +2044,12 @@ def left_out_values(document: Any) -> list[str]:
     """The generated fields a projection left out of ``document`` and of the embedded documents
     it holds (and, of those, the fields that may hold generated values, left out whole), by
     path: ``number``, ``parts.0.code``."""
-    found = [str(name) for name in sorted(getattr(state(document, create=False), "unloaded", ()))]
-    for path, _, inner in embedded_places(document):
-        unloaded = getattr(state(inner, create=False), "unloaded", ())
-        found.extend(f"{path}.{name}" for name in sorted(unloaded))
-    return found
+    holders = [("", document), *((path, inner) for path, _, inner in embedded_places(document))]
+    return [
+        f"{path}.{name}" if path else name
+        for path, holder in holders
+        for name in sorted(getattr(state(holder, create=False), "unloaded", ()))
+    ]
 
 
 def loaded_again(document: Any, names: Iterable[str]) -> None:
