@@ -130,14 +130,12 @@ def _concern_failed(method: str, call: Callable[[], Any]) -> Any:
     pymongo raises first, except for a findAndModify: it reads the write concern error first),
     a ``BulkWriteError`` with ``writeConcernErrors`` for a bulk write, counting what it
     inserted (and its write errors, if it met one)."""
-    if method.startswith("find_one_and_"):
-        with contextlib.suppress(pymongo.errors.OperationFailure):
-            call()
-        raise pymongo.errors.WriteConcernError(
-            CONCERN_ERROR["errmsg"], CONCERN_ERROR["code"], dict(CONCERN_ERROR)
-        )
     if method not in ("insert_many", "bulk_write"):
-        call()
+        if method.startswith("find_one_and_"):
+            with contextlib.suppress(pymongo.errors.OperationFailure):
+                call()
+        else:
+            call()
         raise pymongo.errors.WriteConcernError(
             CONCERN_ERROR["errmsg"], CONCERN_ERROR["code"], dict(CONCERN_ERROR)
         )
@@ -233,14 +231,10 @@ def retrying(call: Callable[[], list[Any]], between: Callable[[], None] | None =
         outcome.attempts += 1
         try:
             outcome.documents = call()
-        except (pymongo.errors.ConnectionFailure, KeyboardInterrupt) as error:
-            outcome.failed_over, outcome.ending = True, error
-            if between is not None:
-                between()
-            continue
-        except Exception as error:
+        except (Exception, KeyboardInterrupt) as error:
             outcome.ending = error
-            if not concern_failed(error):
+            failed_over = isinstance(error, (pymongo.errors.ConnectionFailure, KeyboardInterrupt))
+            if not (failed_over or concern_failed(error)):
                 return outcome
             outcome.failed_over = True
             if between is not None:

@@ -62,6 +62,22 @@ def stored_a_then_failed(model):
         yield db, a, b
 
 
+@contextlib.contextmanager
+def changed_after_a_lost_reply_then_refused(model, hook):
+    """Connected through ``hook``: ``model.objects.insert([a, b])`` lost its reply, a was
+    changed (named "a2"), and the retry of the call was refused: the change would be left
+    unwritten. Yields (db, a, b)."""
+    with connected_threadsafe(hook=hook) as connect:
+        db = connect()
+        a, b = model(name="a"), model(name="b")
+        with pytest.raises(pymongo.errors.AutoReconnect):
+            model.objects.insert([a, b])
+        a.name = "a2"
+        with pytest.raises(me.errors.OperationError, match="changed since: the retry would"):
+            model.objects.insert([a, b])
+        yield db, a, b
+
+
 # -- insert(load_bulk=True) returns the stored documents of plain keys that change form -------
 
 KEYS = {
@@ -820,14 +836,8 @@ def test_a_change_after_a_lost_reply_is_refused_by_the_retry_that_finds_it_lande
     changed a, then retried the call, which found a stored and counted it written: the change
     was left unwritten, silently (a's stored copy kept the old name). Refused, as for a document
     stored by a call that failed at a later one (probe BY-1d); save() writes it."""
-    with connected_threadsafe(hook=Script("br_random", ["first_lost"])) as connect:
-        db = connect()
-        a, b = BrRandom(name="a"), BrRandom(name="b")
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            BrRandom.objects.insert([a, b])
-        a.name = "a2"
-        with pytest.raises(me.errors.OperationError, match="changed since: the retry would"):
-            BrRandom.objects.insert([a, b])
+    lost = Script("br_random", ["first_lost"])
+    with changed_after_a_lost_reply_then_refused(BrRandom, lost) as (db, a, b):
         assert list(db.br_random.find()) == [{"_id": a.pk, "name": "a"}]
         a.save()
         BrRandom.objects.insert([b])
@@ -840,14 +850,7 @@ def test_a_change_before_a_retry_that_meets_its_late_insert_is_refused_then_save
     flight, landed before the retry's, which met it as a duplicate and counted a stored, as
     first sent: the change made before the retry was left unwritten, silently. Refused as when
     the look-up finds it (nothing written); save() writes the change."""
-    with connected_threadsafe(hook=LateOnce("br_late")) as connect:
-        db = connect()
-        a, b = BrLate(name="a"), BrLate(name="b")
-        with pytest.raises(pymongo.errors.AutoReconnect):
-            BrLate.objects.insert([a, b])
-        a.name = "a2"
-        with pytest.raises(me.errors.OperationError, match="changed since: the retry would"):
-            BrLate.objects.insert([a, b])
+    with changed_after_a_lost_reply_then_refused(BrLate, LateOnce("br_late")) as (db, a, b):
         assert sorted((d["_id"], d["name"]) for d in db.br_late.find()) == [
             (a.pk, "a"),
             (b.pk, "b"),
