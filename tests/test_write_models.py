@@ -416,6 +416,35 @@ def test_allow_inheritance(mongoengine_db: Any, kind: Kind) -> None:
     assert distinct([raw["code"] for raw in raws.values()])
 
 
+@by_embeddable_kind
+def test_a_model_whose_class_name_another_took_fills_embedded_values(
+    mongoengine_db: Any, kind: Kind
+) -> None:
+    """Probe 40a: the models made before an embedded class with a generated field that they may
+    hold were hooked by a walk of MongoEngine's registry, which keeps the last class made under
+    a name. A model whose name another class took meanwhile (a test's scratch model, another
+    module's ``Order``) was left out: its embedded documents were stored without their values,
+    by ``save()`` and by a bulk insert."""
+    prefix = f"Hidden{kind.name.capitalize()}"  # (names of their own: none seen declaring)
+    Line = embedded(f"{prefix}Line", label=me.StringField(), meta={"allow_inheritance": True})
+    Order = document(
+        f"{prefix}Order", "hidden_orders", lines=me.ListField(me.EmbeddedDocumentField(Line))
+    )
+    document(f"{prefix}Order", "hidden_scratch", title=me.StringField())  # takes its name
+    Numbered = type(f"{prefix}NumberedLine", (Line,), {"__module__": __name__, "code": kind.make()})
+    order = Order(lines=[Numbered(label="a"), Numbered(label="b")]).save()
+    order.lines.append(Numbered(label="c"))
+    order.save()
+    Order.objects.insert([Order(lines=[Numbered(label="d")])])
+
+    lines = [line for raw in raw_docs(mongoengine_db.hidden_orders) for line in raw["lines"]]
+    assert [line["label"] for line in lines] == ["a", "b", "c", "d"]
+    codes = [line.get("code") for line in lines]
+    for code in codes:
+        kind.check(code)
+    assert distinct(codes)
+
+
 @by_kind
 def test_abstract_base_declaring_the_fields(mongoengine_db: Any, kind: Kind) -> None:
     Abstract = type(

@@ -72,11 +72,16 @@ from bson import DBRef, ObjectId
 from bson.binary import Binary
 from bson.son import SON
 from mongoengine.base import BaseDocument, BaseField, BaseList, ComplexBaseField
-from mongoengine.base.common import _document_registry, get_document
+from mongoengine.base.common import get_document
 from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
 from mongoengine.context_managers import set_write_concern as set_write_concern
 from mongoengine.dereference import DeReference
-from mongoengine.document import Document, EmbeddedDocument
+from mongoengine.document import (
+    Document,
+    DynamicDocument,
+    DynamicEmbeddedDocument,
+    EmbeddedDocument,
+)
 from mongoengine.errors import NotRegistered
 from mongoengine.fields import (
     CachedReferenceField,
@@ -637,8 +642,7 @@ def uuid_key(document_class: Any) -> GeneratedField | None:
 def uuid_keyed_models_of(collection_name: str) -> list[type[Document]]:
     """The models stored in ``collection_name`` whose key is a UUID of this package
     (:func:`uuid_key`), one per key field (a model and its subclasses share theirs)."""
-    registered = tuple(_document_registry.values())  # a model made again replaces its entry
-    return _uuid_keyed_models(registered).get(collection_name, [])
+    return _uuid_keyed_models(document_classes()).get(collection_name, [])
 
 
 def collection_user(name: str, database: Any) -> str | None:
@@ -649,7 +653,7 @@ def collection_user(name: str, database: Any) -> str | None:
     ``SequenceField`` (MongoEngine's or this package's, by name whatever the database)."""
     if name == COUNTERS_COLLECTION:  # MongoEngine's SequenceField's default (and ours)
         return "the counters of SequenceFields"
-    for kind, field_name in _collection_users(tuple(_document_registry.values())).get(name, ()):
+    for kind, field_name in _collection_users(document_classes()).get(name, ()):
         if field_name is not None:
             return f"the counters of {kind.__name__}.{field_name}"
         if _database_name(kind) == database.name:
@@ -890,20 +894,31 @@ def _keeps_object_ids(field: Any) -> bool:
         return False
 
 
+#: MongoEngine's own document classes: any other in a model's MRO is the user's. (Not told by
+#: its module: a class made by ``type()`` takes the module of MongoEngine's metaclass, which
+#: made it; probe 40a.)
+_MONGOENGINE_CLASSES: Final = frozenset(
+    {BaseDocument, Document, DynamicDocument, EmbeddedDocument, DynamicEmbeddedDocument}
+)
+
+
+def _is_users(klass: type) -> bool:
+    """Whether ``klass``, in the MRO of a document class, is the user's (a model, an embedded
+    document, a mixin), not MongoEngine's nor ``object``."""
+    return klass not in _MONGOENGINE_CLASSES and klass is not object
+
+
 def base_defines(document_class: type[BaseDocument], name: str) -> bool:
     """Whether a base class of ``document_class`` other than MongoEngine's defines ``name``
     (a model's own step, which the package's wrapper on ``document_class`` calls)."""
-    return any(
-        name in vars(klass) and not klass.__module__.startswith("mongoengine.")
-        for klass in document_class.__mro__[1:]
-    )
+    return any(name in vars(klass) and _is_users(klass) for klass in document_class.__mro__[1:])
 
 
 def _serialises_itself(document_class: type[BaseDocument]) -> bool:
     """Whether a class in the MRO of ``document_class`` defines its own ``to_mongo()``."""
     for klass in document_class.__mro__:
         method = vars(klass).get("to_mongo")
-        if method is None or klass.__module__.startswith("mongoengine."):
+        if method is None or not _is_users(klass):
             continue
         if getattr(method, WRAPS_OWN, True) is not None:
             return True  # the class's own, or this package's wrapper of it
@@ -1144,19 +1159,19 @@ PLACES_DEPTH: Final = 4
 def places_of(
     document_class: type[BaseDocument], kind: type[BaseDocument]
 ) -> tuple[tuple[str, ...], ...]:
-    """:func:`_places_of`, worked out once per pair of classes while no class is made (a new
-    subclass may add places; review X: it was worked out again for every slot)."""
-    registered = len(_document_registry)
+    """:func:`_places_of`, worked out once per pair of classes while no embedded class is made
+    (a new subclass may add places; review X: it was worked out again for every slot)."""
+    made = _embedded_made[0]
     known = _PLACES.get(document_class)
     if known is None:
         known = _PLACES[document_class] = {}
     found = known.get(kind)
-    if found is None or found[0] != registered:
-        found = known[kind] = (registered, _places_of(document_class, kind))
+    if found is None or found[0] != made:
+        found = known[kind] = (made, _places_of(document_class, kind))
     return found[1]
 
 
-#: :func:`places_of` of a model class, by embedded class: (the classes registered when worked
+#: :func:`places_of` of a model class, by embedded class: (:data:`_embedded_made` when worked
 #: out, the places).
 _PLACES: weakref.WeakKeyDictionary[type, dict[type, tuple[int, tuple[tuple[str, ...], ...]]]] = (
     weakref.WeakKeyDictionary()
@@ -1195,7 +1210,7 @@ def _places_of(
 
 def _derived_embedded(kind: type) -> bool:
     """Whether ``kind`` is an embedded document class of the user's (not MongoEngine's)."""
-    return issubclass(kind, EmbeddedDocument) and not kind.__module__.startswith("mongoengine.")
+    return issubclass(kind, EmbeddedDocument) and _is_users(kind)
 
 
 def _generates_at(kind: type[BaseDocument], db_field: str) -> bool:
@@ -1221,6 +1236,20 @@ def is_dynamic(kind: type[BaseDocument]) -> bool:
     """Whether ``kind`` is a ``DynamicDocument`` (or ``DynamicEmbeddedDocument``): its
     documents hold any attribute."""
     return bool(kind._dynamic)
+
+
+def document_classes() -> tuple[type[BaseDocument], ...]:
+    """Every document class made (models and embedded), MongoEngine's own left out, however it
+    is named. MongoEngine's registry keeps one class per name, the last made: a model that
+    another class's name hid (a test's scratch model, another module's ``Order``) is still in
+    use, and was left unhooked, its embedded documents stored without their values (probe
+    40a); the walk of the subclasses finds every class alive."""
+    return tuple(
+        kind
+        for root in (Document, EmbeddedDocument)
+        for kind in with_subclasses(root)
+        if _is_users(kind)
+    )
 
 
 def with_subclasses(kind: type[BaseDocument]) -> list[type[BaseDocument]]:
@@ -2199,6 +2228,12 @@ def declared(field: GeneratedField, owner: type, name: str) -> None:
 _CHECKS_EMBEDDED = "_mongoengine_ids_checks_embedded"
 
 
+#: How many embedded document classes were made since the first generated field was declared
+#: (:func:`_check_embedded` counts them; MongoEngine's registry keeps one class per name, so
+#: its size does not tell that a class was made).
+_embedded_made = [0]
+
+
 def _check_embedded(cls: type) -> None:
     """Ask each generated field of the embedded document class ``cls``, just made, whether it
     can serve one (:meth:`.field.GeneratedField.check_embedded_in`): its own, a mixin's or a
@@ -2206,6 +2241,8 @@ def _check_embedded(cls: type) -> None:
     there, Python < 3.12 wraps in a RuntimeError). A class that declares none but holds an
     embedded document that may have some (``leaf = EmbeddedDocumentField(Leaf)``) makes the
     Documents naming it, or a base class of it, write values too."""
+    with _lock:
+        _embedded_made[0] += 1
     for name, field in fields(cls).items():
         if is_generated(field):
             field.check_embedded_in(cls, name)
@@ -2451,7 +2488,7 @@ def _embedded_declared(embedded_class: type[EmbeddedDocument]) -> None:
             _on_subclass(Document, _hook_if_embeds)
             _hook_sorted_lists()
             _hook_embedded_copies()
-        for document_class in list(_document_registry.values()):
+        for document_class in document_classes():
             if not getattr(document_class, _HOOKED, False):  # (a hooked one writes values)
                 _hook_if_embeds(document_class)
 
@@ -2514,7 +2551,7 @@ def _hook_if_embeds(cls: type) -> None:
         hook(cls)
 
 
-def _embeds_generated(document_class: type[BaseDocument], seen: set[str]) -> bool:
+def _embeds_generated(document_class: type[BaseDocument], seen: set[type]) -> bool:
     """Whether a document of ``document_class`` may hold an embedded document with a generated
     field in a field naming its class, a base class or a subclass of it, at any depth, also
     in a field only a subclass of an embedded class declares (an untyped container, or a
@@ -2523,22 +2560,22 @@ def _embeds_generated(document_class: type[BaseDocument], seen: set[str]) -> boo
     return any(embeds_generated(field, seen) for field in fields)
 
 
-def embeds_generated(field: Any, seen: set[str] | None = None) -> bool:
+def embeds_generated(field: Any, seen: set[type] | None = None) -> bool:
     """Whether values of ``field`` may hold an embedded document with a generated field, as
-    :func:`_embeds_generated` tells it of a class (``seen``: the class names looked into)."""
+    :func:`_embeds_generated` tells it of a class (``seen``: the classes looked into)."""
     seen = set() if seen is None else seen
     for embedded in _embedded_types(field):
         name = embedded if isinstance(embedded, str) else embedded.__name__
         if name in _embedded_classes:
             return True
         if isinstance(embedded, str):  # named before it was made: made since?
-            embedded = _document_registry.get(embedded, embedded)
-        if isinstance(embedded, str):
+            embedded = registered(embedded)
+        if embedded is None:
             continue
         for kind in with_subclasses(embedded):  # a subclass may hold one in its own field
-            if kind.__name__ in seen:
+            if kind in seen:  # (by class: two may share a name)
                 continue
-            seen.add(kind.__name__)
+            seen.add(kind)
             if shape(kind).generated or _embeds_generated(kind, seen):
                 return True  # (a subclass of a class declaring one)
     return False
