@@ -138,9 +138,13 @@ def check_process() -> None:
         adopt_process()
 
 
-def adopt_process() -> None:
+def adopt_process(*, forked: bool = False) -> None:
     """Make every :class:`ProcessLock` anew and run every :func:`on_fork` callback, once in
-    this process, unless the state is already its own. Also Python's at-fork hook in a child.
+    this process, unless the state is already its own. Also Python's at-fork hook in a child
+    (``forked``): the state is another process's whatever the pid, which may be the one it was
+    recorded for (probe 40c: a dead ancestor's pid given again to a child of a process forked
+    without the hooks, which never made the state its own; the child took it for its own and
+    handed out that ancestor's leased values again).
 
     Threads of the child that notice together wait for the first. A callback that raises does
     not stop the others; its error propagates, and the state stays another process's, so the
@@ -150,6 +154,9 @@ def adopt_process() -> None:
     global owner_pid, _adopting
     pid = _getpid()
     adopting = (pid, threading.get_ident())
+    if forked:
+        owner_pid = -1  # not this process's, whatever its pid
+        _adopt_locks[pid] = threading.RLock()  # one thread: an inherited one may be held
     with _adopt_locks.setdefault(pid, threading.RLock()):
         if owner_pid == pid or _adopting == adopting:
             return  # done by another thread meanwhile, or this one's callbacks take locks
@@ -236,8 +243,12 @@ def _live_locks() -> list[ProcessLock]:
 _adopting: tuple[int, int] | None = None
 
 
+def _forked() -> None:
+    adopt_process(forked=True)
+
+
 if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork()
-    os.register_at_fork(after_in_child=adopt_process)
+    os.register_at_fork(after_in_child=_forked)
 
 
 class NotCopied:

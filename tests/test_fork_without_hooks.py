@@ -575,6 +575,58 @@ def test_a_child_of_os_fork_is_reset_once_by_the_hook(monkeypatch: pytest.Monkey
     assert made_pid == pid % 65536
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_child_of_os_fork_given_the_recorded_pid_again_is_reset_all_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Probe 40c: the state is recorded as a process's by its pid, which the system gives
+    again once that process is dead: a process forked without the hooks that never made the
+    state its own, then forked by ``os.fork()`` a child given the dead ancestor's pid. The hook
+    took the state for the child's own and reset nothing: the child handed out the ancestor's
+    leased block again (2, 3, 4...). Here every process has one pid (``resets._getpid``), as
+    such a child has its ancestor's. A fork the hook sees is a fork: the state is reset."""
+    monkeypatch.setattr(resets, "_getpid", lambda: 4242)
+    monkeypatch.setattr(resets, "owner_pid", 4242)
+    sequence = Sequence(
+        "reused_pid", database=mongomock.MongoClient().db, batch_size=100, write_concern=None
+    )
+    assert sequence.next() == 1  # the parent holds 2..100 now; the counter says 100
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read_end)
+            os.write(write_end, json.dumps([sequence.next() for _ in range(3)]).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        child = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    assert child == [101, 102, 103]  # a block of its own, from its copy of the counter
+    assert [sequence.next() for _ in range(3)] == [2, 3, 4]  # the parent keeps its block
+
+
+@needs_c_fork
+def test_a_generator_made_in_a_child_forked_without_hooks_keeps_its_settings() -> None:
+    """Probe 40c: made in such a child before anything of the package ran there, a generator
+    was reset with the ones inherited at the child's first check, its ``pid=`` and ``counter=``
+    replaced by the child's pid and a random counter (after ``os.fork()`` they were kept). It
+    is made once the state is the child's own: only what was inherited is reset."""
+    parent = LocalityUUIDGenerator(clock=lambda: T)
+    parent.generate()
+
+    def made() -> str:
+        return str(LocalityUUIDGenerator(pid=4242, counter=0, clock=lambda: T).generate())
+
+    def work() -> list[Any]:
+        return [made(), parent.generate().pid]
+
+    (child_pid, (child_made, inherited_pid)), *_ = _results(_children(1, work))
+    assert child_made == made()  # as made here: its pid and counter kept
+    assert inherited_pid == child_pid % 65536  # the inherited one is reset, as before
+
+
 # -- copies of a generator (BG-3) ---------------------------------------------------------------
 
 

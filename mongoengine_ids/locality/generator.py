@@ -504,6 +504,10 @@ class LocalityUUIDGenerator(NotCopied):
         counter: int | None = None,
         mode: Mode = "spread",
     ) -> None:
+        # Made after this process made the package's state its own: in a child forked without
+        # Python's hooks, the first check would reset a generator made before it, its pid= and
+        # counter= with it (probe 40c).
+        resets.check_process()
         _check_mode(mode)
         if pid is not None:
             check_int("pid", pid, 0, PID_MAX)

@@ -113,6 +113,7 @@ class UUID7Generator(NotCopied):
     def __init__(
         self, *, clock: Clock | None = None, random_bytes: RandomBytes | None = None
     ) -> None:
+        resets.check_process()  # (made as the process's own: see LocalityUUIDGenerator)
         if clock is not None:
             check_callable("clock", clock, "a callable returning epoch milliseconds (an int)")
         if random_bytes is not None:
