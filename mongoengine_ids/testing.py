@@ -58,6 +58,10 @@ class _Connections:
     """The aliases one test connected, and how to tear them down."""
 
     def __init__(self, uri: str | None, options: dict[str, Any], client_class: bool = True) -> None:
+        if uri is not None and not isinstance(uri, str):  # (probe 40, C: it failed at connect())
+            raise TypeError(
+                f"uri must be a MongoDB URI (a str), or None for mongomock; got {uri!r}"
+            )
         _refuse_own_options(options, client_class=client_class)
         self._uri = uri
         # A uuidRepresentation given (pymongo reads its options' names in any case) is
@@ -160,6 +164,8 @@ _DECIDED: Final = {
     "db": "each alias gets a new database: none to name",
     "host": "give a server's URI as the first argument",
     "alias": "connect(alias=...)",
+    # connect()'s spelling, which pymongo does not know (probe 40, C: accepted unchecked).
+    "uuid_representation": "give uuidRepresentation=, or connect(uuid_representation=...)",
 }
 
 

@@ -331,12 +331,23 @@ def test_client_options_and_a_uuid_representation_together(threadsafe: bool) -> 
 
 
 @pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])
-@pytest.mark.parametrize("option", ["name", "db", "host", "alias"])
+@pytest.mark.parametrize("option", ["name", "db", "host", "alias", "uuid_representation"])
 def test_options_that_choose_the_database_are_refused(threadsafe: bool, option: str) -> None:
     """Probe BZ-2: name="app" used database "app" (never dropped), not a new one per alias."""
     make = connected_threadsafe if threadsafe else connected
     with pytest.raises(TypeError, match=rf"test connections' own: {option}= \("):
         make(**{option: "app"}).__enter__()
+    assert mongoengine.connection._connection_settings == {}
+
+
+@pytest.mark.parametrize("threadsafe", [False, True], ids=["connected", "threadsafe"])
+@pytest.mark.parametrize("uri", [27017, b"mongodb://localhost"])
+def test_a_uri_that_is_not_text_is_refused_at_once(threadsafe: bool, uri: Any) -> None:
+    """Probe 40 (C): it failed at the first connect(), with an AttributeError or a TypeError
+    of bytes against str from inside the package."""
+    make = connected_threadsafe if threadsafe else connected
+    with pytest.raises(TypeError, match=rf"uri must be a MongoDB URI \(a str\).*{uri!r}"):
+        make(uri).__enter__()
     assert mongoengine.connection._connection_settings == {}
 
 
