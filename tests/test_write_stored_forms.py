@@ -116,6 +116,72 @@ def test_a_key_stored_in_another_form_is_addressed_as_stored(
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_key_stored_in_another_form_is_referenced_as_stored(
+    mongoengine_db: Any, case: Case
+) -> None:
+    """Probe 40b: a reference to such a document held its key in the field's form, which
+    another document holds: the reference named that one, a query by the document counted its
+    referrers, and deleting the document ran its CASCADE rule on them. References hold the key
+    as stored, of every kind of reference field, and are read back as such."""
+    After = _stored(case)
+    other = After._get_collection().insert_one({"_id": After.id.to_mongo(case.read), "name": "Ot"})
+    legacy, other = After.objects.get(name="Bo"), After.objects.get(id=other.inserted_id)
+    assert legacy.id == other.id == case.read  # read alike, stored apart
+    Holder = document(
+        f"holder_{case.name}",
+        f"holder_{case.name}",
+        ref=me.ReferenceField(After),
+        dbref=me.ReferenceField(After, dbref=True),
+        lazy=me.LazyReferenceField(After),
+        generic=me.GenericReferenceField(),
+        generic_lazy=me.GenericLazyReferenceField(),
+        things=me.ListField(),
+        label=me.StringField(),
+    )
+    Card = document(
+        f"card_{case.name}",
+        f"card_{case.name}",
+        owner=me.ReferenceField(After, reverse_delete_rule=me.CASCADE),
+        label=me.StringField(),
+    )
+    holder = Holder(
+        ref=legacy, dbref=legacy, lazy=legacy, generic=legacy, generic_lazy=legacy, things=[legacy]
+    )
+    assert holder.lazy.fetch().name == holder.generic_lazy.fetch().name == "Bo"  # before save()
+    holder.save()
+    Card(owner=legacy, label="legacy's").save()
+    Card(owner=other, label="other's").save()
+
+    names = ["ref", "dbref", "lazy", "generic", "generic_lazy"]
+
+    def check_stored() -> None:
+        for stored in raw(Holder):
+            assert stored["ref"] == stored["lazy"] == case.stored
+            assert stored["dbref"].id == stored["generic"]["_ref"].id == case.stored
+            assert stored["generic_lazy"]["_ref"].id == case.stored
+
+    check_stored()
+    assert raw(Holder)[0]["things"][0].id == case.stored
+    as_read = Holder.objects.no_dereference().get(id=holder.id)
+    as_read = Holder(**{name: getattr(as_read, name) for name in names})  # (read before use)
+    loaded = Holder.objects.get(id=holder.id)
+    assert [loaded.ref.name, loaded.dbref.name, loaded.generic.name] == ["Bo"] * 3
+    assert loaded.lazy.fetch().name == loaded.generic_lazy.fetch().name == "Bo"
+    # Written again as read back, and as dereferenced: the references stay as stored.
+    as_read.label = "as read"
+    as_read.save()
+    Holder(label="dereferenced", **{name: getattr(loaded, name) for name in names}).save()
+    assert [stored.get("label") for stored in raw(Holder)] == [None, "as read", "dereferenced"]
+    check_stored()
+    assert Holder.objects(ref=legacy).count() == Holder.objects(dbref=legacy).count() == 3
+    assert Holder.objects(ref=other).count() == Holder.objects(generic=other).count() == 0
+
+    legacy.delete()
+    assert [card["label"] for card in raw(Card)] == ["other's"]
+    assert raw(After) == [{"_id": After.id.to_mongo(case.read), "name": "Ot"}]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_a_key_in_the_fields_form_is_saved(mongoengine_db: Any, case: Case) -> None:
     After = _stored(case)
     After._get_collection().delete_many({})
