@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import bson
@@ -95,12 +95,14 @@ def earlier_insert_stored(document: Any, collection: Any) -> tuple[Found, Any]:
     return (Found.SENT if any(matches(found, sent) for sent in mine) else Found.OTHER), found
 
 
-def refused(found: Found | None, document: Any, *, insert: bool) -> bool:
+def refused(
+    found: Found | None, document: Any, *, insert: bool, filled: Iterable[Any] = ()
+) -> bool:
     """Whether the retry of ``document`` refuses what :func:`earlier_insert` ``found``: another
     document under a key the write inserts that no fresh value may replace (one made for the
     document alone, or assigned). Not inserting, MongoEngine's save of an assigned key writes
-    over what holds it."""
-    return found is Found.OTHER and insert and not key_retried(document)
+    over what holds it. ``filled``: the slots the retry filled (:func:`key_retried`)."""
+    return found is Found.OTHER and insert and not key_retried(document, filled)
 
 
 def held_by_other(document: Any, collection: Any) -> str:
@@ -146,26 +148,33 @@ def pk_can_collide(document: Any) -> bool:
         return True  # a sequence or random key
     # A UUID the write path generated for it is its own; one the user assigned may be another
     # document's (an idempotency key, say).
-    return not _key_generated(document)
+    return not _key_generated(document, ())
 
 
-def key_retried(document: Any) -> bool:
+def key_retried(document: Any, filled: Iterable[Any] = ()) -> bool:
     """Whether the key of ``document`` is one its field made and retries on a collision (a
-    sequence or random key, not assigned): another document holding it means a fresh key."""
+    sequence or random key, not assigned): another document holding it means a fresh key.
+    ``filled``: the slots the write under way filled (one refilled after a collision is not in
+    the record of the earlier attempts)."""
     return (
         not seam.state(document).made_pk
         and bool(getattr(seam.pk_field(type(document)), "collision_retries", 0))
-        and _key_generated(document)
+        and _key_generated(document, filled)
     )
 
 
-def _key_generated(document: Any) -> bool:
-    """Whether the write path generated the key ``document`` holds."""
+def _key_generated(document: Any, filled: Iterable[Any]) -> bool:
+    """Whether the write path generated the key ``document`` holds: an earlier attempt (its
+    record), or the write under way (``filled``). Probe 40d: a retry that met a duplicate of a
+    key it refilled, one an earlier attempt had sent, took that key for assigned and refused
+    the document (``NotUniqueError``) where a fresh value was the answer."""
     name = seam.shape(type(document)).pk_name
     key = seam.key(document)
+    made = [(slot, slot.value) for slot in filled]
+    earlier = [(slot, value) for slot, value, _ in seam.state(document).generated]
     return any(
         slot.holder is document and slot.name == name and value == key
-        for slot, value, _ in seam.state(document).generated
+        for slot, value in (*earlier, *made)
     )
 
 

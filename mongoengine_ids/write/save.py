@@ -369,7 +369,7 @@ def save_create(
     # A key of a generated field is inserted, never written over a document holding it (also
     # one the user assigned: MongoEngine's replace would silently overwrite, its issue 1472).
     insert = made_pk or force_insert or shape.generates_pk
-    if landed.refused(found, document, insert=insert):
+    if landed.refused(found, document, insert=insert, filled=filled):
         values.unconfirmed(document, sent=None, made_pk=made_pk, filled=filled, noted=noted)
         raise NotUniqueError(landed.held_by_other(document, write.collection))
     if earlier is not None:
@@ -491,7 +491,7 @@ class _Insert:
         refused as :func:`save_create`'s look-up refuses it (a fresh value is no answer for a
         key made for it alone)."""
         found = landed.earlier_insert(self.document, self.write.collection)
-        if landed.refused(found, self.document, insert=self.insert):
+        if landed.refused(found, self.document, insert=self.insert, filled=self.filled):
             raise NotUniqueError(landed.held_by_other(self.document, self.write.collection))
         return found is landed.Found.SENT
 
