@@ -58,7 +58,25 @@ class InvalidQueryValueError(_FieldValidationError, InvalidIdError):
 
 
 class UniqueIndexMissingError(MongoEngineIdsError, OperationError):  # type: ignore[misc]
-    """A random field's unique index does not exist and may not be created automatically."""
+    """A random field's unique index does not exist and may not be created automatically, or
+    a unique index cannot be built over the stored documents."""
+
+
+def unique_index_unbuilt(
+    who: str, collection: str, field: str | None, error: Exception
+) -> UniqueIndexMissingError:
+    """The error for a unique index (on ``field``, if known) that ``collection`` cannot have:
+    two stored documents hold one value, null most often (probe 40, B: the server's bare
+    ``DuplicateKeyError``, or MongoEngine's ``NotUniqueError`` as if a new document collided)."""
+    name = "field" if field is None else repr(field)
+    on = "a uniquely indexed field" if field is None else repr(field)
+    return UniqueIndexMissingError(
+        f"{who}: a unique index of collection {collection!r} cannot be built: two documents "
+        f"hold one value in {on} ({error}). A sparse index skips the documents lacking the "
+        f"field, not those holding null: unset the nulls (update_many({{{name}: None}}, "
+        f"{{'$unset': {{{name}: ''}}}})), give the other duplicates values of their own, then "
+        "save() or backfill() again (it fills the documents lacking a value)"
+    )
 
 
 def invalid_id(value: object, kind: str, accepted: str) -> InvalidIdError:

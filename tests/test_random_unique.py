@@ -28,6 +28,7 @@ from bson import Int64
 from bson.json_util import RELAXED_JSON_OPTIONS
 from mongoengine.errors import NotUniqueError, ValidationError
 
+from mongoengine_ids import backfill
 from mongoengine_ids.errors import RetriesExhaustedError
 from mongoengine_ids.random_unique.field import (
     DEFAULT_MAX_RETRIES,
@@ -612,6 +613,33 @@ def test_the_index_the_missing_index_error_advises_takes_a_populated_collection(
         "old 1",
         "old 2",
     ]
+
+
+def test_a_unique_index_that_stored_nulls_keep_from_being_built_is_explained(
+    mongoengine_db: Any,
+) -> None:
+    """Probe 40 (B): documents holding null (an older ``IntField(null=True)``) keep a sparse
+    unique index from being built (it skips documents lacking the field, not null ones):
+    ``backfill()`` raised the server's bare ``DuplicateKeyError``, and ``save()`` of a new
+    document ``NotUniqueError``, as if it had collided. The error says why and what to do;
+    done, ``backfill()`` fills them."""
+    mongoengine_db.nulled.insert_many([{"name": "a", "code": None}, {"name": "b", "code": None}])
+
+    class Nulled(me.Document):
+        code = RandomUniqueField(digits=6)
+        name = me.StringField()
+        meta = {"collection": "nulled"}
+
+    for write in (lambda: backfill(Nulled), lambda: Nulled(name="c").save()):
+        with pytest.raises(UniqueIndexMissingError, match=r"cannot be built.*holding null") as e:
+            write()
+        assert "update_many({'code': None}, {'$unset': {'code': ''}})" in str(e.value)
+    assert sorted(doc["name"] for doc in mongoengine_db.nulled.find()) == ["a", "b"]
+    mongoengine_db.nulled.update_many({"code": None}, {"$unset": {"code": ""}})
+    assert backfill(Nulled) == 2
+    codes = [doc["code"] for doc in mongoengine_db.nulled.find()]
+    assert len(set(codes)) == 2
+    assert all(isinstance(code, int) for code in codes)
 
 
 def test_string_operators_on_a_space_of_strings_match_as_a_string_fields(

@@ -42,7 +42,7 @@ from pymongo.write_concern import WriteConcern
 
 from .. import resets
 from .._checks import check_bool, check_collection_name
-from ..errors import RetriesExhaustedError, UniqueIndexMissingError
+from ..errors import RetriesExhaustedError, UniqueIndexMissingError, unique_index_unbuilt
 from ..resets import PerClient, on_drop, on_reset
 from ..write import seam
 from ..write.field import GeneratedField, Write
@@ -666,15 +666,28 @@ class RandomUniqueField(GeneratedField):
                     )
             if not seam.auto_create_index(document_class):
                 raise self._index_missing(collection, "meta['auto_create_index'] is False")
-            names = frozenset(
-                {
-                    collection.create_index(
-                        [(self.db_field, pymongo.ASCENDING)], unique=True, sparse=self.sparse
-                    )
-                }
-            )
+            names = frozenset({self._create_index(collection)})
         _index_names.set(database.client, key, names)
         return names
+
+    def _create_index(self, collection: Any) -> str:
+        """Create the unique index on this field; its name.
+
+        Raises:
+            UniqueIndexMissingError: two stored documents hold one value (probe 40, B: the
+                server's bare ``DuplicateKeyError`` from ``backfill()``, or from ``save()`` of a
+                new document MongoEngine's ``NotUniqueError``, as if it had collided).
+        """
+        try:
+            return str(
+                collection.create_index(
+                    [(self.db_field, pymongo.ASCENDING)], unique=True, sparse=self.sparse
+                )
+            )
+        except pymongo.errors.DuplicateKeyError as error:
+            raise unique_index_unbuilt(
+                self._label, collection.name, self.db_field, error
+            ) from error
 
     def _index_missing(
         self, collection: Any, why: str, *, clashing: str | None = None

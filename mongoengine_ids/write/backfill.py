@@ -6,10 +6,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import pymongo.errors
 from mongoengine import Document
 from mongoengine.base import BaseDocument
 from mongoengine.errors import OperationError, ValidationError
 
+from ..errors import unique_index_unbuilt
 from . import seam, values
 from .field import Write
 from .values import Slot
@@ -54,7 +56,13 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
             f"{accepted!r} (the dotted path of one inside embedded documents: a list's or a "
             "map's items are not named)"
         )
-    collection = seam.class_collection(document_class)
+    try:  # (MongoEngine builds the model's indexes here)
+        collection = seam.class_collection(document_class)
+    except pymongo.errors.DuplicateKeyError as error:
+        where = document_class._get_collection_name()
+        unique = [s["fields"] for s in seam.index_specs(document_class) if s.get("unique")]
+        field = unique[0][0][0] if len(unique) == 1 and len(unique[0]) == 1 else None
+        raise unique_index_unbuilt(document_class.__name__, where, field, error) from error
     total = 0
     unready: list[str] = []  # raised once every field is filled where it can be
     selected = [t for t in targets if not field_names or t[1] in field_names]
