@@ -41,12 +41,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from bson import SON, DBRef
+from bson import DBRef
 from bson.binary import Binary
-from mongoengine.base import BaseDocument, LazyReference
+from mongoengine.base import LazyReference
 from mongoengine.document import Document
 from mongoengine.errors import ValidationError
-from mongoengine.fields import GenericReferenceField, LazyReferenceField, ReferenceField
+from mongoengine.fields import LazyReferenceField, ReferenceField
 
 from ..stored import StoredUUID, StoredUUIDText
 from . import seam
@@ -120,9 +120,6 @@ def wrap_to_dbref(owner: type[Document], own: ToDBRef | None) -> ToDBRef:
 
     def to_dbref(self: Document) -> DBRef:
         ref = own(self) if own is not None else super(owner, self).to_dbref()
-        stored = seam.stored_key(self)  # a legacy key: as stored (see as_stored_reference)
-        if stored is not None:
-            return DBRef(ref.collection, stored)
         return DBRef(ref.collection, seam.pk_field(type(self)).reference_key(ref.id))
 
     return to_dbref
@@ -188,9 +185,6 @@ def wrap_reference_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, An
 
     @functools.wraps(own)
     def to_mongo(self: Any, document: Any) -> Any:
-        stored = as_stored_reference(self, document)
-        if stored is not None:
-            return stored
         if isinstance(document, DBRef):
             referenced = seam.referenced_class(self)
             if seam.generated_key(referenced) is not None:  # a LazyReference: the DBRef it is
@@ -200,126 +194,18 @@ def wrap_reference_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, An
     return to_mongo
 
 
-def wrap_lazy_reference_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """``to_mongo`` of ``LazyReferenceField`` (and so its queries): a document whose key is
-    stored in another form is referenced as stored (:func:`as_stored_reference`)."""
-
-    @functools.wraps(own)
-    def to_mongo(self: Any, document: Any) -> Any:
-        if isinstance(document, _StoredLazyReference):  # read back: its key as stored
-            return DBRef(document.collection, document.pk) if self.dbref else document.pk
-        stored = as_stored_reference(self, document)
-        return own(self, document) if stored is None else stored
-
-    return to_mongo
-
-
-def as_stored_reference(field: Any, document: Any) -> Any:
-    """What the reference field ``field`` (MongoEngine's ``ReferenceField``,
-    ``LazyReferenceField`` or ``GenericReferenceField``: its ``to_mongo()``, and so its
-    queries) stores for ``document`` if the key of ``document`` is stored in another form than
-    its field writes (a legacy key, docs/migration.md; :func:`.seam.stored_key`): that key as
-    stored, which addresses it. None for any other value.
-
-    Probe 40b: the key as the field writes it (``5`` for a text ``"5"`` MongoEngine's own
-    ``SequenceField`` stored; ``K7M2Q9AB`` for a lower-case Crockford code) may be another
-    document's: a reference named that one, a query by the document counted its referrers, and
-    the delete rules of the document (``CASCADE`` queries ``field__in`` its documents) deleted
-    them."""
-    if not isinstance(document, Document):
-        return None
-    key = seam.stored_key(document)
-    if key is None:
-        return None
-    collection = document._get_collection_name()
-    if isinstance(field, GenericReferenceField):  # (GenericLazyReferenceField's too)
-        return SON((("_cls", document._class_name), ("_ref", DBRef(collection, key))))
-    if isinstance(field, ReferenceField) and field.document_type._meta.get("abstract"):
-        return DBRef(collection, key, cls=document._class_name)
-    return DBRef(collection, key) if field.dbref else key
-
-
 def wrap_reference_to_python(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """``to_python`` of ``ReferenceField`` or ``LazyReferenceField``: a stored DBRef gets the
     key as references hold it, so that ``DeReference`` finds the documents it loads for it."""
 
     @functools.wraps(own)
     def to_python(self: Any, value: Any) -> Any:
-        legacy = _legacy_reference(self, value)
-        if legacy is not None:
-            return legacy
         found = own(self, value)
         if type(value) is DBRef and type(found) is DBRef:  # as decoded; not a LazyReference
             return keyed_dbref(seam.referenced_class(self), found)
         return found
 
     return to_python
-
-
-def _legacy_reference(field: Any, value: Any) -> Any:
-    """A stored reference of ``field`` (``dbref=False``: the key alone) to a document whose key
-    is stored in another form than its field writes (a legacy key, see
-    :func:`as_stored_reference`), as a DBRef (a ``LazyReference`` for a lazy field) holding the
-    key as stored; None for any other value. MongoEngine turns the key into its field's form
-    (``"5"`` into ``5``), which may be another document's key: that one was dereferenced
-    (probe 40b). Keys stored as UUIDs are judged by :func:`keyed_dbref`."""
-    if value is None or isinstance(value, (DBRef, BaseDocument)):
-        return None
-    referenced = seam.referenced_class(field)
-    if not _legacy_key(referenced, value):
-        return None
-    ref = DBRef(referenced._get_collection_name(), value)
-    return field.build_lazyref(ref) if isinstance(field, LazyReferenceField) else ref
-
-
-def _legacy_key(document_class: Any, key: Any) -> bool:
-    """Whether ``key``, a key of a ``document_class`` as stored, is in another form than its key
-    field (a generated one) writes: a legacy key (see :func:`as_stored_reference`). The UUID
-    keys of this package are judged by :func:`keyed_dbref`."""
-    field = seam.generated_key(document_class)
-    return field is not None and not field.stored_form_differs and not field.in_own_form(key)
-
-
-def wrap_lazy_build(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """``build_lazyref`` of ``LazyReferenceField`` and ``GenericLazyReferenceField``: the
-    ``LazyReference`` of a document whose key is stored in another form, or of such a key read
-    back, is a :class:`_StoredLazyReference` (MongoEngine's ``fetch()`` would look the key up
-    in the field's form: another document, probe 40b). The one a ``GenericLazyReferenceField``
-    makes of a stored reference (``{"_cls": ..., "_ref": DBRef}``) has its ``pk`` as references
-    hold the key, as a ``LazyReferenceField``'s has."""
-
-    @functools.wraps(own)
-    def build_lazyref(self: Any, value: Any) -> Any:
-        found = own(self, value)
-        if not isinstance(found, LazyReference) or isinstance(found, _StoredLazyReference):
-            return found
-        kind, passthrough = found.document_type, found.passthrough
-        stored = seam.stored_key(value) if isinstance(value, Document) else None
-        if stored is not None or _legacy_key(kind, found.pk):
-            key = found.pk if stored is None else stored
-            return _StoredLazyReference(kind, key, passthrough=passthrough)
-        if isinstance(value, dict):
-            key = reference_key(kind, found.pk)
-            if key is not found.pk:
-                return LazyReference(kind, key, passthrough=passthrough)
-        return found
-
-    return build_lazyref
-
-
-class _StoredLazyReference(LazyReference):  # type: ignore[misc]
-    """A ``LazyReference`` to a document whose key is stored in another form (see
-    :func:`_legacy_key`): ``fetch()`` looks the key up as stored, where MongoEngine's queries
-    by ``pk``, in the field's form; it is written with the key as stored."""
-
-    __slots__ = ()
-
-    def fetch(self, force: bool = False) -> Any:
-        cached = None if force else self._cached_doc  # type: ignore[has-type]
-        if not cached:
-            cached = self.document_type.objects.get(__raw__={"_id": self.pk})
-            self._cached_doc = cached  # type: ignore[misc]
-        return cached
 
 
 def wrap_generic_reference_to_python(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
@@ -436,6 +322,23 @@ def wrap_cached_query_value(own: Callable[..., Any]) -> Callable[..., Any]:
     return prepare_query_value
 
 
+def wrap_generic_lazy_build(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``build_lazyref`` of ``GenericLazyReferenceField``: the ``LazyReference`` it makes of a
+    stored reference (``{"_cls": ..., "_ref": DBRef}``) has its ``pk`` as references hold the
+    key, as a ``LazyReferenceField``'s has."""
+
+    @functools.wraps(own)
+    def build_lazyref(self: Any, value: Any) -> Any:
+        found = own(self, value)
+        if isinstance(value, dict) and isinstance(found, LazyReference):
+            key = reference_key(found.document_type, found.pk)
+            if key is not found.pk:
+                return LazyReference(found.document_type, key, passthrough=found.passthrough)
+        return found
+
+    return build_lazyref
+
+
 def wrap_generic_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """``to_mongo`` of ``GenericReferenceField`` (and so of its queries, and of
     ``GenericLazyReferenceField``'s): a DBRef made by hand (``DBRef(collection, pk)``) to a model
@@ -447,9 +350,6 @@ def wrap_generic_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any]
 
     @functools.wraps(own)
     def to_mongo(self: Any, document: Any) -> Any:
-        stored = as_stored_reference(self, document)
-        if stored is not None:
-            return stored
         if isinstance(document, LazyReference):
             if seam.uuid_key(document.document_type) is not None:
                 document = keyed_dbref(document.document_type, document)
@@ -492,7 +392,6 @@ def wrap_untyped_container(own: Callable[..., Any]) -> Callable[..., Any]:
         found = own(self, value, *args, **kwargs)
         if self.field is not None:
             return found
-        found = _legacy_keys_as_stored(value, found)
         if isinstance(found, list) and any(_may_hold_uuid_key(item) for item in found):
             rekey = _Rekey()
             return [rekey(item) for item in found]
@@ -502,32 +401,6 @@ def wrap_untyped_container(own: Callable[..., Any]) -> Callable[..., Any]:
         return found
 
     return convert
-
-
-def _legacy_keys_as_stored(given: Any, found: Any) -> Any:
-    """``found``, what an untyped container made of ``given``, with each ``DBRef(collection,
-    pk)`` it made of a document whose key is stored in another form (see
-    :func:`as_stored_reference`) holding the key as stored: MongoEngine's ``to_python`` puts
-    the key in its field's form, which may be another document's (probe 40b)."""
-    if isinstance(given, list) and isinstance(found, list) and len(given) == len(found):
-        places: Iterable[Any] = range(len(given))
-    elif isinstance(given, dict) and isinstance(found, dict):
-        places = given.keys()
-    else:
-        return found
-    stored = {
-        place: DBRef(found[place].collection, key)
-        for place in places
-        if isinstance(given[place], Document)
-        and type(found.get(place) if isinstance(found, dict) else found[place]) is DBRef
-        and (key := seam.stored_key(given[place])) is not None
-    }
-    if not stored:
-        return found
-    changed = type(found)(found)
-    for place, ref in stored.items():
-        changed[place] = ref
-    return changed
 
 
 def _stores(document_class: Any, key: Any) -> bool:

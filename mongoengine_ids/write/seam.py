@@ -2232,10 +2232,7 @@ def declared(field: GeneratedField, owner: type, name: str) -> None:
         if not getattr(EmbeddedDocument, _CHECKS_EMBEDDED, False):
             _on_subclass(EmbeddedDocument, _check_embedded)
             setattr(EmbeddedDocument, _CHECKS_EMBEDDED, True)
-    primary = bool(getattr(field, "primary_key", False))
-    key = primary and field.stored_form_differs
-    if primary:  # a key stored in another form (a legacy one) is referenced as stored
-        hook_reference_fields()
+    key = bool(getattr(field, "primary_key", False)) and field.stored_form_differs
     if isinstance(owner, type) and issubclass(owner, Document):
         hook(owner)
         if key:
@@ -2312,12 +2309,10 @@ def hook_reference_fields() -> None:
             (ReferenceField, "to_mongo", references.wrap_reference_to_mongo),
             (ReferenceField, "to_python", references.wrap_reference_to_python),
             (LazyReferenceField, "to_python", references.wrap_reference_to_python),
-            (LazyReferenceField, "to_mongo", references.wrap_lazy_reference_to_mongo),
             (CachedReferenceField, "prepare_query_value", references.wrap_cached_query_value),
             (GenericReferenceField, "to_mongo", references.wrap_generic_to_mongo),
             (GenericLazyReferenceField, "to_mongo", references.wrap_generic_lazy_to_mongo),
-            (LazyReferenceField, "build_lazyref", references.wrap_lazy_build),
-            (GenericLazyReferenceField, "build_lazyref", references.wrap_lazy_build),
+            (GenericLazyReferenceField, "build_lazyref", references.wrap_generic_lazy_build),
             (DeReference, "__call__", references.wrap_dereference),
             (GenericReferenceField, "to_python", references.wrap_generic_reference_to_python),
             (DynamicField, "to_python", references.wrap_dynamic_to_python),
