@@ -511,20 +511,6 @@ def test_documents_in_untyped_lists_and_dicts(world: World) -> None:
     world.check_sent()
 
 
-def test_a_document_in_an_untyped_list_whose_class_name_another_took(world: World) -> None:
-    """Probe 40a: the models keyed by a UUID were found through MongoEngine's registry, which
-    keeps the last class made under a name: once another class took its name (a test's scratch
-    model), a document of the model in a ``ListField()`` was sent with its key as the object
-    holds it, which the driver could not encode. It is stored as before the name was taken."""
-    Order = world.order()
-    Holder = world.model("Holder", things=me.ListField())
-    type(Order.__name__, (me.Document,), {"meta": {"collection": "scratch"}})  # takes its name
-    a = Order(name="a").save()
-    saved = Holder(things=[a]).save()
-    world.check_reference(world.raw(Holder, saved)["things"][0], a, dbref=True)
-    world.check_sent()
-
-
 @pytest.mark.parametrize("options", [None, "RELAXED", "CANONICAL"])
 def test_a_document_in_a_dynamic_field_is_read_back_also_from_json(
     world: World, options: str | None

@@ -107,3 +107,30 @@ def test_a_driver_error_is_one_raised_before_or_by_the_database_call() -> None:
         RuntimeError("post_init handler failed"),
     ):
         assert not from_driver(error), error
+
+
+def test_models_made_again_under_one_name_are_all_hooked_and_freed_once_dropped(
+    mongoengine_db: Any,
+) -> None:
+    """Probe 40a found models by the subclasses, not by MongoEngine's registry (one class per
+    name): a first cache of that walk kept every class it had seen alive (review 152). Made
+    again and again under one name, as a notebook's cell run again, each model in use is found,
+    and those dropped are freed."""
+    import gc
+    import weakref
+
+    from mongoengine_ids import UUID4Field
+
+    line = type("FreedLine", (mongoengine.EmbeddedDocument,), {"code": UUID4Field()})
+    made = []
+    for _ in range(5):
+        field = mongoengine.ListField(mongoengine.EmbeddedDocumentField(line))
+        made.append(type("FreedOrder", (Document,), {"lines": field}))
+    assert set(made) <= set(seam.document_classes())
+    kept = made.pop()
+    seam.uuid_keyed_models_of("freed_order")  # (the look-ups the write path makes)
+    dropped = [weakref.ref(kind) for kind in made]
+    made.clear()
+    gc.collect()
+    assert [ref() for ref in dropped] == [None] * 4
+    assert kept in seam.document_classes()

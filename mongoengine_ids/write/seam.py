@@ -72,7 +72,7 @@ from bson import DBRef, ObjectId
 from bson.binary import Binary
 from bson.son import SON
 from mongoengine.base import BaseDocument, BaseField, BaseList, ComplexBaseField
-from mongoengine.base.common import get_document
+from mongoengine.base.common import _document_registry, get_document
 from mongoengine.connection import DEFAULT_CONNECTION_NAME, get_db
 from mongoengine.context_managers import set_write_concern as set_write_concern
 from mongoengine.dereference import DeReference
@@ -642,7 +642,8 @@ def uuid_key(document_class: Any) -> GeneratedField | None:
 def uuid_keyed_models_of(collection_name: str) -> list[type[Document]]:
     """The models stored in ``collection_name`` whose key is a UUID of this package
     (:func:`uuid_key`), one per key field (a model and its subclasses share theirs)."""
-    return _uuid_keyed_models(document_classes()).get(collection_name, [])
+    registered = tuple(_document_registry.values())  # a model made again replaces its entry
+    return _uuid_keyed_models(registered).get(collection_name, [])
 
 
 def collection_user(name: str, database: Any) -> str | None:
@@ -653,7 +654,7 @@ def collection_user(name: str, database: Any) -> str | None:
     ``SequenceField`` (MongoEngine's or this package's, by name whatever the database)."""
     if name == COUNTERS_COLLECTION:  # MongoEngine's SequenceField's default (and ours)
         return "the counters of SequenceFields"
-    for kind, field_name in _collection_users(document_classes()).get(name, ()):
+    for kind, field_name in _collection_users(tuple(_document_registry.values())).get(name, ()):
         if field_name is not None:
             return f"the counters of {kind.__name__}.{field_name}"
         if _database_name(kind) == database.name:
@@ -1239,31 +1240,25 @@ def is_dynamic(kind: type[BaseDocument]) -> bool:
 
 
 def document_classes() -> tuple[type[BaseDocument], ...]:
-    """Every document class made (models and embedded), MongoEngine's own left out, however it
-    is named. MongoEngine's registry keeps one class per name, the last made: a model that
+    """Every document class alive (models and embedded), MongoEngine's own left out, however
+    it is named. MongoEngine's registry keeps one class per name, the last made: a model that
     another class's name hid (a test's scratch model, another module's ``Order``) is still in
     use, and was left unhooked, its embedded documents stored without their values (probe
-    40a); the walk of the subclasses finds every class alive. Walked again once a class is
-    made (a walk of 800 classes takes about 0.2 ms)."""
-    made, found = _document_classes[0], cast("tuple[type[BaseDocument], ...]", _document_classes[1])
-    if made is not _classes_made[0]:
-        made = _classes_made[0]  # (read first: a class made during the walk walks again)
-        found = tuple(
-            kind
-            for root in (Document, EmbeddedDocument)
-            for kind in with_subclasses(root)
-            if _is_users(kind)
-        )
-        _document_classes[:] = [made, found]
-    return found
+    40a). Walked at each call (0.2 ms for 800 classes): only where an embedded class with
+    generated fields is made; kept nowhere, so that a class dropped can be freed (review 152:
+    a cache of every class kept every class ever made alive)."""
+    return tuple(
+        kind
+        for root in (Document, EmbeddedDocument)
+        for kind in with_subclasses(root)
+        if _is_users(kind)
+    )
 
 
 #: A new object each time a document class is made (not the size of MongoEngine's registry,
 #: which keeps one class per name; one assignment, so threads making classes together leave a
-#: new one whatever their order), and :func:`document_classes` as last walked: (the object
-#: then, the classes).
+#: new one whatever their order): :func:`places_of` works its places out again.
 _classes_made: list[object] = [object()]
-_document_classes: list[Any] = [None, ()]
 
 
 def _class_made(cls: type) -> None:
