@@ -116,6 +116,71 @@ def test_a_key_stored_in_another_form_is_addressed_as_stored(
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_a_key_stored_in_another_form_is_refused_to_references(
+    mongoengine_db: Any, case: Case
+) -> None:
+    """Probe 40b: a reference to such a document held its key in the field's form, which
+    another document holds: the reference named that one, a query by the document counted its
+    referrers, and deleting the document ran its CASCADE rule on them. Every kind of reference
+    to it, a query by it, and its delete rules are refused, nothing written; a reference to the
+    other document is as before."""
+    After = _stored(case)
+    other = After._get_collection().insert_one({"_id": After.id.to_mongo(case.read), "name": "Ot"})
+    legacy, other = After.objects.get(name="Bo"), After.objects.get(id=other.inserted_id)
+    assert legacy.id == other.id == case.read  # read alike, stored apart
+    Holder = document(
+        f"holder_{case.name}",
+        f"holder_{case.name}",
+        base=me.DynamicDocument,
+        ref=me.ReferenceField(After),
+        dbref=me.ReferenceField(After, dbref=True),
+        lazy=me.LazyReferenceField(After),
+        generic=me.GenericReferenceField(),
+        generic_lazy=me.GenericLazyReferenceField(),
+        cached=me.CachedReferenceField(After, fields=["name"]),
+        things=me.ListField(),
+        by_name=me.DictField(),
+    )
+    Card = document(
+        f"card_{case.name}",
+        f"card_{case.name}",
+        owner=me.ReferenceField(After, reverse_delete_rule=me.CASCADE),
+    )
+    Card(owner=other).save()
+    references = {
+        "ref": legacy,
+        "dbref": legacy,
+        "lazy": legacy,
+        "generic": legacy,
+        "generic_lazy": legacy,
+        "cached": legacy,
+        "things": [legacy],
+        "by_name": {"a": legacy},
+        "anything": legacy,  # a dynamic attribute: to_dbref()
+    }
+    for name, value in references.items():
+        with pytest.raises(me.ValidationError, match=rf"stored under the key {case.stored!r}"):
+            Holder(**{name: value}).save()
+    with pytest.raises(me.ValidationError, match=r"another form"):
+        Holder.objects(ref=legacy).count()
+    with pytest.raises(me.ValidationError, match=r"another form"):
+        legacy.delete()  # its CASCADE rule would delete the other document's card
+    assert raw(Holder) == []
+    assert [doc["name"] for doc in raw(After)] == ["Bo", "Ot"]
+    assert len(raw(Card)) == 1
+
+    def to_other(value: Any) -> Any:
+        if isinstance(value, list):
+            return [other]
+        return {"a": other} if isinstance(value, dict) else other
+
+    del references["anything"]  # (MongoEngine reads a type()-made class's back as its fields)
+    held = Holder(**{name: to_other(value) for name, value in references.items()}).save()
+    assert Holder.objects(ref=other).count() == 1  # the other one's, as before
+    assert Holder.objects.get(id=held.id).ref.name == "Ot"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_a_key_in_the_fields_form_is_saved(mongoengine_db: Any, case: Case) -> None:
     After = _stored(case)
     After._get_collection().delete_many({})
