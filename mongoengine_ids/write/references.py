@@ -185,7 +185,6 @@ def wrap_reference_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, An
 
     @functools.wraps(own)
     def to_mongo(self: Any, document: Any) -> Any:
-        refuse_referenced(document)
         if isinstance(document, DBRef):
             referenced = seam.referenced_class(self)
             if seam.generated_key(referenced) is not None:  # a LazyReference: the DBRef it is
@@ -193,57 +192,6 @@ def wrap_reference_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, An
         return own(self, document)
 
     return to_mongo
-
-
-def refuse_referenced(document: Any) -> None:
-    """Refuse a reference to ``document`` if its key is stored in another form than its field
-    writes (a legacy key: docs/migration.md, "Keys stored in another form"): a reference holds
-    the key in the field's form, which may be another document's. Probe 40b: it dereferenced
-    that one, a query by the document counted that one's referrers, and its ``CASCADE`` rule
-    deleted them (a fix writing the stored form was reverted: MongoEngine's dereferencing
-    files documents by their key in the field's form).
-
-    Raises:
-        ValidationError: so; nothing is written.
-    """
-    if not isinstance(document, Document):
-        return
-    stored = seam.stored_key(document)
-    if stored is None:
-        return
-    key = seam.key(document)
-    written = seam.pk_field(type(document)).to_mongo(key)
-    raise ValidationError(
-        f"{type(document).__name__} {key!r} is stored under the key {stored!r}, in another "
-        f"form than its field writes ({written!r}): a reference to it, a query by it and its "
-        f"delete rules would hold {written!r}, which may be another document's key. Convert "
-        "its key first (docs/migration.md, 'Keys stored in another form')"
-    )
-
-
-def wrap_document_to_dbref(own: ToDBRef) -> ToDBRef:
-    """``Document.to_dbref`` (a ``DynamicDocument``'s attribute holds what it makes): refusing
-    a document whose key is stored in another form (:func:`refuse_referenced`)."""
-
-    @functools.wraps(own)
-    def to_dbref(self: Any) -> DBRef:
-        refuse_referenced(self)
-        return own(self)
-
-    return to_dbref
-
-
-def wrap_refusing(own: Callable[..., Any]) -> Callable[..., Any]:
-    """A method of a reference field taking a document first (``to_mongo``,
-    ``build_lazyref``), refusing one whose key is stored in another form
-    (:func:`refuse_referenced`)."""
-
-    @functools.wraps(own)
-    def refusing(self: Any, document: Any, *args: Any, **kwargs: Any) -> Any:
-        refuse_referenced(document)
-        return own(self, document, *args, **kwargs)
-
-    return refusing
 
 
 def wrap_reference_to_python(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
@@ -381,7 +329,6 @@ def wrap_generic_lazy_build(own: Callable[[Any, Any], Any]) -> Callable[[Any, An
 
     @functools.wraps(own)
     def build_lazyref(self: Any, value: Any) -> Any:
-        refuse_referenced(value)
         found = own(self, value)
         if isinstance(value, dict) and isinstance(found, LazyReference):
             key = reference_key(found.document_type, found.pk)
@@ -403,7 +350,6 @@ def wrap_generic_to_mongo(own: Callable[[Any, Any], Any]) -> Callable[[Any, Any]
 
     @functools.wraps(own)
     def to_mongo(self: Any, document: Any) -> Any:
-        refuse_referenced(document)
         if isinstance(document, LazyReference):
             if seam.uuid_key(document.document_type) is not None:
                 document = keyed_dbref(document.document_type, document)
@@ -443,9 +389,6 @@ def wrap_untyped_container(own: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(own)
     def convert(self: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
-        if self.field is None and isinstance(value, (list, tuple, dict)):
-            for item in value.values() if isinstance(value, dict) else value:
-                refuse_referenced(item)  # (made a DBRef of its key in the field's form)
         found = own(self, value, *args, **kwargs)
         if self.field is not None:
             return found

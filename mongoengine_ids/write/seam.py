@@ -2227,10 +2227,7 @@ def declared(field: GeneratedField, owner: type, name: str) -> None:
         if not getattr(EmbeddedDocument, _CHECKS_EMBEDDED, False):
             _on_subclass(EmbeddedDocument, _check_embedded)
             setattr(EmbeddedDocument, _CHECKS_EMBEDDED, True)
-    primary = bool(getattr(field, "primary_key", False))
-    key = primary and field.stored_form_differs
-    if primary:  # a key stored in another form (a legacy one) is refused to references
-        hook_reference_fields()
+    key = bool(getattr(field, "primary_key", False)) and field.stored_form_differs
     if isinstance(owner, type) and issubclass(owner, Document):
         hook(owner)
         if key:
@@ -2307,10 +2304,6 @@ def hook_reference_fields() -> None:
             (ReferenceField, "to_mongo", references.wrap_reference_to_mongo),
             (ReferenceField, "to_python", references.wrap_reference_to_python),
             (LazyReferenceField, "to_python", references.wrap_reference_to_python),
-            (LazyReferenceField, "to_mongo", references.wrap_refusing),
-            (LazyReferenceField, "build_lazyref", references.wrap_refusing),
-            (CachedReferenceField, "to_mongo", references.wrap_refusing),
-            (Document, "to_dbref", references.wrap_document_to_dbref),
             (CachedReferenceField, "prepare_query_value", references.wrap_cached_query_value),
             (GenericReferenceField, "to_mongo", references.wrap_generic_to_mongo),
             (GenericLazyReferenceField, "to_mongo", references.wrap_generic_lazy_to_mongo),
