@@ -28,7 +28,7 @@ from bson import Int64
 from bson.json_util import RELAXED_JSON_OPTIONS
 from mongoengine.errors import NotUniqueError, ValidationError
 
-from mongoengine_ids import backfill
+from mongoengine_ids import SequenceField, backfill
 from mongoengine_ids.errors import RetriesExhaustedError
 from mongoengine_ids.random_unique.field import (
     DEFAULT_MAX_RETRIES,
@@ -640,6 +640,29 @@ def test_a_unique_index_that_stored_nulls_keep_from_being_built_is_explained(
     codes = [doc["code"] for doc in mongoengine_db.nulled.find()]
     assert len(set(codes)) == 2
     assert all(isinstance(code, int) for code in codes)
+
+
+def test_the_unique_index_is_built_once_the_advice_of_its_error_is_followed(
+    mongoengine_db: Any,
+) -> None:
+    """Review 154: MongoEngine keeps the collection whose indexes it failed to build, and never
+    builds them again: once the nulls were unset, ``backfill()`` filled the documents, and a
+    duplicate number was then stored. The error lets the model look its collection up again."""
+    mongoengine_db.numbered.insert_many([{"name": "a", "n": None}, {"name": "b", "n": None}])
+
+    class Numbered(me.Document):
+        n = SequenceField(unique=True, sparse=True)
+        name = me.StringField()
+        meta = {"collection": "numbered"}
+
+    with pytest.raises(UniqueIndexMissingError, match=r"update_many\(\{'n': None\}"):
+        backfill(Numbered)
+    mongoengine_db.numbered.update_many({"n": None}, {"$unset": {"n": ""}})
+    assert backfill(Numbered) == 2
+    assert any(spec.get("unique") for spec in mongoengine_db.numbered.index_information().values())
+    with pytest.raises(me.NotUniqueError):
+        Numbered(name="c", n=1).save()
+    assert sorted(doc["n"] for doc in mongoengine_db.numbered.find()) == [1, 2]
 
 
 def test_string_operators_on_a_space_of_strings_match_as_a_string_fields(

@@ -56,8 +56,13 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
             f"{accepted!r} (the dotted path of one inside embedded documents: a list's or a "
             "map's items are not named)"
         )
-    try:  # (MongoEngine builds the model's indexes here)
+    try:
         collection = seam.class_collection(document_class)
+        if seam.auto_create_index(document_class):
+            # MongoEngine builds them once, where it first makes the collection: one it could
+            # not build (the error below) it would never build again, and a duplicate would
+            # be stored once the advice is followed (review 154).
+            document_class.ensure_indexes()
     except pymongo.errors.DuplicateKeyError as error:
         where = document_class._get_collection_name()
         unique = [s["fields"] for s in seam.index_specs(document_class) if s.get("unique")]
