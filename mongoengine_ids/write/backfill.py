@@ -64,7 +64,7 @@ def backfill(document_class: type[BaseDocument], *field_names: str, batch_size: 
             # be stored once the advice is followed (review 154).
             document_class.ensure_indexes()
     except pymongo.errors.DuplicateKeyError as error:
-        where = document_class._get_collection_name()
+        where = seam.collection_name(document_class)
         unique = [s["fields"] for s in seam.index_specs(document_class) if s.get("unique")]
         field = unique[0][0][0] if len(unique) == 1 and len(unique[0]) == 1 else None
         raise unique_index_unbuilt(document_class.__name__, where, field, error) from error
