@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Callable
@@ -21,6 +22,26 @@ CLIENT_OPTIONS = {} if TEST_URI else {"read_preference": ReadPreference.SECONDAR
 real_server = pytest.mark.skipif(
     TEST_URI is None, reason="needs a real mongod: set MONGOENGINE_IDS_TEST_URI"
 )
+
+
+def in_forked_child(work: Callable[[], Any]) -> tuple[int, Any]:
+    """Run ``work()`` in a child made by ``os.fork()`` (Python's at-fork hooks run); return the
+    child's pid and what ``work`` returned, sent back as JSON through a pipe."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read_end)
+            data = json.dumps(work()).encode()
+            while data:
+                data = data[os.write(write_end, data) :]
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        result = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    return pid, result
 
 
 def run_threads(count: int, work: Callable[[int], list[Any]]) -> list[list[Any]]:

@@ -33,7 +33,7 @@ from typing import Any
 import mongoengine as me
 import mongomock
 import pytest
-from _support import run_threads
+from _support import in_forked_child, run_threads
 
 from mongoengine_ids import (
     LocalityUUIDField,
@@ -555,21 +555,12 @@ def test_a_child_of_os_fork_is_reset_once_by_the_hook(monkeypatch: pytest.Monkey
     counted = [*resets._fork_callbacks, lambda: runs.append(os.getpid())]
     monkeypatch.setattr(resets, "_fork_callbacks", counted)
     generator = LocalityUUIDGenerator(clock=lambda: T)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(read_end)
-            owner = resets.owner_pid  # the hook's work, before any id
-            made = generator.generate()
-            reply = [owner, len(runs), made.pid]
-            os.write(write_end, json.dumps(reply).encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        owner, count, made_pid = json.loads(pipe.read())
-    os.waitpid(pid, 0)
+
+    def child() -> list[int]:
+        owner = resets.owner_pid  # the hook's work, before any id
+        return [owner, len(runs), generator.generate().pid]
+
+    pid, (owner, count, made_pid) = in_forked_child(child)
     assert owner == pid
     assert count == 1  # by the hook; the generate() after it found nothing to do
     assert made_pid == pid % 65536
@@ -591,18 +582,7 @@ def test_a_child_of_os_fork_given_the_recorded_pid_again_is_reset_all_the_same(
         "reused_pid", database=mongomock.MongoClient().db, batch_size=100, write_concern=None
     )
     assert sequence.next() == 1  # the parent holds 2..100 now; the counter says 100
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(read_end)
-            os.write(write_end, json.dumps([sequence.next() for _ in range(3)]).encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        child = json.loads(pipe.read())
-    os.waitpid(pid, 0)
+    _, child = in_forked_child(lambda: [sequence.next() for _ in range(3)])
     assert child == [101, 102, 103]  # a block of its own, from its copy of the counter
     assert [sequence.next() for _ in range(3)] == [2, 3, 4]  # the parent keeps its block
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 
 import pytest
+from _support import in_forked_child
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -215,18 +215,7 @@ def test_threads_never_share_a_word() -> None:
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_a_forked_child_does_not_replay_the_parents_words() -> None:
     SYSTEM_RANDOMNESS.randbelow(2**64)  # the parent holds a block of unread words now
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            words = [SYSTEM_RANDOMNESS.randbelow(2**64) for _ in range(16)]
-            os.write(write, json.dumps(words).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        child = json.loads(pipe.read())
-    os.waitpid(pid, 0)
+    _, child = in_forked_child(lambda: [SYSTEM_RANDOMNESS.randbelow(2**64) for _ in range(16)])
     parent = [SYSTEM_RANDOMNESS.randbelow(2**64) for _ in range(16)]
     assert len(child) == 16
     assert set(child).isdisjoint(parent)
